@@ -1,0 +1,51 @@
+/*
+ * The kernel dispatch table.  Model code calls kernels only through a
+ * plm_kernels table, so SIMD versions (x86, arm) slot in beside the scalar
+ * reference without touching the model.  The scalar table is the oracle the
+ * SIMD tables are tested against, forever.
+ *
+ * Conventions follow ggml: a weight row of type T is dotted with an
+ * activation row already converted to plm_type_info_get(T)->vec_dot_type
+ * (Q8_0, Q8_1, Q8_K or F32).
+ */
+#ifndef PLM_KERNELS_H
+#define PLM_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant/types.h"
+
+/* *s = dot(weight row w, activation row a), both n elements long. */
+typedef void (*plm_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
+/* Convert n floats to a row of blocks (n a multiple of the block size). */
+typedef void (*plm_quantize_row_fn)(const float *x, void *y, int64_t n);
+/* Convert a row of n elements to floats. */
+typedef void (*plm_dequantize_row_fn)(const void *x, float *y, int64_t n);
+
+typedef struct plm_kernels {
+    const char *name;                                  /* "ref", "avx2", ... */
+    plm_vec_dot_fn vec_dot[PLM_TYPE_COUNT];            /* by weight type */
+    plm_quantize_row_fn quantize_row[PLM_TYPE_COUNT];  /* by target type */
+    plm_dequantize_row_fn dequantize_row[PLM_TYPE_COUNT];
+} plm_kernels;
+
+/* The scalar reference table. */
+const plm_kernels *plm_kernels_ref(void);
+
+/* The table to use: `force` ("ref", "avx2", ...) if non-NULL, else the
+ * PLM_KERNELS environment variable if set, else the best the CPU supports.
+ * NULL if a forced name is unknown or unsupported on this CPU. */
+const plm_kernels *plm_kernels_select(const char *force);
+
+/*
+ * out[t * out_stride + r] = dot(W row r, activation row t)
+ * for rows r in [r0, r1) and tokens t in [0, n_tok).  W rows are
+ * plm_row_size(wtype, k) bytes apart; activation rows (already in the
+ * vec_dot type) are act_stride bytes apart.
+ */
+void plm_matmul(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k,
+                int64_t r0, int64_t r1, const void *act, size_t act_stride,
+                int n_tok, float *out, int64_t out_stride);
+
+#endif

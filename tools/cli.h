@@ -1,0 +1,10 @@
+/* The pocketlm command's subcommands: each lives in tools/cmd_NAME.c. */
+#ifndef PLM_TOOLS_CLI_H
+#define PLM_TOOLS_CLI_H
+
+int cmd_run(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+
+#endif

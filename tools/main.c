@@ -1,0 +1,43 @@
+/* pocketlm: one command, ollama-style subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "pocketlm.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"run", cmd_run, "generate text from a prompt"},
+    {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"synth", cmd_synth, "write a random-weight GGUF of a real model's shape"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "pocketlm %s — LLM inference that fits in a phone's memory\n\n", PLM_VERSION);
+    fprintf(out, "usage: pocketlm COMMAND [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(out, "\n'pocketlm COMMAND --help' lists a command's options and defaults.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return argc < 2 ? 1 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("pocketlm %s\n", PLM_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        if (!strcmp(argv[1], subcommands[i].name)) return subcommands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "pocketlm: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 1;
+}
