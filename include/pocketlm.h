@@ -75,9 +75,15 @@ bool plm_vocab_add_bos(const plm_model *model);
 /* Tokenize `len` bytes of UTF-8.  add_special: BOS/EOS as the vocabulary asks.
  * parse_special: text like "<|im_start|>" becomes the control token.
  * Returns the number of tokens written; if `max` is too small, returns
- * -(tokens needed) and writes nothing useful. */
+ * -(tokens needed) and writes nothing useful; INT_MIN if it failed (out of
+ * memory).  plm_tokenize_alloc does the sizing for you. */
 int plm_tokenize(const plm_model *model, const char *text, size_t len,
                  plm_token *out, int max, bool add_special, bool parse_special);
+
+/* Tokenizes into a malloc'd array (free() it); *n_out gets the count.
+ * NULL on failure. */
+plm_token *plm_tokenize_alloc(const plm_model *model, const char *text, size_t len, int *n_out,
+                              bool add_special, bool parse_special);
 
 /* Bytes of one token's text, written to buf (not NUL-terminated).  Returns
  * the byte count, or -(bytes needed) when `size` is too small.  Control
@@ -141,6 +147,35 @@ plm_token plm_sampler_sample(plm_sampler *s, const float *logits);
 /* Record a token (prompt or generated) for the repetition penalties. */
 void plm_sampler_accept(plm_sampler *s, plm_token t);
 void plm_sampler_reset(plm_sampler *s);
+
+/* ---- stop strings -----------------------------------------------------
+ * Generated text arrives one token's bytes at a time and a stop string may
+ * straddle tokens, so the matcher holds back any tail that could still become
+ * a stop string and releases it once it cannot:
+ *
+ *     plm_stop_out o = plm_stop_feed(m, piece, len);
+ *     fwrite(o.text, 1, o.len, stdout);
+ *     if (o.stop >= 0) break;            // stop string o.stop completed
+ *     ...
+ *     o = plm_stop_flush(m);             // at the end: release the tail
+ *
+ * The text of a completed stop string is never released. */
+
+typedef struct plm_stop plm_stop;
+
+typedef struct plm_stop_out {
+    const char *text;  /* bytes safe to emit now; valid until the next call */
+    size_t len;
+    int stop;          /* index of the stop string that completed, or -1 */
+} plm_stop_out;
+
+/* Copies the strings; empty ones are ignored.  NULL only when out of memory. */
+plm_stop *plm_stop_new(const char *const *stops, int n_stops);
+void plm_stop_free(plm_stop *m);
+void plm_stop_reset(plm_stop *m);
+plm_stop_out plm_stop_feed(plm_stop *m, const char *piece, size_t len);
+plm_stop_out plm_stop_flush(plm_stop *m);
+size_t plm_stop_held(const plm_stop *m);
 
 /* ---- synthetic models ---------------------------------------------------
  * A random-weight GGUF with the exact tensor shapes of a real model, for

@@ -92,11 +92,14 @@ typedef struct gguf_file {
     uint64_t n_tensors;
     gguf_tensor *tensors;
     uint32_t alignment;
-    uint64_t data_offset;  /* absolute byte offset of the tensor data section */
+    uint64_t data_offset;  /* absolute byte offset of the tensor data section (<= size) */
     const uint8_t *image;  /* the whole file, mapped or read */
     uint64_t size;         /* bytes in the file */
     bool mapped;           /* image is an mmap (else malloc'd, owned) */
     bool owns_image;       /* gguf_close frees/unmaps image */
+    bool locked;           /* use_mlock was asked and mlock succeeded; a failed
+                              mlock is not an error, callers may warn */
+    struct gguf_lookup *lookup; /* private name index; NULL = linear search */
 } gguf_file;
 
 typedef struct gguf_open_params {
@@ -146,6 +149,8 @@ typedef plm_status (*gguf_fill_fn)(void *user, uint64_t index, void *dst,
 
 gguf_writer *gguf_writer_new(void);
 void gguf_writer_free(gguf_writer *w);
+/* A power of two; also sets general.alignment unless it is the default 32.
+ * Setting general.alignment (u32) directly or via copy_kv has the same effect. */
 void gguf_writer_set_alignment(gguf_writer *w, uint32_t alignment);
 
 /* Setting a key twice replaces its value (keeps its position). */

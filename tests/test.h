@@ -23,8 +23,17 @@ static int test_passed, test_failed;
 /* For fatal preconditions: a test that cannot run must not pass. */
 #define REQUIRE(cond, ...)                                                 \
     do {                                                                   \
-        CHECK(cond, __VA_ARGS__);                                          \
-        if (!(cond)) return test_summary();                                \
+        int req_ok_ = (cond);                                              \
+        CHECK(req_ok_, __VA_ARGS__);                                       \
+        if (!req_ok_) return test_summary();                               \
+    } while (0)
+
+/* REQUIRE for void test functions. */
+#define REQUIRE_VOID(cond, ...)                                            \
+    do {                                                                   \
+        int req_ok_ = (cond);                                              \
+        CHECK(req_ok_, __VA_ARGS__);                                       \
+        if (!req_ok_) return;                                              \
     } while (0)
 
 static inline int test_summary(void) {

@@ -1,0 +1,24 @@
+/* Facts about the GGUF format shared by the reader and the writer. */
+#ifndef PLM_GGUF_INTERNAL_H
+#define PLM_GGUF_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pocketlm_gguf.h"
+
+/* Arrays may hold arrays; both the parser and the writer recurse per level,
+ * so the depth is bounded to keep a hostile file from exhausting the stack. */
+#define GGUF_MAX_NESTING 8
+
+/* Bytes of one scalar value of type t; 0 for strings, arrays and unknown ids. */
+size_t gguf_scalar_size(uint32_t t);
+
+/* Unsigned 64-bit a*b; false (and *out untouched) on overflow. */
+static inline int gguf_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a != 0 && b > UINT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+#endif

@@ -1,0 +1,336 @@
+/*
+ * The scalar reference kernels: one vec_dot per weight type, against the
+ * activation format types.c names for it.  As in ggml's generic code, each
+ * block is reduced with exact integer arithmetic and only the block total is
+ * scaled in float, so a SIMD kernel that sums the same integers in another
+ * order gets the same block totals.  This table is the oracle every faster
+ * table is tested against, so it favours clarity over speed.
+ */
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+/* ---- float formats (activation stays f32) ------------------------------- */
+
+/* Products in float, accumulated in double, as ggml's scalar f32/f16 dots. */
+static void vec_dot_f32(int64_t n, float *s, const void *vw, const void *va) {
+    const float *w = vw, *a = va;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(w[i] * a[i]);
+    *s = (float)sum;
+}
+
+static void vec_dot_f16(int64_t n, float *s, const void *vw, const void *va) {
+    const plm_fp16_t *w = vw;
+    const float *a = va;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(plm_fp16_to_fp32(w[i]) * a[i]);
+    *s = (float)sum;
+}
+
+static void vec_dot_bf16(int64_t n, float *s, const void *vw, const void *va) {
+    const plm_bf16_t *w = vw;
+    const float *a = va;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(plm_bf16_to_fp32(w[i]) * a[i]);
+    *s = (float)sum;
+}
+
+/* ---- 32-element formats ------------------------------------------------- */
+
+/* Integer dot of 16 nibble-coded weights (low or high nibbles of qs, mapped
+ * through lut) with 16 int8 activations. */
+static int dot_nibbles(const uint8_t *qs, int shift, const int8_t *lut, const int8_t *q8) {
+    int sum = 0;
+    for (int j = 0; j < 16; j++) sum += lut[(qs[j] >> shift) & 0xf] * q8[j];
+    return sum;
+}
+
+static const int8_t lut_minus8[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+static const int8_t lut_plain[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+static void vec_dot_q4_0(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_0 *x = vw;
+    const block_q8_0 *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK4_0; i++) {
+        const int sumi = dot_nibbles(x[i].qs, 0, lut_minus8, y[i].qs) +
+                         dot_nibbles(x[i].qs, 4, lut_minus8, y[i].qs + 16);
+        sum += sumi * plm_fp16_to_fp32(x[i].d) * plm_fp16_to_fp32(y[i].d);
+    }
+    *s = sum;
+}
+
+/* The min term m * sum(a) comes from Q8_1's precomputed s = d_a * sum(q_a). */
+static void vec_dot_q4_1(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_1 *x = vw;
+    const block_q8_1 *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK4_1; i++) {
+        const int sumi = dot_nibbles(x[i].qs, 0, lut_plain, y[i].qs) +
+                         dot_nibbles(x[i].qs, 4, lut_plain, y[i].qs + 16);
+        sum += (plm_fp16_to_fp32(x[i].d) * plm_fp16_to_fp32(y[i].d)) * sumi +
+               plm_fp16_to_fp32(x[i].m) * plm_fp16_to_fp32(y[i].s);
+    }
+    *s = sum;
+}
+
+/* Integer dot of one Q5 block's 32 unsigned 5-bit values with q8. */
+static int dot_q5(const uint8_t qs[16], const uint8_t qh[4], int bias, const int8_t *q8) {
+    const uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
+                       (uint32_t)qh[3] << 24;
+    int sum = 0;
+    for (int j = 0; j < 16; j++) {
+        const int v0 = ((qs[j] & 0xf) | (int)((h >> j) & 1) << 4) - bias;
+        const int v1 = ((qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4) - bias;
+        sum += v0 * q8[j] + v1 * q8[j + 16];
+    }
+    return sum;
+}
+
+static void vec_dot_q5_0(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_0 *x = vw;
+    const block_q8_0 *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK5_0; i++) {
+        const int sumi = dot_q5(x[i].qs, x[i].qh, 16, y[i].qs);
+        sum += sumi * plm_fp16_to_fp32(x[i].d) * plm_fp16_to_fp32(y[i].d);
+    }
+    *s = sum;
+}
+
+static void vec_dot_q5_1(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_1 *x = vw;
+    const block_q8_1 *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK5_1; i++) {
+        const int sumi = dot_q5(x[i].qs, x[i].qh, 0, y[i].qs);
+        sum += (plm_fp16_to_fp32(x[i].d) * plm_fp16_to_fp32(y[i].d)) * sumi +
+               plm_fp16_to_fp32(x[i].m) * plm_fp16_to_fp32(y[i].s);
+    }
+    *s = sum;
+}
+
+static void vec_dot_q8_0(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q8_0 *x = vw;
+    const block_q8_0 *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int j = 0; j < QK8_0; j++) sumi += x[i].qs[j] * y[i].qs[j];
+        sum += sumi * (plm_fp16_to_fp32(x[i].d) * plm_fp16_to_fp32(y[i].d));
+    }
+    *s = sum;
+}
+
+static void vec_dot_iq4_nl(int64_t n, float *s, const void *vw, const void *va) {
+    const block_iq4_nl *x = vw;
+    const block_q8_0 *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK4_NL; i++) {
+        const int sumi = dot_nibbles(x[i].qs, 0, kvalues_iq4nl, y[i].qs) +
+                         dot_nibbles(x[i].qs, 4, kvalues_iq4nl, y[i].qs + 16);
+        sum += plm_fp16_to_fp32(x[i].d) * plm_fp16_to_fp32(y[i].d) * sumi;
+    }
+    *s = sum;
+}
+
+/* ---- K-quants: unpack a 256-element super-block to small ints, then sum
+ * sub-block dots times their integer scales ------------------------------- */
+
+static int dot_i8(const int8_t *a, const int8_t *b, int n) {
+    int sum = 0;
+    for (int j = 0; j < n; j++) sum += a[j] * b[j];
+    return sum;
+}
+
+/* Q2_K/Q3_K share the plane layout: per 128 elements, plane p (bits 2p..2p+1)
+ * of qs byte l is element 32*p + l. */
+static void unpack_2bit_planes(const uint8_t *qs, int8_t q[QK_K]) {
+    for (int half = 0; half < 2; half++)
+        for (int p = 0; p < 4; p++)
+            for (int l = 0; l < 32; l++)
+                q[128 * half + 32 * p + l] = (int8_t)((qs[32 * half + l] >> (2 * p)) & 3);
+}
+
+/* Sum over the super-block of bsums * mins: the dot of the per-sub-block
+ * offsets with the activation, without touching the quants. */
+static void vec_dot_q2_K(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q2_K *x = vw;
+    const block_q8_K *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int8_t q[QK_K];
+        unpack_2bit_planes(x[i].qs, q);
+        int isum = 0, summ = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            isum += (x[i].scales[j] & 0xf) * dot_i8(q + 16 * j, y[i].qs + 16 * j, 16);
+            summ += (x[i].scales[j] >> 4) * y[i].bsums[j];
+        }
+        const float dall = y[i].d * plm_fp16_to_fp32(x[i].d);
+        const float dmin = y[i].d * plm_fp16_to_fp32(x[i].dmin);
+        sum += dall * isum - dmin * summ;
+    }
+    *s = sum;
+}
+
+static void vec_dot_q3_K(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q3_K *x = vw;
+    const block_q8_K *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int8_t q[QK_K];
+        unpack_2bit_planes(x[i].qs, q);
+        /* hmask bit b of byte l belongs to element 32*b + l; clear = minus 4 */
+        for (int b = 0; b < 8; b++)
+            for (int l = 0; l < 32; l++)
+                if (!(x[i].hmask[l] & (1u << b))) q[32 * b + l] -= 4;
+        int isum = 0;
+        for (int j = 0; j < QK_K / 16; j++)
+            isum += (plm_q3_K_scale(j, x[i].scales) - 32) * dot_i8(q + 16 * j, y[i].qs + 16 * j, 16);
+        sum += plm_fp16_to_fp32(x[i].d) * y[i].d * isum;
+    }
+    *s = sum;
+}
+
+/* Q4_K/Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins.  qh is NULL for
+ * Q4_K; for Q5_K bit 2j (2j+1) of qh[l] is the fifth bit of element l of
+ * sub-block 2j (2j+1). */
+static float dot_q45_K(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+                       float d, float dmin, const block_q8_K *y) {
+    int8_t q[QK_K];
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t b = qs[32 * j + l];
+            q[64 * j + l] = (int8_t)((b & 0xf) | (qh ? ((qh[l] >> (2 * j)) & 1) << 4 : 0));
+            q[64 * j + 32 + l] = (int8_t)((b >> 4) | (qh ? ((qh[l] >> (2 * j + 1)) & 1) << 4 : 0));
+        }
+    int isum = 0, summ = 0;
+    for (int j = 0; j < QK_K / 32; j++) {
+        uint8_t sc, m;
+        plm_get_scale_min_k4(j, scales, &sc, &m);
+        isum += sc * dot_i8(q + 32 * j, y->qs + 32 * j, 32);
+        summ += m * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+    }
+    return d * y->d * isum - dmin * y->d * summ;
+}
+
+static void vec_dot_q4_K(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_K *x = vw;
+    const block_q8_K *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        sum += dot_q45_K(x[i].scales, x[i].qs, NULL, plm_fp16_to_fp32(x[i].d),
+                         plm_fp16_to_fp32(x[i].dmin), &y[i]);
+    *s = sum;
+}
+
+static void vec_dot_q5_K(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_K *x = vw;
+    const block_q8_K *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        sum += dot_q45_K(x[i].scales, x[i].qs, x[i].qh, plm_fp16_to_fp32(x[i].d),
+                         plm_fp16_to_fp32(x[i].dmin), &y[i]);
+    *s = sum;
+}
+
+/* Q6_K: see dequantize.c for the ql/qh layout. */
+static void vec_dot_q6_K(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q6_K *x = vw;
+    const block_q8_K *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int8_t q[QK_K];
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = x[i].ql + 64 * half, *qh = x[i].qh + 32 * half;
+            int8_t *o = q + 128 * half;
+            for (int l = 0; l < 32; l++) {
+                o[l] = (int8_t)(((ql[l] & 0xf) | ((qh[l] >> 0) & 3) << 4) - 32);
+                o[l + 32] = (int8_t)(((ql[l + 32] & 0xf) | ((qh[l] >> 2) & 3) << 4) - 32);
+                o[l + 64] = (int8_t)(((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32);
+                o[l + 96] = (int8_t)(((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32);
+            }
+        }
+        int isum = 0;
+        for (int j = 0; j < QK_K / 16; j++)
+            isum += x[i].scales[j] * dot_i8(q + 16 * j, y[i].qs + 16 * j, 16);
+        sum += plm_fp16_to_fp32(x[i].d) * y[i].d * isum;
+    }
+    *s = sum;
+}
+
+static void vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va) {
+    const block_iq4_xs *x = vw;
+    const block_q8_K *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int isum = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint8_t *qs = x[i].qs + 16 * ib;
+            const int8_t *q8 = y[i].qs + 32 * ib;
+            const int sumi = dot_nibbles(qs, 0, kvalues_iq4nl, q8) +
+                             dot_nibbles(qs, 4, kvalues_iq4nl, q8 + 16);
+            isum += (plm_iq4_xs_scale(&x[i], ib) - 32) * sumi;
+        }
+        sum += plm_fp16_to_fp32(x[i].d) * y[i].d * isum;
+    }
+    *s = sum;
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+static const plm_kernels kernels_ref = {
+    .name = "ref",
+    .vec_dot = {
+        [PLM_TYPE_F32] = vec_dot_f32,
+        [PLM_TYPE_F16] = vec_dot_f16,
+        [PLM_TYPE_BF16] = vec_dot_bf16,
+        [PLM_TYPE_Q4_0] = vec_dot_q4_0,
+        [PLM_TYPE_Q4_1] = vec_dot_q4_1,
+        [PLM_TYPE_Q5_0] = vec_dot_q5_0,
+        [PLM_TYPE_Q5_1] = vec_dot_q5_1,
+        [PLM_TYPE_Q8_0] = vec_dot_q8_0,
+        [PLM_TYPE_Q2_K] = vec_dot_q2_K,
+        [PLM_TYPE_Q3_K] = vec_dot_q3_K,
+        [PLM_TYPE_Q4_K] = vec_dot_q4_K,
+        [PLM_TYPE_Q5_K] = vec_dot_q5_K,
+        [PLM_TYPE_Q6_K] = vec_dot_q6_K,
+        [PLM_TYPE_IQ4_NL] = vec_dot_iq4_nl,
+        [PLM_TYPE_IQ4_XS] = vec_dot_iq4_xs,
+    },
+    .quantize_row = {
+        [PLM_TYPE_F32] = plm_quantize_row_f32,
+        [PLM_TYPE_F16] = plm_quantize_row_f16,
+        [PLM_TYPE_BF16] = plm_quantize_row_bf16,
+        [PLM_TYPE_Q4_0] = plm_quantize_row_q4_0,
+        [PLM_TYPE_Q4_1] = plm_quantize_row_q4_1,
+        [PLM_TYPE_Q5_0] = plm_quantize_row_q5_0,
+        [PLM_TYPE_Q5_1] = plm_quantize_row_q5_1,
+        [PLM_TYPE_Q8_0] = plm_quantize_row_q8_0,
+        [PLM_TYPE_Q8_1] = plm_quantize_row_q8_1,
+        [PLM_TYPE_Q8_K] = plm_quantize_row_q8_K,
+        [PLM_TYPE_IQ4_NL] = plm_quantize_row_iq4_nl,
+    },
+    .dequantize_row = {
+        [PLM_TYPE_F32] = plm_dequantize_row_f32,
+        [PLM_TYPE_F16] = plm_dequantize_row_f16,
+        [PLM_TYPE_BF16] = plm_dequantize_row_bf16,
+        [PLM_TYPE_Q4_0] = plm_dequantize_row_q4_0,
+        [PLM_TYPE_Q4_1] = plm_dequantize_row_q4_1,
+        [PLM_TYPE_Q5_0] = plm_dequantize_row_q5_0,
+        [PLM_TYPE_Q5_1] = plm_dequantize_row_q5_1,
+        [PLM_TYPE_Q8_0] = plm_dequantize_row_q8_0,
+        [PLM_TYPE_Q8_1] = plm_dequantize_row_q8_1,
+        [PLM_TYPE_Q2_K] = plm_dequantize_row_q2_K,
+        [PLM_TYPE_Q3_K] = plm_dequantize_row_q3_K,
+        [PLM_TYPE_Q4_K] = plm_dequantize_row_q4_K,
+        [PLM_TYPE_Q5_K] = plm_dequantize_row_q5_K,
+        [PLM_TYPE_Q6_K] = plm_dequantize_row_q6_K,
+        [PLM_TYPE_Q8_K] = plm_dequantize_row_q8_K,
+        [PLM_TYPE_IQ4_NL] = plm_dequantize_row_iq4_nl,
+        [PLM_TYPE_IQ4_XS] = plm_dequantize_row_iq4_xs,
+    },
+};
+
+const plm_kernels *plm_kernels_ref(void) { return &kernels_ref; }

@@ -1,0 +1,57 @@
+/*
+ * Row conversions between f32 and ggml's tensor types (scalar reference).
+ *
+ * All functions take untyped row pointers so they fit the kernel table
+ * (plm_quantize_row_fn / plm_dequantize_row_fn); n is the element count and
+ * must be a whole number of blocks of the type.  Rows are little-endian, as
+ * in GGUF; a big-endian host is not supported.
+ */
+#ifndef PLM_QUANT_QUANT_H
+#define PLM_QUANT_QUANT_H
+
+#include <stdint.h>
+
+#include "quant/types.h"
+
+/* ---- dequantize: row of blocks -> n floats ------------------------------ */
+void plm_dequantize_row_f32(const void *x, float *y, int64_t n);
+void plm_dequantize_row_f16(const void *x, float *y, int64_t n);
+void plm_dequantize_row_bf16(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q4_0(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q4_1(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q5_0(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q5_1(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q8_0(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q8_1(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q2_K(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q3_K(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q4_K(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q5_K(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q6_K(const void *x, float *y, int64_t n);
+void plm_dequantize_row_q8_K(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq4_nl(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq4_xs(const void *x, float *y, int64_t n);
+
+/* ---- quantize: n floats -> row of blocks ---------------------------------
+ * Bit-identical to ggml's reference quantizers without an importance matrix,
+ * i.e. to what llama-quantize writes for these types. */
+void plm_quantize_row_f32(const float *x, void *y, int64_t n);   /* copy */
+void plm_quantize_row_f16(const float *x, void *y, int64_t n);
+void plm_quantize_row_bf16(const float *x, void *y, int64_t n);
+void plm_quantize_row_q4_0(const float *x, void *y, int64_t n);
+void plm_quantize_row_q4_1(const float *x, void *y, int64_t n);
+void plm_quantize_row_q5_0(const float *x, void *y, int64_t n);
+void plm_quantize_row_q5_1(const float *x, void *y, int64_t n);
+void plm_quantize_row_q8_0(const float *x, void *y, int64_t n);
+void plm_quantize_row_q8_1(const float *x, void *y, int64_t n);
+void plm_quantize_row_q8_K(const float *x, void *y, int64_t n);
+/* llama-quantize's IQ4_NL (scale search, 7 tries each way, x^2 weights). */
+void plm_quantize_row_iq4_nl(const float *x, void *y, int64_t n);
+
+/* Dispatch by type; false when the type has no such function here. */
+typedef void (*plm_dequantize_fn)(const void *x, float *y, int64_t n);
+typedef void (*plm_quantize_fn)(const float *x, void *y, int64_t n);
+plm_dequantize_fn plm_get_dequantize(plm_type type);
+plm_quantize_fn plm_get_quantize(plm_type type);
+
+#endif

@@ -1,0 +1,159 @@
+/* Contexts: KV cache and scratch allocation, batched decode, logits. */
+#include "runtime/context.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+plm_context_params plm_context_default_params(void) {
+    return (plm_context_params){.n_ctx = 0, .n_batch = 512, .n_threads = 0, .logits_all = false};
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+static void scratch_free(plm_scratch *s) {
+    free(s->x);
+    free(s->xn);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->gate);
+    free(s->up);
+    free(s->scores);
+    free(s->act);
+}
+
+static plm_status scratch_alloc(plm_scratch *s, const plm_hparams *hp, uint32_t n_batch, uint32_t n_ctx,
+                                plm_error *err) {
+    const size_t B = n_batch, E = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
+                 kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = max_sz((size_t)hp->n_ff, E);
+    /* The widest row a dot product ever reads, stored as f32 (the largest
+     * activation format: Q8_0/Q8_K rows are smaller). */
+    s->act_row_cap = max_sz(max_sz(E, q_dim), ff) * sizeof(float);
+    s->x = malloc(B * E * sizeof(float));
+    s->xn = malloc(B * max_sz(E, q_dim) * sizeof(float));
+    s->q = malloc(B * q_dim * sizeof(float));
+    s->k = malloc(B * kv_dim * sizeof(float));
+    s->v = malloc(B * kv_dim * sizeof(float));
+    s->gate = malloc(B * ff * sizeof(float));
+    s->up = malloc(B * ff * sizeof(float));
+    s->scores = malloc((size_t)n_ctx * sizeof(float));
+    s->act = malloc(B * s->act_row_cap);
+    if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->gate || !s->up || !s->scores || !s->act)
+        return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating scratch buffers for a batch of %u", n_batch);
+    return PLM_OK;
+}
+
+static plm_status kv_alloc(plm_kv_cache *kv, const plm_hparams *hp, uint32_t n_ctx, plm_error *err) {
+    kv->n_ctx = n_ctx;
+    kv->kv_dim = hp->n_head_kv * hp->head_dim;
+    const size_t n = (size_t)hp->n_layer * n_ctx * kv->kv_dim;
+    kv->k = malloc(n * sizeof(uint16_t));
+    kv->v = malloc(n * sizeof(uint16_t));
+    if (!kv->k || !kv->v)
+        return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating a %u-token KV cache (%zu MiB)", n_ctx,
+                        n * 4 >> 20);
+    return PLM_OK;
+}
+
+plm_status plm_context_new(plm_model *model, const plm_context_params *params, plm_context **out,
+                           plm_error *err) {
+    *out = NULL;
+    if (!model || !model->layers)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "a context needs a model loaded with weights");
+    plm_context_params p = params ? *params : plm_context_default_params();
+    const plm_hparams *hp = &model->hp;
+    if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train < 4096 ? (uint32_t)hp->n_ctx_train : 4096;
+    if (p.n_ctx > (1u << 24)) return plm_fail(err, PLM_ERR_INVALID_ARG, "context length %u is too large", p.n_ctx);
+    if (p.n_batch == 0) p.n_batch = 512;
+    if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+
+    const plm_kernels *kt = plm_kernels_select(NULL);
+    if (!kt) return plm_fail(err, PLM_ERR_INVALID_ARG, "PLM_KERNELS names a kernel set this CPU cannot run");
+
+    plm_context *c = calloc(1, sizeof *c);
+    if (!c) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
+    c->model = model;
+    c->kt = kt;
+    c->params = p;
+    plm_status st = kv_alloc(&c->kv, hp, p.n_ctx, err);
+    if (!st) st = scratch_alloc(&c->s, hp, p.n_batch, p.n_ctx, err);
+    if (!st) {
+        c->logits_cap = p.logits_all ? (int)p.n_batch : 1;
+        c->logits = malloc((size_t)c->logits_cap * hp->n_vocab * sizeof(float));
+        if (!c->logits) st = plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating logits");
+    }
+    if (st) {
+        plm_context_free(c);
+        return st;
+    }
+    *out = c;
+    return PLM_OK;
+}
+
+void plm_context_free(plm_context *c) {
+    if (!c) return;
+    free(c->kv.k);
+    free(c->kv.v);
+    scratch_free(&c->s);
+    free(c->logits);
+    free(c);
+}
+
+uint32_t plm_context_n_ctx(const plm_context *c) { return c->kv.n_ctx; }
+uint32_t plm_context_n_past(const plm_context *c) { return c->n_past; }
+
+void plm_kv_truncate(plm_context *c, uint32_t pos) {
+    if (pos < c->n_past) c->n_past = pos;
+}
+
+/* With logits_all every token's logits are kept, so the buffer grows to the
+ * longest decode call; otherwise one row suffices. */
+static plm_status reserve_logits(plm_context *c, int rows, plm_error *err) {
+    if (rows <= c->logits_cap) return PLM_OK;
+    float *l = realloc(c->logits, (size_t)rows * c->model->hp.n_vocab * sizeof(float));
+    if (!l) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for the logits of %d tokens", rows);
+    c->logits = l;
+    c->logits_cap = rows;
+    return PLM_OK;
+}
+
+plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error *err) {
+    if (n <= 0) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_decode needs at least one token");
+    const int n_vocab = c->model->hp.n_vocab;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return plm_fail(err, PLM_ERR_INVALID_ARG, "token %d at index %d is outside the vocabulary (0..%d)",
+                            tokens[i], i, n_vocab - 1);
+    if ((uint64_t)c->n_past + (uint64_t)n > c->kv.n_ctx)
+        return plm_fail(err, PLM_ERR_CONTEXT_FULL,
+                        "context full: %u cached + %d new tokens exceed the context length %u (use a larger -c)",
+                        c->n_past, n, c->kv.n_ctx);
+    const bool all = c->params.logits_all;
+    plm_status st = reserve_logits(c, all ? n : 1, err);
+    if (st) return st;
+
+    /* Evaluate the prompt in chunks of n_batch tokens; each chunk attends to
+     * everything cached before it. */
+    const int B = (int)c->params.n_batch;
+    for (int i = 0; i < n; i += B) {
+        const int m = n - i < B ? n - i : B;
+        const bool last_chunk = i + m == n;
+        int first = all ? 0 : (last_chunk ? m - 1 : m);
+        float *dst = all ? c->logits + (size_t)i * n_vocab : c->logits;
+        plm_llama_forward(c, tokens + i, m, c->n_past, first, dst);
+        c->n_past += (uint32_t)m;
+    }
+    c->n_logits = all ? n : 1;
+    c->logits_first = all ? 0 : n - 1;
+    return PLM_OK;
+}
+
+const float *plm_get_logits(const plm_context *c, int i) {
+    if (c->n_logits == 0) return NULL;
+    const int last = c->logits_first + c->n_logits - 1;
+    if (i < 0) i = last;
+    if (i < c->logits_first || i > last) return NULL;
+    return c->logits + (size_t)(i - c->logits_first) * c->model->hp.n_vocab;
+}

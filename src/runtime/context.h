@@ -1,0 +1,51 @@
+/*
+ * A context: one conversation's state on a shared model — the KV cache, the
+ * scratch buffers of the forward pass (sized once for n_batch tokens, so the
+ * token loop never allocates) and the logits of the last decode.
+ */
+#ifndef PLM_RUNTIME_CONTEXT_H
+#define PLM_RUNTIME_CONTEXT_H
+
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+/* Keys and values of every layer, f16, [layer][position][kv_dim]. */
+typedef struct plm_kv_cache {
+    uint16_t *k, *v;
+    uint32_t n_ctx;
+    int kv_dim;
+} plm_kv_cache;
+
+/* Buffers of one forward pass over up to n_batch tokens. */
+typedef struct plm_scratch {
+    float *x;       /* [n_batch][n_embd] residual stream */
+    float *xn;      /* [n_batch][max(n_embd, q_dim)] normed input / attention output */
+    float *q;       /* [n_batch][q_dim] */
+    float *k, *v;   /* [n_batch][kv_dim] */
+    float *gate, *up; /* [n_batch][n_ff] */
+    float *scores;  /* [n_ctx] attention weights of one head */
+    void *act;      /* [n_batch] activation rows quantized for the dot products */
+    size_t act_row_cap; /* bytes per activation row in `act` */
+} plm_scratch;
+
+struct plm_context {
+    plm_model *model;
+    const plm_kernels *kt;
+    plm_context_params params;
+    plm_kv_cache kv;
+    plm_scratch s;
+    uint32_t n_past;
+    float *logits;           /* [logits_cap][n_vocab] */
+    int logits_cap, n_logits;/* rows allocated / rows valid from the last decode */
+    int logits_first;        /* batch index of logits row 0 */
+};
+
+/* Runs the forward pass of the model family over tokens[0..n) at positions
+ * pos0.. (n <= n_batch, pos0 + n <= n_ctx).  Writes logits for tokens from
+ * `first_logit` on into out_logits ([n - first_logit][n_vocab]). */
+void plm_llama_forward(plm_context *ctx, const plm_token *tokens, int n,
+                       uint32_t pos0, int first_logit, float *out_logits);
+
+#endif

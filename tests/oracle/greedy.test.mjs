@@ -1,0 +1,37 @@
+// stories260K greedy from "Once upon a time": pocketlm must produce the same
+// 64 tokens as llama.cpp (node-llama-cpp 3.21.1, evaluated here and now).
+import path from "node:path";
+import { SHARED, pocketlm, llama, check, finish } from "./lib.mjs";
+
+const modelPath = path.join(SHARED, "models/stories260K.gguf");
+const prompt = "Once upon a time";
+const N = 64;
+
+const l = await llama();
+const model = await l.loadModel({ modelPath });
+const context = await model.createContext({ contextSize: 256 });
+const seq = context.getSequence();
+const input = [model.tokens.bos, ...model.tokenize(prompt)];
+const want = [];
+for await (const t of seq.evaluate(input, { temperature: 0 })) {
+  want.push(t);
+  if (want.length === N) break;
+}
+const wantText = model.detokenize(want);
+
+for (const batch of ["512", "1"]) {
+  const r = pocketlm(["run", "-m", modelPath, "-p", prompt, "-n", String(N), "--temp", "0",
+                      "--no-display-prompt", "--ignore-eos", "-b", batch]);
+  check(r.status === 0, `pocketlm run exited ${r.status}: ${r.stderr}`);
+  const got = r.stdout.replace(/\n$/, "");
+  check(got === wantText, `batch ${batch}: greedy text differs\n  llama.cpp: ${JSON.stringify(wantText)}\n  pocketlm:  ${JSON.stringify(got)}`);
+  check(/prompt \d+ tok.*generated 64 tok.*peak RSS/.test(r.stderr), `summary line missing: ${r.stderr}`);
+}
+
+// Token ids too, not just text: tokenize our output the way llama.cpp does.
+const ours = pocketlm(["tokenize", "-m", modelPath, prompt]);
+check(ours.stdout.trim() === model.tokenize(prompt).join(" "), `prompt ids differ: ${ours.stdout.trim()}`);
+
+await context.dispose();
+await model.dispose();
+finish();

@@ -1,0 +1,229 @@
+/* pocketlm run: stream a completion of a prompt, then one summary line. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "cli.h"
+#include "pocketlm.h"
+
+#define DEMO_MODEL "../shared/models/stories260K.gguf"
+
+typedef struct run_opts {
+    const char *model, *prompt, *prompt_file;
+    int n_predict, n_ctx, n_batch, n_threads;
+    bool no_mmap, mlock, ignore_eos, no_display_prompt;
+    plm_sampler_params sp;
+    uint64_t seed;
+    arg_list stops;
+} run_opts;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got;
+    char chunk[65536];
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (n + got + 1 > cap) {
+            cap = (n + got + 1) * 2;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = b;
+        }
+        memcpy(buf + n, chunk, got);
+        n += got;
+    }
+    fclose(f);
+    if (!buf) buf = calloc(1, 1);
+    else buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static void emit(plm_stop_out o) {
+    fwrite(o.text, 1, o.len, stdout);
+    fflush(stdout);
+}
+
+static int generate(const run_opts *o, plm_model *model, double t_load) {
+    plm_error err;
+    plm_context_params cp = plm_context_default_params();
+    cp.n_ctx = (uint32_t)o->n_ctx;
+    cp.n_batch = (uint32_t)o->n_batch;
+    cp.n_threads = (uint32_t)o->n_threads;
+    plm_context *ctx;
+    if (plm_context_new(model, &cp, &ctx, &err)) {
+        fprintf(stderr, "pocketlm run: %s\n", err.message);
+        return 1;
+    }
+
+    size_t plen = 0;
+    char *prompt = o->prompt_file ? read_file(o->prompt_file, &plen) : strdup(o->prompt);
+    if (!prompt) {
+        fprintf(stderr, "pocketlm run: cannot read prompt %s\n", o->prompt_file ? o->prompt_file : "");
+        plm_context_free(ctx);
+        return 1;
+    }
+    if (!o->prompt_file) plen = strlen(prompt);
+    int n_prompt = 0;
+    plm_token *toks = plm_tokenize_alloc(model, prompt, plen, &n_prompt, true, true);
+    int rc = 1;
+    if (n_prompt <= 0) {
+        fprintf(stderr, "pocketlm run: the prompt is empty after tokenization\n");
+        goto done;
+    }
+    if ((uint32_t)n_prompt >= plm_context_n_ctx(ctx)) {
+        fprintf(stderr, "pocketlm run: the prompt has %d tokens but the context holds %u; use a larger -c\n",
+                n_prompt, plm_context_n_ctx(ctx));
+        goto done;
+    }
+
+    plm_sampler_params sp = o->sp;
+    sp.seed = o->seed;
+    plm_sampler *smp = plm_sampler_new(model, &sp);
+    plm_stop *stop = smp ? plm_stop_new(o->stops.items, o->stops.n) : NULL;
+    if (!stop) {
+        fprintf(stderr, "pocketlm run: out of memory\n");
+        plm_sampler_free(smp);
+        goto done;
+    }
+    for (int i = 0; i < n_prompt; i++) plm_sampler_accept(smp, toks[i]);
+    if (!o->no_display_prompt) {
+        fwrite(prompt, 1, plen, stdout);
+        fflush(stdout);
+    }
+
+    double t0 = now_s();
+    if (plm_decode(ctx, toks, n_prompt, &err)) {
+        fprintf(stderr, "pocketlm run: %s\n", err.message);
+        plm_sampler_free(smp);
+        plm_stop_free(stop);
+        goto done;
+    }
+    double t_prompt = now_s() - t0;
+
+    int n_gen = 0;
+    const char *why = NULL;
+    t0 = now_s();
+    while (o->n_predict < 0 || n_gen < o->n_predict) {
+        plm_token t = plm_sampler_sample(smp, plm_get_logits(ctx, -1));
+        plm_sampler_accept(smp, t);
+        if (!o->ignore_eos && plm_token_is_eog(model, t)) break;
+        n_gen++;
+        char piece[256];
+        int m = plm_token_to_piece(model, t, piece, sizeof piece, false);
+        if (m > 0) {
+            plm_stop_out out = plm_stop_feed(stop, piece, (size_t)m);
+            emit(out);
+            if (out.stop >= 0) break;
+        }
+        if (o->n_predict >= 0 && n_gen >= o->n_predict) break;
+        if (plm_context_n_past(ctx) >= plm_context_n_ctx(ctx)) {
+            why = "context full: generation stopped (use a larger -c)";
+            break;
+        }
+        if (plm_decode(ctx, &t, 1, &err)) {
+            fprintf(stderr, "\npocketlm run: %s\n", err.message);
+            break;
+        }
+    }
+    emit(plm_stop_flush(stop));
+    double t_gen = now_s() - t0;
+    printf("\n");
+    fflush(stdout);
+    if (why) fprintf(stderr, "pocketlm run: %s\n", why);
+    fprintf(stderr,
+            "load %.0f ms | prompt %d tok, %.1f tok/s | generated %d tok, %.1f tok/s | peak RSS %.1f MiB | seed %" PRIu64
+            "\n",
+            t_load * 1e3, n_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), n_gen,
+            n_gen / (t_gen > 0 ? t_gen : 1e-9), plm_peak_rss_bytes() / 1048576.0, o->seed);
+    plm_stop_free(stop);
+    plm_sampler_free(smp);
+    rc = 0;
+done:
+    free(toks);
+    free(prompt);
+    plm_context_free(ctx);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts o = {.prompt = "Once upon a time", .n_predict = 128, .n_ctx = 0, .n_batch = 512,
+                  .sp = plm_sampler_default_params()};
+    o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    const arg_spec specs[] = {
+        {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model (default: " DEMO_MODEL " if present)"},
+        {"-p", "--prompt", ARG_STR, &o.prompt, "TEXT", "prompt"},
+        {"-f", "--file", ARG_STR, &o.prompt_file, "PATH", "read the prompt from a file"},
+        {"-n", "--n-predict", ARG_INT, &o.n_predict, "N", "tokens to generate, -1 = until end of text"},
+        {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = min(trained, 4096)"},
+        {"-b", "--batch-size", ARG_INT, &o.n_batch, "N", "prompt tokens per forward pass"},
+        {"-t", "--threads", ARG_INT, &o.n_threads, "N", "threads, 0 = automatic"},
+        {NULL, "--temp", ARG_FLOAT, &o.sp.temperature, "T", "temperature, 0 = greedy"},
+        {NULL, "--top-k", ARG_INT, &o.sp.top_k, "K", "keep the K most likely tokens, 0 = off"},
+        {NULL, "--top-p", ARG_FLOAT, &o.sp.top_p, "P", "nucleus sampling, 1 = off"},
+        {NULL, "--min-p", ARG_FLOAT, &o.sp.min_p, "P", "drop tokens below P x the best, 0 = off"},
+        {NULL, "--repeat-penalty", ARG_FLOAT, &o.sp.repeat_penalty, "X", "penalise recent tokens, 1 = off"},
+        {NULL, "--repeat-last-n", ARG_INT, &o.sp.penalty_last_n, "N", "window of the penalties"},
+        {NULL, "--presence-penalty", ARG_FLOAT, &o.sp.presence_penalty, "X", "0 = off"},
+        {NULL, "--frequency-penalty", ARG_FLOAT, &o.sp.frequency_penalty, "X", "0 = off"},
+        {"-s", "--seed", ARG_U64, &o.seed, "N", "random seed (default: from the clock)"},
+        {NULL, "--stop", ARG_LIST, &o.stops, "TEXT", "stop when this text is generated"},
+        {NULL, "--ignore-eos", ARG_FLAG, &o.ignore_eos, NULL, "keep generating past end-of-text"},
+        {NULL, "--no-display-prompt", ARG_FLAG, &o.no_display_prompt, NULL, "do not echo the prompt"},
+        {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "read the weights into memory instead of mapping"},
+        {NULL, "--mlock", ARG_FLAG, &o.mlock, NULL, "lock the weights in RAM"},
+    };
+    const arg_parser parser = {"run", "pocketlm run [-m MODEL.gguf] [-p PROMPT] [options]", specs,
+                               sizeof specs / sizeof specs[0], 0};
+    char *pos[1];
+    int n_pos;
+    int rc = args_parse(&parser, argc, argv, pos, &n_pos);
+    if (rc != ARGS_OK) {
+        args_free(&parser);
+        return rc == ARGS_HELP ? 0 : 1;
+    }
+    if (!o.model) {
+        if (access(DEMO_MODEL, R_OK) != 0) {
+            fprintf(stderr, "pocketlm run: no model given: pass one with -m MODEL.gguf\n");
+            args_free(&parser);
+            return 1;
+        }
+        o.model = DEMO_MODEL;
+    }
+    if (o.n_ctx < 0 || o.n_batch <= 0) {
+        fprintf(stderr, "pocketlm run: -c must be >= 0 and -b > 0\n");
+        args_free(&parser);
+        return 1;
+    }
+
+    plm_model_params mp = plm_model_default_params();
+    mp.use_mmap = !o.no_mmap;
+    mp.use_mlock = o.mlock;
+    plm_model *model;
+    plm_error err;
+    double t0 = now_s();
+    if (plm_model_load(o.model, &mp, &model, &err)) {
+        fprintf(stderr, "pocketlm run: %s\n", err.message);
+        args_free(&parser);
+        return 1;
+    }
+    rc = generate(&o, model, now_s() - t0);
+    plm_model_free(model);
+    args_free(&parser);
+    return rc;
+}

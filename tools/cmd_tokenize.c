@@ -1,0 +1,85 @@
+/* pocketlm tokenize: print the ids of a text, as llama.cpp's tokenizer tests do. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "cli.h"
+#include "pocketlm.h"
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *model_path = NULL, *file = NULL;
+    bool add_special = false, parse_special = false, pieces = false;
+    const arg_spec specs[] = {
+        {"-m", "--model", ARG_STR, &model_path, "PATH", "GGUF file (a vocab-only file is enough)"},
+        {"-f", "--file", ARG_STR, &file, "PATH", "read the text from a file instead of the argument"},
+        {NULL, "--add-special", ARG_FLAG, &add_special, NULL, "add BOS/EOS as the vocabulary asks"},
+        {NULL, "--parse-special", ARG_FLAG, &parse_special, NULL, "turn special-token text into control tokens"},
+        {NULL, "--pieces", ARG_FLAG, &pieces, NULL, "print id:'piece' pairs instead of bare ids"},
+    };
+    const arg_parser parser = {"tokenize", "pocketlm tokenize -m VOCAB.gguf [options] \"text\"", specs,
+                               sizeof specs / sizeof specs[0], 1};
+    char *pos[1];
+    int n_pos;
+    int rc = args_parse(&parser, argc, argv, pos, &n_pos);
+    if (rc != ARGS_OK) return rc == ARGS_HELP ? 0 : 1;
+    if (!model_path || (n_pos == 0) == (file == NULL)) {
+        fprintf(stderr, "pocketlm tokenize: give -m MODEL and either a text or -f FILE (see --help)\n");
+        return 1;
+    }
+
+    char *text = NULL;
+    size_t len = 0;
+    if (file) {
+        FILE *fp = fopen(file, "rb");
+        if (!fp) {
+            perror(file);
+            return 1;
+        }
+        char buf[65536];
+        size_t got;
+        while ((got = fread(buf, 1, sizeof buf, fp)) > 0) {
+            char *t = realloc(text, len + got + 1);
+            if (!t) break;
+            text = t;
+            memcpy(text + len, buf, got);
+            len += got;
+        }
+        fclose(fp);
+    } else {
+        text = strdup(pos[0]);
+        len = strlen(pos[0]);
+    }
+    if (!text && len) {
+        fprintf(stderr, "pocketlm tokenize: out of memory\n");
+        return 1;
+    }
+
+    plm_model_params mp = plm_model_default_params();
+    mp.vocab_only = true;
+    plm_model *model;
+    plm_error err;
+    if (plm_model_load(model_path, &mp, &model, &err)) {
+        fprintf(stderr, "pocketlm tokenize: %s\n", err.message);
+        free(text);
+        return 1;
+    }
+    int n = 0;
+    plm_token *ids = plm_tokenize_alloc(model, text ? text : "", len, &n, add_special, parse_special);
+    if (!ids) n = -1;
+    for (int i = 0; i < n; i++) {
+        if (pieces) {
+            char piece[256];
+            int m = plm_token_to_piece(model, ids[i], piece, sizeof piece, true);
+            printf("%s%d:'%.*s'", i ? " " : "", ids[i], m > 0 ? m : 0, piece);
+        } else {
+            printf("%s%d", i ? " " : "", ids[i]);
+        }
+    }
+    printf("\n");
+    if (n < 0) fprintf(stderr, "pocketlm tokenize: tokenization failed\n");
+    free(ids);
+    free(text);
+    plm_model_free(model);
+    return n < 0 ? 1 : 0;
+}
