@@ -23,15 +23,39 @@ typedef void (*plm_quantize_row_fn)(const float *x, void *y, int64_t n);
 /* Convert a row of n elements to floats. */
 typedef void (*plm_dequantize_row_fn)(const void *x, float *y, int64_t n);
 
+/*
+ * Optional tiled product for prefill: out[t * out_stride + r] for rows
+ * r in [0, n_rows) of w (w_stride bytes apart) and tokens t in [0, n_tok),
+ * reading each weight block once for several activation rows.  Same
+ * numbers as vec_dot up to float summation order.
+ */
+typedef void (*plm_gemm_fn)(int64_t k, const void *w, size_t w_stride, int64_t n_rows,
+                            const void *act, size_t act_stride, int n_tok,
+                            float *out, int64_t out_stride);
+
 typedef struct plm_kernels {
     const char *name;                                  /* "ref", "avx2", ... */
     plm_vec_dot_fn vec_dot[PLM_TYPE_COUNT];            /* by weight type */
+    plm_gemm_fn gemm[PLM_TYPE_COUNT];                  /* by weight type; NULL: loop vec_dot */
     plm_quantize_row_fn quantize_row[PLM_TYPE_COUNT];  /* by target type */
     plm_dequantize_row_fn dequantize_row[PLM_TYPE_COUNT];
 } plm_kernels;
 
 /* The scalar reference table. */
 const plm_kernels *plm_kernels_ref(void);
+
+/* SIMD tables: each returns NULL when this build or this CPU cannot run it
+ * (features are checked at run time: cpuid on x86, getauxval on arm), so one
+ * binary serves every CPU of an architecture.  Every table is complete:
+ * entries without a SIMD version point at the reference functions. */
+const plm_kernels *plm_kernels_avx2(void);     /* AVX2 + FMA + F16C */
+const plm_kernels *plm_kernels_avx512(void);   /* AVX-512 F/BW/VL(+VNNI) */
+const plm_kernels *plm_kernels_neon(void);     /* ARMv8 NEON */
+const plm_kernels *plm_kernels_dotprod(void);  /* NEON + sdot */
+const plm_kernels *plm_kernels_i8mm(void);     /* NEON + sdot + smmla */
+
+/* Fills `out` with every table this CPU can run, best first; returns the count. */
+int plm_kernels_list(const plm_kernels **out, int max);
 
 /* The table to use: `force` ("ref", "avx2", ...) if non-NULL, else the
  * PLM_KERNELS environment variable if set, else the best the CPU supports.
