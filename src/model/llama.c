@@ -13,6 +13,7 @@
  *   logits = Woutput (rmsnorm(x) * output_norm)
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "model/model.h"
 #include "quant/fp16.h"
 #include "runtime/context.h"
+#include "runtime/threadpool.h"
 
 static const plm_arch arch_llama = {"llama", PLM_ROPE_NORM, false};
 
@@ -215,31 +217,127 @@ plm_status plm_model_bind(plm_model *m, plm_error *err) {
 
 /* ---- forward pass ------------------------------------------------------- */
 
-/* Activation rows converted for one weight's dot products.  Q, K and V (and
- * gate and up) read the same input: it is converted once per format. */
-typedef struct acts {
-    plm_context *ctx;
-    const float *x;    /* n rows of k floats, x_stride apart */
-    int n;
-    int64_t k, x_stride;
-    int have;          /* vec_dot type converted into ctx->s.act, or -1 */
-} acts;
+enum { MAX_JOB_WEIGHTS = 3, ROW_ALIGN = 16 };
 
-static acts acts_of(plm_context *ctx, const float *x, int n, int64_t k, int64_t x_stride) {
-    return (acts){ctx, x, n, k, x_stride, -1};
+/* One step of matrix products: up to three weights reading the same input
+ * rows (Q, K, V or gate, up), their rows handed out to threads in chunks. */
+typedef struct matmul_job {
+    const plm_kernels *kt;
+    int n_w;
+    const plm_weight *w[MAX_JOB_WEIGHTS];
+    float *out[MAX_JOB_WEIGHTS];          /* [n_tok][w->rows] */
+    const void *act[MAX_JOB_WEIGHTS];     /* input rows in w's vec_dot type */
+    size_t act_stride[MAX_JOB_WEIGHTS];
+    int n_tok;
+    bool swiglu;                          /* w = gate, up: out[0] = silu(gate) * up */
+    int64_t chunk;                        /* rows per chunk */
+    atomic_llong next;                    /* next chunk to take */
+} matmul_job;
+
+static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
+    const plm_weight *w = j->w[i];
+    plm_matmul(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], j->n_tok, j->out[i],
+               w->rows);
 }
 
-/* out[t * out_stride + r] = W row r . x row t */
-static void project(acts *a, const plm_weight *w, float *out, int64_t out_stride) {
-    const plm_kernels *kt = a->ctx->kt;
-    const plm_type vt = plm_type_info_get(w->type)->vec_dot_type;
-    const size_t stride = a->ctx->s.act_row_cap;
-    if (a->have != (int)vt) {
-        for (int t = 0; t < a->n; t++)
-            kt->quantize_row[vt](a->x + t * a->x_stride, (char *)a->ctx->s.act + t * stride, a->k);
-        a->have = (int)vt;
+/* Chunks number the rows of w[0], then w[1]... (each weight's rows start a
+ * fresh chunk); with swiglu, a chunk is the same rows of gate and up,
+ * combined while they are still in cache. */
+static void matmul_task(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
+    matmul_job *j = arg;
+    const int n_parts = j->swiglu ? 1 : j->n_w;
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        int i = 0;
+        for (; i < n_parts; i++) {
+            const int64_t chunks = (j->w[i]->rows + j->chunk - 1) / j->chunk;
+            if (c < chunks) break;
+            c -= chunks;
+        }
+        if (i == n_parts) return;
+        const int64_t r0 = c * j->chunk, end = r0 + j->chunk;
+        const int64_t r1 = end < j->w[i]->rows ? end : j->w[i]->rows;
+        matmul_rows(j, i, r0, r1);
+        if (!j->swiglu) continue;
+        matmul_rows(j, 1, r0, r1);
+        for (int t = 0; t < j->n_tok; t++) {
+            const int64_t off = (int64_t)t * j->w[0]->rows + r0;
+            plm_swiglu(j->out[0] + off, j->out[1] + off, (int)(r1 - r0));
+        }
     }
-    plm_matmul(kt, w->type, w->data, w->cols, 0, w->rows, a->ctx->s.act, stride, a->n, out, out_stride);
+}
+
+/* Converts n rows of k floats (x_stride apart) for the job's weights: into
+ * the activation slots when a weight dots quantized rows, or used as they
+ * are for F32/F16/BF16 weights.  Each format is converted once. */
+typedef struct quant_job {
+    const plm_kernels *kt;
+    const float *x;
+    int64_t k, x_stride;
+    int n;
+    int n_slots;
+    plm_type type[MAX_JOB_WEIGHTS];
+    void *dst[MAX_JOB_WEIGHTS];
+    size_t dst_stride;
+} quant_job;
+
+static void quant_task(void *arg, int ith, int nth) {
+    const quant_job *q = arg;
+    for (int t = ith; t < q->n; t += nth)
+        for (int s = 0; s < q->n_slots; s++)
+            q->kt->quantize_row[q->type[s]](q->x + t * q->x_stride, (char *)q->dst[s] + t * q->dst_stride, q->k);
+}
+
+static void prepare_inputs(plm_context *ctx, matmul_job *j, const float *x, int n, int64_t x_stride) {
+    plm_scratch *s = &ctx->s;
+    quant_job q = {.kt = ctx->kt, .x = x, .k = j->w[0]->cols, .x_stride = x_stride, .n = n,
+                   .dst_stride = s->act_row_cap};
+    for (int i = 0; i < j->n_w; i++) {
+        const plm_type vt = plm_type_info_get(j->w[i]->type)->vec_dot_type;
+        if (vt == PLM_TYPE_F32) {
+            j->act[i] = x;
+            j->act_stride[i] = (size_t)x_stride * sizeof(float);
+            continue;
+        }
+        int slot = 0;
+        while (slot < q.n_slots && q.type[slot] != vt) slot++;
+        if (slot == q.n_slots) {
+            q.type[slot] = vt;
+            q.dst[slot] = s->act[slot];
+            q.n_slots++;
+        }
+        j->act[i] = s->act[slot];
+        j->act_stride[i] = s->act_row_cap;
+    }
+    if (q.n_slots == 0) return;
+    if (n == 1) quant_task(&q, 0, 1);  /* one row: not worth waking the pool */
+    else plm_pool_run(ctx->pool, quant_task, &q);
+}
+
+/* out_i = W_i x for up to three weights sharing input x ([n][k], x_stride apart). */
+static void matmul_step(plm_context *ctx, const float *x, int n, int64_t x_stride, bool swiglu, int n_w,
+                        const plm_weight *const *w, float *const *out) {
+    matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu};
+    int64_t rows = 0;
+    for (int i = 0; i < n_w; i++) {
+        j.w[i] = w[i];
+        j.out[i] = out[i];
+        rows += w[i]->rows;
+    }
+    prepare_inputs(ctx, &j, x, n, x_stride);
+    /* About four chunks per thread balances uneven cores without making
+     * chunks so small that the per-chunk overhead shows. */
+    const int nth = plm_pool_size(ctx->pool);
+    int64_t chunk = rows / (4 * nth);
+    chunk = (chunk + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+    j.chunk = chunk < ROW_ALIGN ? ROW_ALIGN : chunk;
+    atomic_init(&j.next, 0);
+    plm_pool_run(ctx->pool, matmul_task, &j);
+}
+
+static void matmul1(plm_context *ctx, const float *x, int n, int64_t x_stride, const plm_weight *w, float *out) {
+    matmul_step(ctx, x, n, x_stride, false, 1, &w, &out);
 }
 
 static void add_bias(float *y, const float *b, int n_rows, int64_t dim) {
@@ -256,44 +354,100 @@ static void embed(plm_context *ctx, const plm_token *tokens, int n) {
 }
 
 /* Causal grouped-query attention of n new tokens (already in the cache)
- * over positions [0, pos0 + t]; writes [n][q_dim] into out.
- * Like llama.cpp with an f16 cache, the query and the softmax weights are
- * rounded to f16 before they meet the f16 keys and values: matching that
- * rounding keeps our logits within a few thousandths of llama.cpp's. */
-static void attention(plm_context *ctx, int il, int n, uint32_t pos0, float *out) {
-    const plm_hparams *hp = &ctx->model->hp;
-    const int hd = hp->head_dim, q_dim = hp->n_head * hd, kv_dim = ctx->kv.kv_dim;
-    const int group = hp->n_head / hp->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hd);
-    const size_t layer_off = (size_t)il * ctx->kv.n_ctx * kv_dim;
-    const uint16_t *K = ctx->kv.k + layer_off, *V = ctx->kv.v + layer_off;
-    float *scores = ctx->s.scores;
-    uint16_t q16[1024];  /* head_dim <= 1024, checked at load */
+ * over positions [0, pos0 + t], one (token, head) pair at a time.
+ * Like llama.cpp, the query and the softmax weights are rounded to f16 (or
+ * the query quantized, for a quantized cache) before they meet the cached
+ * keys and values: matching that rounding keeps our logits within a few
+ * thousandths of llama.cpp's. */
+typedef struct attn_job {
+    plm_context *ctx;
+    int il, n;
+    uint32_t pos0;
+    float *out;           /* [n][q_dim] */
+    atomic_int next;      /* next (token, head) pair */
+} attn_job;
 
-    for (int t = 0; t < n; t++) {
-        const int n_keys = (int)pos0 + t + 1;
-        for (int h = 0; h < hp->n_head; h++) {
-            plm_fp32_to_fp16_row(ctx->s.q + (int64_t)t * q_dim + h * hd, q16, hd);
-            const int kv_off = (h / group) * hd;
-            for (int j = 0; j < n_keys; j++)
-                scores[j] = plm_dot_f16(q16, K + (size_t)j * kv_dim + kv_off, hd) * scale;
-            plm_softmax(scores, n_keys);
-            float *o = out + (int64_t)t * q_dim + h * hd;
-            for (int i = 0; i < hd; i++) o[i] = 0.0f;
-            for (int j = 0; j < n_keys; j++) {
-                const float w = plm_fp16_to_fp32(plm_fp32_to_fp16(scores[j]));
-                plm_axpy_f16(o, w, V + (size_t)j * kv_dim + kv_off, hd);
-            }
+/* Bytes from the start of a cache row to kv-head element `off`. */
+static size_t row_offset(plm_type type, int off) {
+    const plm_type_info *ti = plm_type_info_get(type);
+    return (size_t)(off / (int)ti->block_size) * ti->type_size;
+}
+
+/* scores[j] = q . key j for j < n_keys, in the cache's own format: f16 keys
+ * meet an f16 query; quantized keys meet the query quantized to their
+ * vec_dot format (Q8_0), as the weights do. */
+static void key_scores(const plm_context *ctx, const float *q, const uint8_t *K, size_t k_off, int n_keys,
+                       float *scores) {
+    const plm_kv_cache *kv = &ctx->kv;
+    const int hd = ctx->model->hp.head_dim;
+    const float scale = 1.0f / sqrtf((float)hd);
+    uint8_t qbuf[2048];  /* head_dim <= 1024 as f16, or as Q8_0 blocks (1088 bytes) */
+    const plm_type qt = kv->type_k == PLM_TYPE_F16 ? PLM_TYPE_F16 : plm_type_info_get(kv->type_k)->vec_dot_type;
+    ctx->kt->quantize_row[qt](q, qbuf, hd);
+    for (int j = 0; j < n_keys; j++) {
+        const uint8_t *key = K + (size_t)j * kv->k_row + k_off;
+        if (kv->type_k == PLM_TYPE_F16) {
+            scores[j] = plm_dot_f16((const uint16_t *)qbuf, (const uint16_t *)key, hd) * scale;
+        } else {
+            ctx->kt->vec_dot[kv->type_k](hd, &scores[j], key, qbuf);
+            scores[j] *= scale;
         }
     }
 }
 
+static void attend_one(const attn_job *a, int t, int h, float *scores) {
+    const plm_context *ctx = a->ctx;
+    const plm_kv_cache *kv = &ctx->kv;
+    const plm_hparams *hp = &ctx->model->hp;
+    const int hd = hp->head_dim, q_dim = hp->n_head * hd;
+    const int kv_off = (h / (hp->n_head / hp->n_head_kv)) * hd;
+    const int n_keys = (int)a->pos0 + t + 1;
+    const uint8_t *K = kv->k + (size_t)a->il * kv->n_ctx * kv->k_row;
+    const uint8_t *V = kv->v + (size_t)a->il * kv->n_ctx * kv->v_row;
+    const size_t v_off = row_offset(kv->type_v, kv_off);
+
+    key_scores(ctx, ctx->s.q + (int64_t)t * q_dim + h * hd, K, row_offset(kv->type_k, kv_off), n_keys, scores);
+    plm_softmax(scores, n_keys);
+    float *o = a->out + (int64_t)t * q_dim + h * hd;
+    float vrow[1024];
+    for (int i = 0; i < hd; i++) o[i] = 0.0f;
+    for (int j = 0; j < n_keys; j++) {
+        const float w = plm_fp16_to_fp32(plm_fp32_to_fp16(scores[j]));
+        const uint8_t *val = V + (size_t)j * kv->v_row + v_off;
+        if (kv->type_v == PLM_TYPE_F16) {
+            plm_axpy_f16(o, w, (const uint16_t *)val, hd);
+        } else {  /* one value row at a time: never a dequantized copy of the cache */
+            ctx->kt->dequantize_row[kv->type_v](val, vrow, hd);
+            for (int i = 0; i < hd; i++) o[i] += w * vrow[i];
+        }
+    }
+}
+
+static void attn_task(void *arg, int ith, int nth) {
+    (void)nth;
+    attn_job *a = arg;
+    const int n_head = a->ctx->model->hp.n_head;
+    float *scores = a->ctx->s.scores + (size_t)ith * a->ctx->kv.n_ctx;
+    for (;;) {
+        const int i = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
+        if (i >= a->n * n_head) return;
+        attend_one(a, i / n_head, i % n_head, scores);
+    }
+}
+
+static void attention(plm_context *ctx, int il, int n, uint32_t pos0, float *out) {
+    attn_job a = {.ctx = ctx, .il = il, .n = n, .pos0 = pos0, .out = out};
+    atomic_init(&a.next, 0);
+    plm_pool_run(ctx->pool, attn_task, &a);
+}
+
 static void store_kv(plm_context *ctx, int il, int n, uint32_t pos0) {
-    const int kv_dim = ctx->kv.kv_dim;
-    const size_t base = ((size_t)il * ctx->kv.n_ctx + pos0) * kv_dim;
-    const plm_kernels *kt = ctx->kt;
-    kt->quantize_row[PLM_TYPE_F16](ctx->s.k, ctx->kv.k + base, (int64_t)n * kv_dim);
-    kt->quantize_row[PLM_TYPE_F16](ctx->s.v, ctx->kv.v + base, (int64_t)n * kv_dim);
+    const plm_kv_cache *kv = &ctx->kv;
+    const size_t pos = (size_t)il * kv->n_ctx + pos0;
+    for (int t = 0; t < n; t++) {
+        ctx->kt->quantize_row[kv->type_k](ctx->s.k + (int64_t)t * kv->kv_dim, kv->k + (pos + t) * kv->k_row, kv->kv_dim);
+        ctx->kt->quantize_row[kv->type_v](ctx->s.v + (int64_t)t * kv->kv_dim, kv->v + (pos + t) * kv->v_row, kv->kv_dim);
+    }
 }
 
 static void rope(plm_context *ctx, int n, uint32_t pos0) {
@@ -309,36 +463,40 @@ static void rope(plm_context *ctx, int n, uint32_t pos0) {
     }
 }
 
+static void rmsnorm_rows(float *out, const float *x, const float *w, int n, int dim, float eps) {
+    for (int t = 0; t < n; t++) plm_rmsnorm(out + (int64_t)t * dim, x + (int64_t)t * dim, w, dim, eps);
+}
+
+static void add_rows(float *x, const float *y, int64_t count) {
+    for (int64_t i = 0; i < count; i++) x[i] += y[i];
+}
+
 static void layer_forward(plm_context *ctx, int il, int n, uint32_t pos0) {
     const plm_hparams *hp = &ctx->model->hp;
     const plm_layer *L = &ctx->model->layers[il];
     plm_scratch *s = &ctx->s;
     const int E = hp->n_embd, q_dim = hp->n_head * hp->head_dim, kv_dim = ctx->kv.kv_dim;
 
-    for (int t = 0; t < n; t++) plm_rmsnorm(s->xn + (int64_t)t * E, s->x + (int64_t)t * E, L->attn_norm, E, hp->rms_eps);
-    acts in = acts_of(ctx, s->xn, n, E, E);
-    project(&in, &L->wq, s->q, q_dim);
-    project(&in, &L->wk, s->k, kv_dim);
-    project(&in, &L->wv, s->v, kv_dim);
+    rmsnorm_rows(s->xn, s->x, L->attn_norm, n, E, hp->rms_eps);
+    const plm_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *qkv_out[3] = {s->q, s->k, s->v};
+    matmul_step(ctx, s->xn, n, E, false, 3, qkv, qkv_out);
     add_bias(s->q, L->bq, n, q_dim);
     add_bias(s->k, L->bk, n, kv_dim);
     add_bias(s->v, L->bv, n, kv_dim);
     rope(ctx, n, pos0);
     store_kv(ctx, il, n, pos0);
 
-    attention(ctx, il, n, pos0, s->xn);  /* xn is free again: reuse it */
-    acts att = acts_of(ctx, s->xn, n, q_dim, q_dim);
-    project(&att, &L->wo, s->gate, E);   /* gate is free until the FFN */
-    for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->gate[i];
+    attention(ctx, il, n, pos0, s->xn);        /* xn is free again: reuse it */
+    matmul1(ctx, s->xn, n, q_dim, &L->wo, s->gate);  /* gate is free until the FFN */
+    add_rows(s->x, s->gate, (int64_t)n * E);
 
-    for (int t = 0; t < n; t++) plm_rmsnorm(s->xn + (int64_t)t * E, s->x + (int64_t)t * E, L->ffn_norm, E, hp->rms_eps);
-    acts ffn = acts_of(ctx, s->xn, n, E, E);
-    project(&ffn, &L->w_gate, s->gate, hp->n_ff);
-    project(&ffn, &L->w_up, s->up, hp->n_ff);
-    for (int t = 0; t < n; t++) plm_swiglu(s->gate + (int64_t)t * hp->n_ff, s->up + (int64_t)t * hp->n_ff, hp->n_ff);
-    acts down = acts_of(ctx, s->gate, n, hp->n_ff, hp->n_ff);
-    project(&down, &L->w_down, s->up, E);  /* up is free after swiglu */
-    for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->up[i];
+    rmsnorm_rows(s->xn, s->x, L->ffn_norm, n, E, hp->rms_eps);
+    const plm_weight *gate_up[2] = {&L->w_gate, &L->w_up};
+    float *gate_up_out[2] = {s->gate, s->up};
+    matmul_step(ctx, s->xn, n, E, true, 2, gate_up, gate_up_out);
+    matmul1(ctx, s->gate, n, hp->n_ff, &L->w_down, s->up);  /* up is free after swiglu */
+    add_rows(s->x, s->up, (int64_t)n * E);
 }
 
 void plm_llama_forward(plm_context *ctx, const plm_token *tokens, int n, uint32_t pos0, int first_logit,
@@ -352,8 +510,6 @@ void plm_llama_forward(plm_context *ctx, const plm_token *tokens, int n, uint32_
     if (first_logit >= n) return;
 
     const int n_out = n - first_logit;
-    for (int t = 0; t < n_out; t++)
-        plm_rmsnorm(s->xn + (int64_t)t * E, s->x + (int64_t)(first_logit + t) * E, m->output_norm, E, m->hp.rms_eps);
-    acts fin = acts_of(ctx, s->xn, n_out, E, E);
-    project(&fin, &m->output, out_logits, m->hp.n_vocab);
+    rmsnorm_rows(s->xn, s->x + (int64_t)first_logit * E, m->output_norm, n_out, E, m->hp.rms_eps);
+    matmul1(ctx, s->xn, n_out, E, &m->output, out_logits);
 }

@@ -11,9 +11,12 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 
-/* Keys and values of every layer, f16, [layer][position][kv_dim]. */
+/* Keys and values of every layer, [layer][position][kv_dim elements stored
+ * as type_k / type_v: F16, Q8_0 or Q4_0 rows of k_row / v_row bytes]. */
 typedef struct plm_kv_cache {
-    uint16_t *k, *v;
+    uint8_t *k, *v;
+    plm_type type_k, type_v;
+    size_t k_row, v_row;
     uint32_t n_ctx;
     int kv_dim;
 } plm_kv_cache;
@@ -25,14 +28,16 @@ typedef struct plm_scratch {
     float *q;       /* [n_batch][q_dim] */
     float *k, *v;   /* [n_batch][kv_dim] */
     float *gate, *up; /* [n_batch][n_ff] */
-    float *scores;  /* [n_ctx] attention weights of one head */
-    void *act;      /* [n_batch] activation rows quantized for the dot products */
-    size_t act_row_cap; /* bytes per activation row in `act` */
+    float *scores;  /* [n_threads][n_ctx] attention weights, one head per thread */
+    void *act[3];   /* [n_batch] input rows quantized for the dot products, one
+                       slot per activation format a step needs (Q8_0/Q8_1/Q8_K) */
+    size_t act_row_cap; /* bytes per row of an act slot */
 } plm_scratch;
 
 struct plm_context {
     plm_model *model;
     const plm_kernels *kt;
+    struct plm_pool *pool;
     plm_context_params params;
     plm_kv_cache kv;
     plm_scratch s;

@@ -1,0 +1,133 @@
+#include "runtime/threadpool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* Spin this many times before sleeping: long enough to bridge the gap
+ * between two steps of one forward pass, short against a sampling step. */
+enum { SPIN_ITERATIONS = 20000 };
+
+typedef struct worker {
+    plm_pool *pool;
+    pthread_t thread;
+    int ith;
+} worker;
+
+struct plm_pool {
+    int n;
+    worker *workers;
+    plm_task_fn fn;
+    void *arg;
+    atomic_uint generation;  /* bumped once per task */
+    atomic_int done;         /* workers finished with the current task */
+    atomic_bool stop;
+    pthread_mutex_t mutex;
+    pthread_cond_t wake;
+    int sleeping;            /* guarded by mutex */
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static unsigned wait_for_task(plm_pool *p, unsigned seen) {
+    for (int i = 0; i < SPIN_ITERATIONS; i++) {
+        unsigned g = atomic_load_explicit(&p->generation, memory_order_acquire);
+        if (g != seen) return g;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->mutex);
+    unsigned g;
+    while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen) {
+        p->sleeping++;
+        pthread_cond_wait(&p->wake, &p->mutex);
+        p->sleeping--;
+    }
+    pthread_mutex_unlock(&p->mutex);
+    return g;
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    plm_pool *p = w->pool;
+    unsigned seen = 0;
+    for (;;) {
+        seen = wait_for_task(p, seen);
+        if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
+        p->fn(p->arg, w->ith, p->n);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel);
+    }
+    return NULL;
+}
+
+/* Publishes a new generation and wakes sleepers.  Taking the mutex after the
+ * bump means a worker either sees the new generation before it sleeps or is
+ * already waiting when we broadcast: no lost wake-up. */
+static void publish(plm_pool *p) {
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_acq_rel);
+    pthread_mutex_lock(&p->mutex);
+    if (p->sleeping) pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mutex);
+}
+
+plm_pool *plm_pool_new(int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    plm_pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n = n_threads;
+    pthread_mutex_init(&p->mutex, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    p->workers = calloc((size_t)n_threads, sizeof *p->workers);
+    if (!p->workers) {
+        plm_pool_free(p);
+        return NULL;
+    }
+    for (int i = 1; i < n_threads; i++) {
+        p->workers[i] = (worker){.pool = p, .ith = i};
+        if (pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]) != 0) {
+            p->n = i;  /* only threads 1..i-1 exist: free joins just those */
+            plm_pool_free(p);
+            return NULL;
+        }
+    }
+    return p;
+}
+
+void plm_pool_free(plm_pool *p) {
+    if (!p) return;
+    if (p->workers) {
+        atomic_store_explicit(&p->stop, true, memory_order_release);
+        publish(p);
+        for (int i = 1; i < p->n; i++) pthread_join(p->workers[i].thread, NULL);
+    }
+    pthread_mutex_destroy(&p->mutex);
+    pthread_cond_destroy(&p->wake);
+    free(p->workers);
+    free(p);
+}
+
+int plm_pool_size(const plm_pool *p) { return p->n; }
+
+void plm_pool_run(plm_pool *p, plm_task_fn fn, void *arg) {
+    if (p->n == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->arg = arg;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    publish(p);
+    fn(arg, 0, p->n);
+    int spins = 0;
+    while (atomic_load_explicit(&p->done, memory_order_acquire) != p->n - 1) {
+        if (++spins < SPIN_ITERATIONS) cpu_relax();
+        else sched_yield();
+    }
+}

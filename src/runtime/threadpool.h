@@ -1,0 +1,21 @@
+/*
+ * A persistent thread pool for the forward pass.  plm_pool_run runs one task
+ * on every thread (the caller is thread 0) and returns when all are done.
+ * Idle workers spin briefly on the next task — a decode step dispatches
+ * hundreds of tasks a token, microseconds apart — then sleep on a condition
+ * variable so an idle context costs no CPU.
+ */
+#ifndef PLM_RUNTIME_THREADPOOL_H
+#define PLM_RUNTIME_THREADPOOL_H
+
+typedef struct plm_pool plm_pool;
+typedef void (*plm_task_fn)(void *arg, int ith, int nth);
+
+/* n_threads counts the caller; NULL if threads cannot be created. */
+plm_pool *plm_pool_new(int n_threads);
+void plm_pool_free(plm_pool *p);
+int plm_pool_size(const plm_pool *p);
+/* Runs fn(arg, ith, nth) for ith in [0, nth) and waits for all of them. */
+void plm_pool_run(plm_pool *p, plm_task_fn fn, void *arg);
+
+#endif
