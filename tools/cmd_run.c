@@ -13,7 +13,7 @@
 #define DEMO_MODEL "../shared/models/stories260K.gguf"
 
 typedef struct run_opts {
-    const char *model, *prompt, *prompt_file;
+    const char *model, *prompt, *prompt_file, *cache_type_k, *cache_type_v;
     int n_predict, n_ctx, n_batch, n_threads;
     bool no_mmap, mlock, ignore_eos, no_display_prompt;
     plm_sampler_params sp;
@@ -65,6 +65,8 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
     cp.n_ctx = (uint32_t)o->n_ctx;
     cp.n_batch = (uint32_t)o->n_batch;
     cp.n_threads = (uint32_t)o->n_threads;
+    cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
+    cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
     plm_context *ctx;
     if (plm_context_new(model, &cp, &ctx, &err)) {
         fprintf(stderr, "pocketlm run: %s\n", err.message);
@@ -163,7 +165,7 @@ done:
 
 int cmd_run(int argc, char **argv) {
     run_opts o = {.prompt = "Once upon a time", .n_predict = 128, .n_ctx = 0, .n_batch = 512,
-                  .sp = plm_sampler_default_params()};
+                  .cache_type_k = "f16", .cache_type_v = "f16", .sp = plm_sampler_default_params()};
     o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     const arg_spec specs[] = {
         {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model (default: " DEMO_MODEL " if present)"},
@@ -172,7 +174,9 @@ int cmd_run(int argc, char **argv) {
         {"-n", "--n-predict", ARG_INT, &o.n_predict, "N", "tokens to generate, -1 = until end of text"},
         {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = min(trained, 4096)"},
         {"-b", "--batch-size", ARG_INT, &o.n_batch, "N", "prompt tokens per forward pass"},
-        {"-t", "--threads", ARG_INT, &o.n_threads, "N", "threads, 0 = automatic"},
+        {"-t", "--threads", ARG_INT, &o.n_threads, "N", "threads, 0 = the performance cores"},
+        {"-ctk", "--cache-type-k", ARG_STR, &o.cache_type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
+        {"-ctv", "--cache-type-v", ARG_STR, &o.cache_type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
         {NULL, "--temp", ARG_FLOAT, &o.sp.temperature, "T", "temperature, 0 = greedy"},
         {NULL, "--top-k", ARG_INT, &o.sp.top_k, "K", "keep the K most likely tokens, 0 = off"},
         {NULL, "--top-p", ARG_FLOAT, &o.sp.top_p, "P", "nucleus sampling, 1 = off"},
@@ -205,8 +209,13 @@ int cmd_run(int argc, char **argv) {
         }
         o.model = DEMO_MODEL;
     }
-    if (o.n_ctx < 0 || o.n_batch <= 0) {
-        fprintf(stderr, "pocketlm run: -c must be >= 0 and -b > 0\n");
+    if (plm_kv_type_from_name(o.cache_type_k) < 0 || plm_kv_type_from_name(o.cache_type_v) < 0) {
+        fprintf(stderr, "pocketlm run: cache types are f16, q8_0 or q4_0\n");
+        args_free(&parser);
+        return 1;
+    }
+    if (o.n_ctx < 0 || o.n_batch <= 0 || o.n_threads < 0) {
+        fprintf(stderr, "pocketlm run: -c and -t must be >= 0 and -b > 0\n");
         args_free(&parser);
         return 1;
     }
