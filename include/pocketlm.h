@@ -358,6 +358,8 @@ typedef struct plm_plan {
     uint64_t file_bytes;    /* the whole GGUF (= header + tensor data for a shape) */
     uint64_t header_bytes;  /* metadata and tensor table: bytes before the data */
     plm_plan_buffers buf;
+    int act_slots;           /* activation slots the weights' formats use (of PLM_PLAN_ACT_SLOTS) */
+    uint64_t act_used[PLM_PLAN_ACT_SLOTS]; /* bytes written per row in each slot */
 
     /* The bill, in resident bytes; peak_rss is the sum of the six. */
     uint64_t weights_resident;  /* mmap: file pages touched; else the anonymous copy of the file */
@@ -459,6 +461,16 @@ const char *plm_fit_name(plm_fit f);  /* "fits", "fits with mmap paging", "does 
 
 /* Peak resident set size of this process in bytes (VmHWM), 0 if unknown. */
 uint64_t plm_peak_rss_bytes(void);
+
+/* This process's memory right now (Linux /proc; fields 0 when unknown). */
+typedef struct plm_mem_sample {
+    uint64_t rss_bytes, peak_rss_bytes;
+    uint64_t rss_file_bytes;  /* file-backed: mapped weights that are resident */
+    uint64_t rss_anon_bytes;  /* anonymous: KV cache, buffers, heap */
+    uint64_t minor_faults, major_faults;  /* since start; major = read from storage */
+} plm_mem_sample;
+
+void plm_mem_sample_now(plm_mem_sample *out);
 
 #ifdef __cplusplus
 }

@@ -8,12 +8,15 @@
 
 #include "args.h"
 #include "cli.h"
+#include "telemetry.h"
 #include "pocketlm.h"
 
 #define DEMO_MODEL "../shared/models/stories260K.gguf"
 
 typedef struct run_opts {
     const char *model, *prompt, *prompt_file, *cache_type_k, *cache_type_v;
+    const char *mem_log, *mem_plot;
+    int mem_every;
     int n_predict, n_ctx, n_batch, n_threads;
     bool no_mmap, mlock, ignore_eos, no_display_prompt;
     plm_sampler_params sp;
@@ -109,14 +112,23 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
         fflush(stdout);
     }
 
+    telemetry tm;
+    if (!telemetry_open(&tm, o->mem_log, o->mem_plot, o->mem_every)) {
+        plm_sampler_free(smp);
+        plm_stop_free(stop);
+        goto done;
+    }
+    telemetry_tick(&tm, 0, false, true);
     double t0 = now_s();
     if (plm_decode(ctx, toks, n_prompt, &err)) {
         fprintf(stderr, "pocketlm run: %s\n", err.message);
         plm_sampler_free(smp);
         plm_stop_free(stop);
+        telemetry_close(&tm);
         goto done;
     }
     double t_prompt = now_s() - t0;
+    telemetry_tick(&tm, n_prompt, false, true);
 
     int n_gen = 0;
     const char *why = NULL;
@@ -142,7 +154,10 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
             fprintf(stderr, "\npocketlm run: %s\n", err.message);
             break;
         }
+        telemetry_tick(&tm, n_prompt + n_gen, true, false);
     }
+    telemetry_tick(&tm, n_prompt + n_gen, true, true);
+    telemetry_close(&tm);
     emit(plm_stop_flush(stop));
     double t_gen = now_s() - t0;
     printf("\n");
@@ -165,7 +180,8 @@ done:
 
 int cmd_run(int argc, char **argv) {
     run_opts o = {.prompt = "Once upon a time", .n_predict = 128, .n_ctx = 0, .n_batch = 512,
-                  .cache_type_k = "f16", .cache_type_v = "f16", .sp = plm_sampler_default_params()};
+                  .cache_type_k = "f16", .cache_type_v = "f16", .mem_every = 200,
+                  .sp = plm_sampler_default_params()};
     o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     const arg_spec specs[] = {
         {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model (default: " DEMO_MODEL " if present)"},
@@ -189,6 +205,9 @@ int cmd_run(int argc, char **argv) {
         {NULL, "--stop", ARG_LIST, &o.stops, "TEXT", "stop when this text is generated"},
         {NULL, "--ignore-eos", ARG_FLAG, &o.ignore_eos, NULL, "keep generating past end-of-text"},
         {NULL, "--no-display-prompt", ARG_FLAG, &o.no_display_prompt, NULL, "do not echo the prompt"},
+        {NULL, "--mem-log", ARG_STR, &o.mem_log, "FILE", "write RSS, page faults and tokens/s as CSV"},
+        {NULL, "--mem-plot", ARG_STR, &o.mem_plot, "FILE", "draw the RSS watermark and tokens/s as SVG"},
+        {NULL, "--mem-every", ARG_INT, &o.mem_every, "N", "tokens between telemetry samples"},
         {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "read the weights into memory instead of mapping"},
         {NULL, "--mlock", ARG_FLAG, &o.mlock, NULL, "lock the weights in RAM"},
     };

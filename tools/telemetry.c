@@ -1,0 +1,114 @@
+#include "telemetry.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double mib(uint64_t b) { return b / 1048576.0; }
+
+bool telemetry_open(telemetry *t, const char *csv_path, const char *svg_path, int every) {
+    *t = (telemetry){.svg_path = svg_path, .every = every > 0 ? every : 200};
+    t->t0 = t->last_t = now_s();
+    if (csv_path) {
+        t->csv = fopen(csv_path, "w");
+        if (!t->csv) {
+            perror(csv_path);
+            return false;
+        }
+        fprintf(t->csv, "tokens,seconds,rss_mib,rss_file_mib,rss_anon_mib,peak_rss_mib,minor_faults,major_faults,"
+                        "tok_per_s\n");
+    }
+    return true;
+}
+
+static void warn_major_faults(telemetry *t, const plm_mem_sample *m) {
+    if (t->warned || !t->decoding || m->major_faults <= t->decode_major0) return;
+    t->warned = true;
+    fprintf(stderr,
+            "\nwarning: %llu major page faults during decode: weights are being read back from storage, so "
+            "tokens stall (resident %.0f MiB of which %.0f MiB file-backed).\n"
+            "         Use a smaller quant or a shorter context, or --mlock if the model fits in RAM.\n",
+            (unsigned long long)(m->major_faults - t->decode_major0), mib(m->rss_bytes), mib(m->rss_file_bytes));
+}
+
+void telemetry_tick(telemetry *t, int tokens, bool decoding, bool force) {
+    if (!t->csv && !t->svg_path && t->warned) return;
+    if (!force && tokens - t->last_tokens < t->every) return;
+    telemetry_point p = {.tokens = tokens};
+    plm_mem_sample_now(&p.mem);
+    const double now = now_s();
+    p.seconds = now - t->t0;
+    p.tok_per_s = now > t->last_t && tokens > t->last_tokens ? (tokens - t->last_tokens) / (now - t->last_t) : 0;
+    if (decoding && !t->decoding) t->decode_major0 = p.mem.major_faults;
+    t->decoding = decoding;
+    warn_major_faults(t, &p.mem);
+    t->last_t = now;
+    t->last_tokens = tokens;
+    if (t->csv)
+        fprintf(t->csv, "%d,%.3f,%.2f,%.2f,%.2f,%.2f,%llu,%llu,%.2f\n", tokens, p.seconds, mib(p.mem.rss_bytes),
+                mib(p.mem.rss_file_bytes), mib(p.mem.rss_anon_bytes), mib(p.mem.peak_rss_bytes),
+                (unsigned long long)p.mem.minor_faults, (unsigned long long)p.mem.major_faults, p.tok_per_s);
+    if (t->svg_path) {
+        if (t->n_points == t->cap_points) {
+            int cap = t->cap_points ? 2 * t->cap_points : 64;
+            telemetry_point *pts = realloc(t->points, (size_t)cap * sizeof *pts);
+            if (!pts) return;
+            t->points = pts;
+            t->cap_points = cap;
+        }
+        t->points[t->n_points++] = p;
+    }
+}
+
+/* One polyline of (tokens, value) scaled into the plot box. */
+static void polyline(FILE *f, const telemetry *t, int which, double ymax, int xmax, const char *color) {
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color);
+    for (int i = 0; i < t->n_points; i++) {
+        const telemetry_point *p = &t->points[i];
+        const double v = which == 0 ? mib(p->mem.rss_bytes) : which == 1 ? mib(p->mem.rss_file_bytes) : p->tok_per_s;
+        fprintf(f, "%.1f,%.1f ", 60 + 700.0 * p->tokens / (xmax ? xmax : 1), 340 - 300.0 * v / (ymax > 0 ? ymax : 1));
+    }
+    fprintf(f, "\"/>\n");
+}
+
+static void write_svg(const telemetry *t) {
+    FILE *f = fopen(t->svg_path, "w");
+    if (!f) {
+        perror(t->svg_path);
+        return;
+    }
+    double max_mib = 0, max_tps = 0;
+    int max_tok = 0;
+    for (int i = 0; i < t->n_points; i++) {
+        const telemetry_point *p = &t->points[i];
+        if (mib(p->mem.rss_bytes) > max_mib) max_mib = mib(p->mem.rss_bytes);
+        if (p->tok_per_s > max_tps) max_tps = p->tok_per_s;
+        if (p->tokens > max_tok) max_tok = p->tokens;
+    }
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"400\" font-family=\"sans-serif\" "
+               "font-size=\"12\">\n<rect width=\"800\" height=\"400\" fill=\"white\"/>\n"
+               "<line x1=\"60\" y1=\"340\" x2=\"760\" y2=\"340\" stroke=\"black\"/>\n"
+               "<line x1=\"60\" y1=\"40\" x2=\"60\" y2=\"340\" stroke=\"black\"/>\n");
+    fprintf(f, "<text x=\"400\" y=\"375\" text-anchor=\"middle\">tokens (0 .. %d)</text>\n", max_tok);
+    fprintf(f, "<text x=\"60\" y=\"25\" fill=\"#c0392b\">RSS (max %.1f MiB)</text>\n", max_mib);
+    fprintf(f, "<text x=\"260\" y=\"25\" fill=\"#e67e22\">file-backed RSS</text>\n");
+    fprintf(f, "<text x=\"460\" y=\"25\" fill=\"#2471a3\">tokens/s (max %.1f)</text>\n", max_tps);
+    polyline(f, t, 0, max_mib, max_tok, "#c0392b");
+    polyline(f, t, 1, max_mib, max_tok, "#e67e22");
+    polyline(f, t, 2, max_tps, max_tok, "#2471a3");
+    fprintf(f, "</svg>\n");
+    fclose(f);
+}
+
+void telemetry_close(telemetry *t) {
+    if (t->csv) fclose(t->csv);
+    if (t->svg_path && t->n_points) write_svg(t);
+    free(t->points);
+    t->points = NULL;
+    t->csv = NULL;
+}
