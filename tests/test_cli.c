@@ -1,0 +1,129 @@
+/*
+ * The pocketlm command as a user meets it: help texts with defaults, the
+ * demo-model fallback, stop strings, seeds, telemetry files, and clear
+ * errors for a prompt longer than the context or a missing model.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test.h"
+
+#define STORIES SHARED("models/stories260K.gguf")
+
+/* Runs a shell command; returns its stdout+stderr (malloc'd) and exit code. */
+static char *run(const char *cmd, int *status) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    size_t got;
+    while (out && (got = fread(out + len, 1, cap - len - 1, p)) > 0) {
+        len += got;
+        if (len + 1 == cap) {
+            char *bigger = realloc(out, cap *= 2);
+            if (!bigger) break;
+            out = bigger;
+        }
+    }
+    if (out) out[len] = '\0';
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+static char *runf(int *status, const char *fmt, const char *a, const char *b) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, fmt, a, b);
+    return run(cmd, status);
+}
+
+static void test_help(void) {
+    int st;
+    char *out = run(PLM_BIN " run --help 2>&1", &st);
+    CHECK(st == 0 && out, "run --help exits 0");
+    const char *options[] = {"--model", "--prompt", "--n-predict", "--ctx-size", "--batch-size", "--threads",
+                             "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--seed", "--stop",
+                             "--no-mmap", "--mlock", "--cache-type-k", "--mem-log"};
+    for (size_t i = 0; out && i < sizeof options / sizeof options[0]; i++)
+        CHECK(strstr(out, options[i]) != NULL, "run --help lacks %s", options[i]);
+    CHECK(out && strstr(out, "(default: 128)") && strstr(out, "(default: 512)"), "defaults shown");
+    free(out);
+    out = run(PLM_BIN " --help 2>&1", &st);
+    CHECK(st == 0 && out && strstr(out, "run") && strstr(out, "inspect") && strstr(out, "tokenize"), "--help");
+    free(out);
+}
+
+static void test_no_model(void) {
+    int st;
+    /* From / there is no ../shared/models/stories260K.gguf to fall back on. */
+    char *out = run("cd / && " PLM_BIN " run -n 4 2>&1", &st);
+    CHECK(st != 0 && out && strstr(out, "-m MODEL.gguf"), "no model: says how to pass one: %s", out);
+    free(out);
+    out = run(PLM_BIN " run -m /nonexistent.gguf 2>&1", &st);
+    CHECK(st != 0 && out && strstr(out, "/nonexistent.gguf"), "missing model named: %s", out);
+    free(out);
+}
+
+static void test_stop_and_seed(void) {
+    int st;
+    char *out = runf(&st, "%s run -m %s -n 64 --temp 0 --no-display-prompt --stop Lily 2>/dev/null", PLM_BIN, STORIES);
+    CHECK(st == 0 && out && strstr(out, "there was a little girl named") && !strstr(out, "Lily"),
+          "stop string: '%s'", out);
+    free(out);
+    char *a = runf(&st, "%s run -m %s -n 32 --temp 1 --seed 7 --no-display-prompt 2>/dev/null", PLM_BIN, STORIES);
+    char *b = runf(&st, "%s run -m %s -n 32 --temp 1 --seed 7 --no-display-prompt 2>/dev/null", PLM_BIN, STORIES);
+    char *c = runf(&st, "%s run -m %s -n 32 --temp 1 --seed 8 --no-display-prompt 2>/dev/null", PLM_BIN, STORIES);
+    CHECK(a && b && c && !strcmp(a, b), "same seed, same output");
+    CHECK(a && c && strcmp(a, c), "another seed, another output");
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void test_context_errors(void) {
+    int st;
+    char *out = runf(&st, "%s run -m %s -c 4 -p 'Once upon a time there was' 2>&1", PLM_BIN, STORIES);
+    CHECK(st != 0 && out && strstr(out, "context"), "prompt longer than the context: %s", out);
+    free(out);
+    out = runf(&st, "%s run -m %s -c 16 -n 100 --ignore-eos --no-display-prompt 2>&1", PLM_BIN, STORIES);
+    CHECK(st == 0 && out && strstr(out, "context full"), "generation stops at a full context: %s", out);
+    free(out);
+}
+
+static void test_telemetry(void) {
+    char dir[] = "/tmp/plm-cli-XXXXXX";
+    REQUIRE_VOID(mkdtemp(dir) != NULL, "mkdtemp");
+    char csv[256], svg[256], cmd[1024];
+    snprintf(csv, sizeof csv, "%s/m.csv", dir);
+    snprintf(svg, sizeof svg, "%s/m.svg", dir);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -n 40 --ignore-eos --mem-every 10 --mem-log %s --mem-plot %s >/dev/null 2>&1",
+             PLM_BIN, STORIES, csv, svg);
+    int st;
+    free(run(cmd, &st));
+    CHECK(st == 0, "run with telemetry");
+    FILE *f = fopen(csv, "r");
+    int rows = 0;
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        if (rows == 0) CHECK(strstr(line, "rss_mib") && strstr(line, "major_faults"), "csv header: %s", line);
+        rows++;
+    }
+    if (f) fclose(f);
+    CHECK(rows >= 6, "csv rows: %d (header + start + prompt + every 10 of 40 tokens)", rows);
+    f = fopen(svg, "r");
+    CHECK(f && fgets(line, sizeof line, f) && strstr(line, "<svg"), "svg written");
+    if (f) fclose(f);
+    unlink(csv);
+    unlink(svg);
+    rmdir(dir);
+}
+
+int main(void) {
+    test_help();
+    test_no_model();
+    test_stop_and_seed();
+    test_context_errors();
+    test_telemetry();
+    return test_summary();
+}
