@@ -132,6 +132,11 @@ const float *plm_get_logits(const plm_context *ctx, int i);
 /* Forget cached tokens from position `pos` on (0 clears everything). */
 void plm_kv_truncate(plm_context *ctx, uint32_t pos);
 
+/* Context shift: drop the n_discard cached tokens after the first n_keep,
+ * slide the rest down and re-rotate their keys to their new positions, so
+ * generation can go on in a full context without re-evaluating anything. */
+plm_status plm_kv_shift(plm_context *ctx, uint32_t n_keep, uint32_t n_discard, plm_error *err);
+
 /* ---- sampling --------------------------------------------------------- */
 
 typedef struct plm_sampler plm_sampler;

@@ -89,6 +89,10 @@ static void test_context_errors(void) {
     out = runf(&st, "%s run -m %s -c 16 -n 100 --ignore-eos --no-display-prompt 2>&1", PLM_BIN, STORIES);
     CHECK(st == 0 && out && strstr(out, "context full"), "generation stops at a full context: %s", out);
     free(out);
+    out = runf(&st, "%s run -m %s -c 16 -n 100 --ignore-eos --ctx-shift 2>&1", PLM_BIN, STORIES);
+    CHECK(st == 0 && out && !strstr(out, "context full") && strstr(out, "generated 100 tok"),
+          "--ctx-shift generates past the context: %s", out);
+    free(out);
 }
 
 static void test_telemetry(void) {

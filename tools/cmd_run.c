@@ -18,7 +18,8 @@ typedef struct run_opts {
     const char *mem_log, *mem_plot;
     int mem_every;
     int n_predict, n_ctx, n_batch, n_threads;
-    bool no_mmap, mlock, ignore_eos, no_display_prompt;
+    bool no_mmap, mlock, ignore_eos, no_display_prompt, ctx_shift;
+    int keep;
     plm_sampler_params sp;
     uint64_t seed;
     arg_list stops;
@@ -147,8 +148,18 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
         }
         if (o->n_predict >= 0 && n_gen >= o->n_predict) break;
         if (plm_context_n_past(ctx) >= plm_context_n_ctx(ctx)) {
-            why = "context full: generation stopped (use a larger -c)";
-            break;
+            if (!o->ctx_shift) {
+                why = "context full: generation stopped (use a larger -c, or --ctx-shift)";
+                break;
+            }
+            /* Keep the first tokens (BOS always), drop half of the rest. */
+            uint32_t keep = (uint32_t)(o->keep < 0 ? n_prompt : o->keep) + (plm_vocab_add_bos(model) ? 1 : 0);
+            if (keep >= plm_context_n_ctx(ctx) - 1) keep = 0;
+            uint32_t drop = (plm_context_n_past(ctx) - keep) / 2;
+            if (plm_kv_shift(ctx, keep, drop, &err)) {
+                fprintf(stderr, "\npocketlm run: %s\n", err.message);
+                break;
+            }
         }
         if (plm_decode(ctx, &t, 1, &err)) {
             fprintf(stderr, "\npocketlm run: %s\n", err.message);
@@ -203,6 +214,8 @@ int cmd_run(int argc, char **argv) {
         {NULL, "--frequency-penalty", ARG_FLOAT, &o.sp.frequency_penalty, "X", "0 = off"},
         {"-s", "--seed", ARG_U64, &o.seed, "N", "random seed (default: from the clock)"},
         {NULL, "--stop", ARG_LIST, &o.stops, "TEXT", "stop when this text is generated"},
+        {NULL, "--ctx-shift", ARG_FLAG, &o.ctx_shift, NULL, "when the context is full, drop half of it and go on"},
+        {NULL, "--keep", ARG_INT, &o.keep, "N", "tokens kept at a context shift (after BOS), -1 = the prompt"},
         {NULL, "--ignore-eos", ARG_FLAG, &o.ignore_eos, NULL, "keep generating past end-of-text"},
         {NULL, "--no-display-prompt", ARG_FLAG, &o.no_display_prompt, NULL, "do not echo the prompt"},
         {NULL, "--mem-log", ARG_STR, &o.mem_log, "FILE", "write RSS, page faults and tokens/s as CSV"},

@@ -280,11 +280,13 @@ typedef struct quant_job {
     plm_type type[MAX_JOB_WEIGHTS];
     void *dst[MAX_JOB_WEIGHTS];
     size_t dst_stride;
+    atomic_int next;  /* next row to convert */
 } quant_job;
 
 static void quant_task(void *arg, int ith, int nth) {
-    const quant_job *q = arg;
-    for (int t = ith; t < q->n; t += nth)
+    (void)ith, (void)nth;
+    quant_job *q = arg;
+    for (int t; (t = atomic_fetch_add_explicit(&q->next, 1, memory_order_relaxed)) < q->n;)
         for (int s = 0; s < q->n_slots; s++)
             q->kt->quantize_row[q->type[s]](q->x + t * q->x_stride, (char *)q->dst[s] + t * q->dst_stride, q->k);
 }
@@ -311,6 +313,7 @@ static void prepare_inputs(plm_context *ctx, matmul_job *j, const float *x, int 
         j->act_stride[i] = s->act_row_cap;
     }
     if (q.n_slots == 0) return;
+    atomic_init(&q.next, 0);
     if (n == 1) quant_task(&q, 0, 1);  /* one row: not worth waking the pool */
     else plm_pool_run(ctx->pool, quant_task, &q);
 }
@@ -460,6 +463,25 @@ static void rope(plm_context *ctx, int n, uint32_t pos0) {
         plm_rope_apply(ctx->s.q + (int64_t)t * q_dim, hp->n_head, hp->head_dim, hp->n_rot, cos_t, sin_t, neox);
         plm_rope_apply(ctx->s.k + (int64_t)t * kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, cos_t, sin_t,
                        neox);
+    }
+}
+
+void plm_llama_rerotate_keys(plm_context *ctx, uint32_t first, uint32_t n, int delta) {
+    const plm_hparams *hp = &ctx->model->hp;
+    const plm_kv_cache *kv = &ctx->kv;
+    if (n == 0 || delta == 0) return;
+    float cos_t[512], sin_t[512];
+    plm_rope_angles(cos_t, sin_t, hp->n_rot, (float)delta, hp->rope_freq_base, hp->rope_freq_scale);
+    /* A rotation by delta composes with the one already applied: keys are
+     * converted to f32, rotated, and stored back in the cache's format. */
+    float *row = ctx->s.k;  /* scratch: at least kv_dim floats */
+    for (int il = 0; il < hp->n_layer; il++) {
+        uint8_t *k = kv->k + ((size_t)il * kv->n_ctx + first) * kv->k_row;
+        for (uint32_t j = 0; j < n; j++, k += kv->k_row) {
+            ctx->kt->dequantize_row[kv->type_k](k, row, kv->kv_dim);
+            plm_rope_apply(row, hp->n_head_kv, hp->head_dim, hp->n_rot, cos_t, sin_t, hp->rope_type == PLM_ROPE_NEOX);
+            ctx->kt->quantize_row[kv->type_k](row, k, kv->kv_dim);
+        }
     }
 }
 

@@ -148,6 +148,23 @@ void plm_kv_truncate(plm_context *c, uint32_t pos) {
     if (pos < c->n_past) c->n_past = pos;
 }
 
+plm_status plm_kv_shift(plm_context *c, uint32_t n_keep, uint32_t n_discard, plm_error *err) {
+    if ((uint64_t)n_keep + n_discard > c->n_past)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "cannot drop %u tokens after %u: only %u are cached", n_discard,
+                        n_keep, c->n_past);
+    if (n_discard == 0) return PLM_OK;
+    const uint32_t n_move = c->n_past - n_keep - n_discard;
+    const plm_kv_cache *kv = &c->kv;
+    for (int il = 0; il < c->model->hp.n_layer; il++) {
+        uint8_t *k = kv->k + (size_t)il * kv->n_ctx * kv->k_row, *v = kv->v + (size_t)il * kv->n_ctx * kv->v_row;
+        memmove(k + (size_t)n_keep * kv->k_row, k + (size_t)(n_keep + n_discard) * kv->k_row, (size_t)n_move * kv->k_row);
+        memmove(v + (size_t)n_keep * kv->v_row, v + (size_t)(n_keep + n_discard) * kv->v_row, (size_t)n_move * kv->v_row);
+    }
+    plm_llama_rerotate_keys(c, n_keep, n_move, -(int)n_discard);
+    c->n_past -= n_discard;
+    return PLM_OK;
+}
+
 /* With logits_all every token's logits are kept, so the buffer grows to the
  * longest decode call; otherwise one row suffices. */
 static plm_status reserve_logits(plm_context *c, int rows, plm_error *err) {

@@ -53,4 +53,8 @@ struct plm_context {
 void plm_llama_forward(plm_context *ctx, const plm_token *tokens, int n,
                        uint32_t pos0, int first_logit, float *out_logits);
 
+/* Rotates the cached keys at positions [first, first + n) of every layer by
+ * `delta` positions (RoPE angles add), after a context shift moved them. */
+void plm_llama_rerotate_keys(plm_context *ctx, uint32_t first, uint32_t n, int delta);
+
 #endif

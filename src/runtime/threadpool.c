@@ -8,7 +8,7 @@
 
 /* Spin this many times before sleeping: long enough to bridge the gap
  * between two steps of one forward pass, short against a sampling step. */
-enum { SPIN_ITERATIONS = 20000 };
+enum { SPIN_ITERATIONS = 4000 };
 
 typedef struct worker {
     plm_pool *pool;
@@ -22,7 +22,8 @@ struct plm_pool {
     plm_task_fn fn;
     void *arg;
     atomic_uint generation;  /* bumped once per task */
-    atomic_int done;         /* workers finished with the current task */
+    atomic_uint closed;      /* the last generation the caller has finished */
+    atomic_int active;       /* workers inside the current task */
     atomic_bool stop;
     pthread_mutex_t mutex;
     pthread_cond_t wake;
@@ -60,9 +61,13 @@ static void *worker_main(void *arg) {
     unsigned seen = 0;
     for (;;) {
         seen = wait_for_task(p, seen);
-        if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
-        p->fn(p->arg, w->ith, p->n);
-        atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel);
+        if (atomic_load(&p->stop)) break;
+        /* Join, then check the caller has not finished this task already:
+         * with both sides seq_cst, either we see `closed` or the caller sees
+         * us in `active` and waits — never neither. */
+        atomic_fetch_add(&p->active, 1);
+        if (atomic_load(&p->closed) != seen) p->fn(p->arg, w->ith, p->n);
+        atomic_fetch_sub(&p->active, 1);
     }
     return NULL;
 }
@@ -70,11 +75,12 @@ static void *worker_main(void *arg) {
 /* Publishes a new generation and wakes sleepers.  Taking the mutex after the
  * bump means a worker either sees the new generation before it sleeps or is
  * already waiting when we broadcast: no lost wake-up. */
-static void publish(plm_pool *p) {
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_acq_rel);
+static unsigned publish(plm_pool *p) {
+    unsigned g = atomic_fetch_add(&p->generation, 1) + 1;
     pthread_mutex_lock(&p->mutex);
     if (p->sleeping) pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mutex);
+    return g;
 }
 
 plm_pool *plm_pool_new(int n_threads) {
@@ -103,7 +109,7 @@ plm_pool *plm_pool_new(int n_threads) {
 void plm_pool_free(plm_pool *p) {
     if (!p) return;
     if (p->workers) {
-        atomic_store_explicit(&p->stop, true, memory_order_release);
+        atomic_store(&p->stop, true);
         publish(p);
         for (int i = 1; i < p->n; i++) pthread_join(p->workers[i].thread, NULL);
     }
@@ -122,11 +128,11 @@ void plm_pool_run(plm_pool *p, plm_task_fn fn, void *arg) {
     }
     p->fn = fn;
     p->arg = arg;
-    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    publish(p);
+    const unsigned g = publish(p);
     fn(arg, 0, p->n);
+    atomic_store(&p->closed, g);
     int spins = 0;
-    while (atomic_load_explicit(&p->done, memory_order_acquire) != p->n - 1) {
+    while (atomic_load(&p->active) != 0) {
         if (++spins < SPIN_ITERATIONS) cpu_relax();
         else sched_yield();
     }
