@@ -16,6 +16,9 @@ static const subcommand subcommands[] = {
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"synth", cmd_synth, "write a random-weight GGUF of a real model's shape"},
+    {"plan", cmd_plan, "will a model fit a device: memory bill, verdict, speed ceilings"},
+    {"probe", cmd_probe, "measure this device: cores, RAM, memory bandwidth, file read speed"},
+    {"bench", cmd_bench, "time prompt processing and generation, llama-bench style"},
 };
 
 static void usage(FILE *out) {

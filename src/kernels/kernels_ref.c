@@ -7,20 +7,21 @@
  * table is tested against, so it favours clarity over speed.
  */
 #include "kernels/kernels.h"
+#include "kernels/ref.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
 /* ---- float formats (activation stays f32) ------------------------------- */
 
 /* Products in float, accumulated in double, as ggml's scalar f32/f16 dots. */
-static void vec_dot_f32(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_f32(int64_t n, float *s, const void *vw, const void *va) {
     const float *w = vw, *a = va;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += (double)(w[i] * a[i]);
     *s = (float)sum;
 }
 
-static void vec_dot_f16(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_f16(int64_t n, float *s, const void *vw, const void *va) {
     const plm_fp16_t *w = vw;
     const float *a = va;
     double sum = 0.0;
@@ -28,7 +29,7 @@ static void vec_dot_f16(int64_t n, float *s, const void *vw, const void *va) {
     *s = (float)sum;
 }
 
-static void vec_dot_bf16(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_bf16(int64_t n, float *s, const void *vw, const void *va) {
     const plm_bf16_t *w = vw;
     const float *a = va;
     double sum = 0.0;
@@ -49,7 +50,7 @@ static int dot_nibbles(const uint8_t *qs, int shift, const int8_t *lut, const in
 static const int8_t lut_minus8[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
 static const int8_t lut_plain[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
-static void vec_dot_q4_0(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_q4_0(int64_t n, float *s, const void *vw, const void *va) {
     const block_q4_0 *x = vw;
     const block_q8_0 *y = va;
     float sum = 0.0f;
@@ -62,7 +63,7 @@ static void vec_dot_q4_0(int64_t n, float *s, const void *vw, const void *va) {
 }
 
 /* The min term m * sum(a) comes from Q8_1's precomputed s = d_a * sum(q_a). */
-static void vec_dot_q4_1(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_q4_1(int64_t n, float *s, const void *vw, const void *va) {
     const block_q4_1 *x = vw;
     const block_q8_1 *y = va;
     float sum = 0.0f;
@@ -88,7 +89,7 @@ static int dot_q5(const uint8_t qs[16], const uint8_t qh[4], int bias, const int
     return sum;
 }
 
-static void vec_dot_q5_0(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_q5_0(int64_t n, float *s, const void *vw, const void *va) {
     const block_q5_0 *x = vw;
     const block_q8_0 *y = va;
     float sum = 0.0f;
@@ -99,7 +100,7 @@ static void vec_dot_q5_0(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-static void vec_dot_q5_1(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_q5_1(int64_t n, float *s, const void *vw, const void *va) {
     const block_q5_1 *x = vw;
     const block_q8_1 *y = va;
     float sum = 0.0f;
@@ -111,7 +112,7 @@ static void vec_dot_q5_1(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-static void vec_dot_q8_0(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_q8_0(int64_t n, float *s, const void *vw, const void *va) {
     const block_q8_0 *x = vw;
     const block_q8_0 *y = va;
     float sum = 0.0f;
@@ -123,7 +124,7 @@ static void vec_dot_q8_0(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-static void vec_dot_iq4_nl(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_iq4_nl(int64_t n, float *s, const void *vw, const void *va) {
     const block_iq4_nl *x = vw;
     const block_q8_0 *y = va;
     float sum = 0.0f;
@@ -155,7 +156,7 @@ static void unpack_2bit_planes(const uint8_t *qs, int8_t q[QK_K]) {
 
 /* Sum over the super-block of bsums * mins: the dot of the per-sub-block
  * offsets with the activation, without touching the quants. */
-static void vec_dot_q2_K(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_q2_K(int64_t n, float *s, const void *vw, const void *va) {
     const block_q2_K *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -174,7 +175,7 @@ static void vec_dot_q2_K(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-static void vec_dot_q3_K(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_q3_K(int64_t n, float *s, const void *vw, const void *va) {
     const block_q3_K *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -215,7 +216,7 @@ static float dot_q45_K(const uint8_t *scales, const uint8_t *qs, const uint8_t *
     return d * y->d * isum - dmin * y->d * summ;
 }
 
-static void vec_dot_q4_K(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_q4_K(int64_t n, float *s, const void *vw, const void *va) {
     const block_q4_K *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -225,7 +226,7 @@ static void vec_dot_q4_K(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-static void vec_dot_q5_K(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_q5_K(int64_t n, float *s, const void *vw, const void *va) {
     const block_q5_K *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -236,7 +237,7 @@ static void vec_dot_q5_K(int64_t n, float *s, const void *vw, const void *va) {
 }
 
 /* Q6_K: see dequantize.c for the ql/qh layout. */
-static void vec_dot_q6_K(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_q6_K(int64_t n, float *s, const void *vw, const void *va) {
     const block_q6_K *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -260,7 +261,7 @@ static void vec_dot_q6_K(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-static void vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va) {
+void plm_ref_vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va) {
     const block_iq4_xs *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -283,21 +284,21 @@ static void vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va) 
 static const plm_kernels kernels_ref = {
     .name = "ref",
     .vec_dot = {
-        [PLM_TYPE_F32] = vec_dot_f32,
-        [PLM_TYPE_F16] = vec_dot_f16,
-        [PLM_TYPE_BF16] = vec_dot_bf16,
-        [PLM_TYPE_Q4_0] = vec_dot_q4_0,
-        [PLM_TYPE_Q4_1] = vec_dot_q4_1,
-        [PLM_TYPE_Q5_0] = vec_dot_q5_0,
-        [PLM_TYPE_Q5_1] = vec_dot_q5_1,
-        [PLM_TYPE_Q8_0] = vec_dot_q8_0,
-        [PLM_TYPE_Q2_K] = vec_dot_q2_K,
-        [PLM_TYPE_Q3_K] = vec_dot_q3_K,
-        [PLM_TYPE_Q4_K] = vec_dot_q4_K,
-        [PLM_TYPE_Q5_K] = vec_dot_q5_K,
-        [PLM_TYPE_Q6_K] = vec_dot_q6_K,
-        [PLM_TYPE_IQ4_NL] = vec_dot_iq4_nl,
-        [PLM_TYPE_IQ4_XS] = vec_dot_iq4_xs,
+        [PLM_TYPE_F32] = plm_ref_vec_dot_f32,
+        [PLM_TYPE_F16] = plm_ref_vec_dot_f16,
+        [PLM_TYPE_BF16] = plm_ref_vec_dot_bf16,
+        [PLM_TYPE_Q4_0] = plm_ref_vec_dot_q4_0,
+        [PLM_TYPE_Q4_1] = plm_ref_vec_dot_q4_1,
+        [PLM_TYPE_Q5_0] = plm_ref_vec_dot_q5_0,
+        [PLM_TYPE_Q5_1] = plm_ref_vec_dot_q5_1,
+        [PLM_TYPE_Q8_0] = plm_ref_vec_dot_q8_0,
+        [PLM_TYPE_Q2_K] = plm_ref_vec_dot_q2_K,
+        [PLM_TYPE_Q3_K] = plm_ref_vec_dot_q3_K,
+        [PLM_TYPE_Q4_K] = plm_ref_vec_dot_q4_K,
+        [PLM_TYPE_Q5_K] = plm_ref_vec_dot_q5_K,
+        [PLM_TYPE_Q6_K] = plm_ref_vec_dot_q6_K,
+        [PLM_TYPE_IQ4_NL] = plm_ref_vec_dot_iq4_nl,
+        [PLM_TYPE_IQ4_XS] = plm_ref_vec_dot_iq4_xs,
     },
     .quantize_row = {
         [PLM_TYPE_F32] = plm_quantize_row_f32,

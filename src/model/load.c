@@ -3,6 +3,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "model/model.h"
@@ -27,6 +29,16 @@ static plm_status read_identity(plm_model *m, plm_error *err) {
     if (gguf_get_str(m->file, "general.name", &name)) gguf_str_copy(name, m->hp.name, sizeof m->hp.name);
     m->arch = find_arch(arch);
     return PLM_OK;
+}
+
+/* Ask the kernel to start reading the mapped weights now, in the background
+ * (MADV_WILLNEED returns at once), so the first token does not stall on a
+ * page fault per weight page. */
+static void warm_up(const gguf_file *f) {
+    if (!f->mapped || f->size <= f->data_offset) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t start = ((uintptr_t)f->image + f->data_offset) & ~(page - 1);
+    madvise((void *)start, (uintptr_t)f->image + f->size - start, MADV_WILLNEED);
 }
 
 plm_status plm_model_load(const char *path, const plm_model_params *params, plm_model **out, plm_error *err) {
@@ -59,6 +71,7 @@ plm_status plm_model_load(const char *path, const plm_model_params *params, plm_
         return st;
     }
     if (p.vocab_only) m->hp.n_vocab = plm_vocab_n_tokens(m->vocab);
+    else warm_up(m->file);
     *out = m;
     return PLM_OK;
 }

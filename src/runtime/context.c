@@ -3,23 +3,15 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/error.h"
+#include "runtime/plan.h"
 #include "runtime/threadpool.h"
 
 plm_context_params plm_context_default_params(void) {
     return (plm_context_params){.n_ctx = 0, .n_batch = 512, .n_threads = 0, .logits_all = false,
                                 .type_k = PLM_KV_F16, .type_v = PLM_KV_F16};
 }
-
-/* TODO(lead): replace with the probe's performance-core count. */
-static uint32_t default_threads(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (uint32_t)n : 1;
-}
-
-static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
 static void scratch_free(plm_scratch *s) {
     free(s->x);
@@ -33,27 +25,22 @@ static void scratch_free(plm_scratch *s) {
     for (int i = 0; i < 3; i++) free(s->act[i]);
 }
 
-static plm_status scratch_alloc(plm_scratch *s, const plm_hparams *hp, uint32_t n_batch, uint32_t n_ctx,
-                                int n_threads, plm_error *err) {
-    const size_t B = n_batch, E = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
-                 kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = max_sz((size_t)hp->n_ff, E);
-    /* The widest input row a dot product reads, in the largest quantized
-     * activation format: Q8_K, 292 bytes per 256 (Q8_0 and Q8_1 are smaller;
-     * F32/F16 weights read the float rows in place). */
-    const size_t widest = max_sz(max_sz(E, q_dim), ff);
-    s->act_row_cap = (widest + 255) / 256 * 292;
-    s->x = malloc(B * E * sizeof(float));
-    s->xn = malloc(B * max_sz(E, q_dim) * sizeof(float));
-    s->q = malloc(B * q_dim * sizeof(float));
-    s->k = malloc(B * kv_dim * sizeof(float));
-    s->v = malloc(B * kv_dim * sizeof(float));
-    s->gate = malloc(B * ff * sizeof(float));
-    s->up = malloc(B * ff * sizeof(float));
-    s->scores = malloc((size_t)n_threads * n_ctx * sizeof(float));
+/* Every buffer is sized by the memory plan (runtime/plan.c), the same
+ * numbers `pocketlm plan` prints: prediction and allocation cannot drift. */
+static plm_status scratch_alloc(plm_scratch *s, const plm_plan_buffers *b, plm_error *err) {
+    s->act_row_cap = b->act_row;
+    s->x = malloc(b->x);
+    s->xn = malloc(b->xn);
+    s->q = malloc(b->q);
+    s->k = malloc(b->k);
+    s->v = malloc(b->v);
+    s->gate = malloc(b->gate);
+    s->up = malloc(b->up);
+    s->scores = malloc(b->scores);
     bool acts_ok = true;
-    for (int i = 0; i < 3; i++) acts_ok = (s->act[i] = malloc(B * s->act_row_cap)) && acts_ok;
+    for (int i = 0; i < 3; i++) acts_ok = (s->act[i] = malloc(b->act)) && acts_ok;
     if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->gate || !s->up || !s->scores || !acts_ok)
-        return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating scratch buffers for a batch of %u", n_batch);
+        return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating scratch buffers");
     return PLM_OK;
 }
 
@@ -69,25 +56,33 @@ int plm_kv_type_from_name(const char *name) {
     return -1;
 }
 
-static plm_status kv_alloc(plm_kv_cache *kv, const plm_hparams *hp, const plm_context_params *p, plm_error *err) {
-    if ((unsigned)p->type_k > PLM_KV_Q4_0 || (unsigned)p->type_v > PLM_KV_Q4_0)
-        return plm_fail(err, PLM_ERR_INVALID_ARG, "unknown KV cache type");
+static plm_status kv_alloc(plm_kv_cache *kv, const plm_hparams *hp, const plm_context_params *p,
+                           const plm_plan_buffers *b, plm_error *err) {
     kv->n_ctx = p->n_ctx;
     kv->kv_dim = hp->n_head_kv * hp->head_dim;
     kv->type_k = kv_storage[p->type_k];
     kv->type_v = kv_storage[p->type_v];
-    /* Quantized rows are addressed per head: each head must be whole blocks. */
-    if ((kv->type_k != PLM_TYPE_F16 || kv->type_v != PLM_TYPE_F16) && hp->head_dim % 32)
+    kv->k_row = b->kv_row_k;
+    kv->v_row = b->kv_row_v;
+    kv->k = malloc(b->kv_k);
+    kv->v = malloc(b->kv_v);
+    if (!kv->k || !kv->v)
+        return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating a %u-token KV cache (%llu MiB)", p->n_ctx,
+                        (unsigned long long)((b->kv_k + b->kv_v) >> 20));
+    return PLM_OK;
+}
+
+/* The plan's buffer sizes for this model and these (resolved) params. */
+static plm_status plan_buffers(const plm_hparams *hp, const plm_context_params *p, plm_plan_buffers *b,
+                               plm_error *err) {
+    if ((unsigned)p->type_k > PLM_KV_Q4_0 || (unsigned)p->type_v > PLM_KV_Q4_0)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "unknown KV cache type");
+    const plm_plan_dims d = {(uint32_t)hp->n_layer, (uint32_t)hp->n_embd, (uint32_t)hp->n_head,
+                             (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim, (uint32_t)hp->n_ff,
+                             (uint32_t)hp->n_vocab};
+    if (!plm_plan_buffers_for(&d, p->n_ctx, p->n_batch, p->n_threads, p->type_k, p->type_v, p->logits_all, b))
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "a %s/%s KV cache needs a head size divisible by 32 (this model: %d)",
                         plm_kv_type_name(p->type_k), plm_kv_type_name(p->type_v), hp->head_dim);
-    kv->k_row = plm_row_size(kv->type_k, kv->kv_dim);
-    kv->v_row = plm_row_size(kv->type_v, kv->kv_dim);
-    const size_t per_pos = (size_t)hp->n_layer * p->n_ctx;
-    kv->k = malloc(per_pos * kv->k_row);
-    kv->v = malloc(per_pos * kv->v_row);
-    if (!kv->k || !kv->v)
-        return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating a %u-token KV cache (%zu MiB)", p->n_ctx,
-                        per_pos * (kv->k_row + kv->v_row) >> 20);
     return PLM_OK;
 }
 
@@ -111,16 +106,20 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     c->model = model;
     c->kt = kt;
     c->params = p;
-    if (p.n_threads == 0) p.n_threads = default_threads();
+    if (p.n_threads == 0) p.n_threads = plm_default_threads();
     if (p.n_threads > 256) p.n_threads = 256;
     c->params = p;
-    c->pool = plm_pool_new((int)p.n_threads);
-    plm_status st = c->pool ? PLM_OK : plm_fail(err, PLM_ERR_NOMEM, "cannot start %u threads", p.n_threads);
-    if (!st) st = kv_alloc(&c->kv, hp, &p, err);
-    if (!st) st = scratch_alloc(&c->s, hp, p.n_batch, p.n_ctx, (int)p.n_threads, err);
+    plm_plan_buffers b;
+    plm_status st = plan_buffers(hp, &p, &b, err);
+    if (!st) {
+        c->pool = plm_pool_new((int)p.n_threads);
+        if (!c->pool) st = plm_fail(err, PLM_ERR_NOMEM, "cannot start %u threads", p.n_threads);
+    }
+    if (!st) st = kv_alloc(&c->kv, hp, &p, &b, err);
+    if (!st) st = scratch_alloc(&c->s, &b, err);
     if (!st) {
         c->logits_cap = p.logits_all ? (int)p.n_batch : 1;
-        c->logits = malloc((size_t)c->logits_cap * hp->n_vocab * sizeof(float));
+        c->logits = malloc(b.logits);
         if (!c->logits) st = plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating logits");
     }
     if (st) {

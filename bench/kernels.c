@@ -1,0 +1,195 @@
+/*
+ * bench_kernels: single-threaded kernel throughput, per weight format and
+ * per kernel table (not a test: it asserts nothing).
+ *
+ *   decode   matvec (n_tok = 1) over a weight matrix of ~256 MiB (k = 4096),
+ *            far beyond L2/L3, reported as weight GB/s next to the read
+ *            bandwidth of a plain memory sweep of the same size: decode
+ *            reads every weight once per token, so that sweep is the
+ *            ceiling.
+ * Times are thread CPU time (best of a few runs), to be robust on a shared
+ * machine.
+ *
+ *   prefill  plm_matmul with n_tok = 64 on the tinyllama ffn shape
+ *            (5632 x 2048), reported as GMAC/s (k * rows * tokens / s).
+ *
+ * usage: bench_kernels [table|all] [format ...]    e.g. bench_kernels avx512 Q4_0
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+#include "quant/quant.h"
+
+/* Thread CPU time: on a shared machine, time slices lost to other processes
+ * do not count (memory contention still does). */
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+
+/* Random blocks.  Speed does not depend on the values, but NaN or denormal
+ * scales could slow float math, so the f16 scale fields get 0.01. */
+static void fill(plm_type t, void *p, size_t bytes) {
+    uint32_t *u = p;
+    for (size_t i = 0; i < bytes / 4; i++) u[i] = rnd();
+    const plm_type_info *ti = plm_type_info_get(t);
+    const plm_fp16_t h = plm_fp32_to_fp16(0.01f);
+    if (ti->block_size == 1) {
+        if (t == PLM_TYPE_F32)
+            for (size_t i = 0; i < bytes / 4; i++) ((float *)p)[i] = (float)(u[i] & 0xffff) * 1e-5f;
+        else
+            for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)p)[i] = h;
+        return;
+    }
+    size_t off = 0; /* d field; the K-quants with trailing d: */
+    if (t == PLM_TYPE_Q2_K) off = 80;
+    if (t == PLM_TYPE_Q3_K) off = 108;
+    if (t == PLM_TYPE_Q6_K) off = 208;
+    for (size_t b = 0; b + ti->type_size <= bytes; b += ti->type_size) {
+        memcpy((char *)p + b + off, &h, 2);
+        if (t == PLM_TYPE_Q2_K || t == PLM_TYPE_Q4_K || t == PLM_TYPE_Q5_K || t == PLM_TYPE_Q4_1 ||
+            t == PLM_TYPE_Q5_1)
+            memcpy((char *)p + b + off + 2, &h, 2);
+    }
+}
+
+/* Plain read sweep: the decode ceiling on this machine, one thread. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+__attribute__((target("avx2"))) static uint64_t sweep(const void *p, size_t bytes) {
+    const __m256i *v = p;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 4 <= bytes / 32; i += 4) {
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256(v + i));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256(v + i + 1));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256(v + i + 2));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256(v + i + 3));
+    }
+    a0 = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    return (uint64_t)_mm256_extract_epi64(a0, 0) ^ (uint64_t)_mm256_extract_epi64(a0, 2);
+}
+#else
+static uint64_t sweep(const void *p, size_t bytes) {
+    const uint64_t *v = p;
+    uint64_t a = 0, b = 0;
+    for (size_t i = 0; i + 2 <= bytes / 8; i += 2) {
+        a ^= v[i];
+        b ^= v[i + 1];
+    }
+    return a ^ b;
+}
+#endif
+
+static const plm_type formats[] = {
+    PLM_TYPE_Q4_0, PLM_TYPE_Q8_0, PLM_TYPE_Q4_K, PLM_TYPE_Q6_K, PLM_TYPE_Q5_K,
+    PLM_TYPE_Q5_0, PLM_TYPE_Q3_K, PLM_TYPE_Q2_K, PLM_TYPE_IQ4_NL, PLM_TYPE_IQ4_XS,
+    PLM_TYPE_Q4_1, PLM_TYPE_Q5_1, PLM_TYPE_F16, PLM_TYPE_BF16, PLM_TYPE_F32,
+};
+
+enum { K = 4096, PF_ROWS = 5632, PF_K = 2048, PF_TOK = 64 };
+#define BIG ((size_t)256 << 20)
+
+int main(int argc, char **argv) {
+    const plm_kernels *list[16];
+    int nk = plm_kernels_list(list, 16);
+    if (argc > 1 && strcmp(argv[1], "all") != 0) {
+        const plm_kernels *kt = plm_kernels_select(argv[1]);
+        if (!kt) {
+            fprintf(stderr, "unknown or unsupported table %s\n", argv[1]);
+            return 1;
+        }
+        list[0] = kt;
+        nk = 1;
+    }
+    char *big = aligned_alloc(64, BIG);
+    if (!big) return 1;
+    memset(big, 1, BIG);
+    double best = 1e9;
+    uint64_t sink = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        const double t0 = now();
+        sink ^= sweep(big, BIG);
+        const double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    const double sweep_gbs = BIG / best / 1e9;
+    printf("memory sweep: %.1f GB/s (best of 5, %zu MiB, 1 thread)\n", sweep_gbs, BIG >> 20);
+    printf("%-7s %-7s %9s %7s %12s %12s\n", "table", "format", "decode", "of mem", "prefill", "(no gemm)");
+    printf("%-7s %-7s %9s %7s %12s %12s\n", "", "", "GB/s", "", "GMAC/s", "GMAC/s");
+
+    float *x = malloc(sizeof(float) * K * PF_TOK);
+    void *act = malloc(sizeof(float) * K * PF_TOK);
+    float *out = malloc(sizeof(float) * PF_ROWS * PF_TOK);
+    for (int i = 0; i < K * PF_TOK; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+
+    for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+        const plm_type t = formats[f];
+        int wanted = argc <= 2;
+        for (int a = 2; a < argc; a++) wanted |= plm_type_from_name(argv[a]) == (int)t;
+        if (!wanted) continue;
+        const plm_type at = plm_type_info_get(t)->vec_dot_type;
+        const size_t row = plm_row_size(t, K);
+        const int64_t rows = (int64_t)(BIG / row);
+        fill(t, big, (size_t)rows * row);
+        for (int i = 0; i < nk; i++) {
+            const plm_kernels *kt = list[i];
+            /* decode */
+            kt->quantize_row[at](x, act, K);
+            double bd = 1e9;
+            const int reps = kt == plm_kernels_ref() ? 1 : 4;
+            for (int rep = 0; rep < reps; rep++) {
+                const double t0 = now();
+                plm_matmul(kt, t, big, K, 0, rows, act, 0, 1, out, 0);
+                const double dt = now() - t0;
+                if (dt < bd) bd = dt;
+            }
+            const double gbs = (double)rows * row / bd / 1e9;
+            /* prefill on the ffn shape (fits in L3: compute-bound) */
+            const size_t arow = plm_row_size(at, PF_K);
+            for (int tk = 0; tk < PF_TOK; tk++)
+                kt->quantize_row[at](x + (size_t)tk * PF_K, (char *)act + tk * arow, PF_K);
+            const size_t prow = plm_row_size(t, PF_K);
+            double bp = 1e9, bn = 1e9;
+            for (int rep = 0; rep < (kt == plm_kernels_ref() ? 1 : 3); rep++) {
+                double t0 = now();
+                plm_matmul(kt, t, big, PF_K, 0, PF_ROWS, act, arow, PF_TOK, out, PF_ROWS);
+                double dt = now() - t0;
+                if (dt < bp) bp = dt;
+                if (!kt->gemm[t]) continue;
+                /* the same product without gemm: vec_dot per row and token */
+                t0 = now();
+                for (int64_t r = 0; r < PF_ROWS; r++)
+                    for (int tk = 0; tk < PF_TOK; tk++)
+                        kt->vec_dot[t](PF_K, &out[tk * PF_ROWS + r], big + r * prow, (char *)act + tk * arow);
+                dt = now() - t0;
+                if (dt < bn) bn = dt;
+            }
+            const double macs = (double)PF_K * PF_ROWS * PF_TOK;
+            char nog[32] = "-";
+            if (kt->gemm[t]) snprintf(nog, sizeof nog, "%.1f", macs / bn / 1e9);
+            printf("%-7s %-7s %9.1f %6.0f%% %12.1f %12s\n", kt->name, plm_type_name(t), gbs,
+                   100 * gbs / sweep_gbs, macs / bp / 1e9, nog);
+            fflush(stdout);
+        }
+    }
+    printf("(sink %llu)\n", (unsigned long long)(sink & 1));
+    free(x);
+    free(act);
+    free(out);
+    free(big);
+    return 0;
+}

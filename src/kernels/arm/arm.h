@@ -1,0 +1,52 @@
+/*
+ * Internal to src/kernels/arm/: how the three ARM tables are put together.
+ *
+ * Each table starts as a copy of the one below it (ref -> neon -> dotprod ->
+ * i8mm), so it is complete by construction, and a fill function overwrites
+ * the entries that have a faster version on that level.  Code for an
+ * optional CPU feature is compiled with a per-function target attribute, not
+ * a global -march flag, so one binary runs on every ARMv8-A CPU and
+ * kernels_arm.c checks the feature at run time before handing out the table.
+ *
+ * Everything here exists only when compiling for aarch64; on other
+ * architectures the getters in kernels_arm.c return NULL.
+ */
+#ifndef PLM_KERNELS_ARM_H
+#define PLM_KERNELS_ARM_H
+
+#if defined(__aarch64__)
+#define PLM_ARM 1
+
+#include <arm_neon.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+
+/* Target attributes for the optional features.  gcc's arm_neon.h defines
+ * vdotq_s32 under "arch=armv8.2-a+dotprod" and vmmlaq_s32 under
+ * "arch=armv8.2-a+i8mm", and only inlines them into functions whose target
+ * includes that, so the attribute names the same base architecture (every
+ * CPU with dotprod implements ARMv8.2).  clang takes bare feature names. */
+#if defined(__clang__)
+#define PLM_TARGET_DOTPROD __attribute__((target("dotprod")))
+#define PLM_TARGET_I8MM __attribute__((target("dotprod,i8mm")))
+#else
+#define PLM_TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#define PLM_TARGET_I8MM __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
+#endif
+
+/* f16 -> f32 with the FCVT instruction (exact, like plm_fp16_to_fp32). */
+static inline float plm_arm_h2f(plm_fp16_t h) {
+    __fp16 f;
+    memcpy(&f, &h, sizeof f);
+    return (float)f;
+}
+
+/* Overwrite the entries that level has code for. */
+void plm_arm_fill_neon(plm_kernels *t);      /* float formats, quantizers, NEON int dots */
+void plm_arm_fill_dotprod(plm_kernels *t);   /* the integer dots again, with sdot */
+void plm_arm_fill_i8mm(plm_kernels *t);      /* smmla gemm */
+
+#endif /* __aarch64__ */
+#endif

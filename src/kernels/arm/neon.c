@@ -1,0 +1,235 @@
+/*
+ * The baseline ARMv8-A NEON table: float-format dots (F32, F16, BF16), the
+ * activation quantizers (Q8_0, Q8_1, Q8_K) and the F16 row conversions used
+ * by the KV cache, plus the integer dots of quants_tmpl.h with a widening
+ * multiply (SMULL + SADALP) for CPUs without SDOT.
+ */
+#include "kernels/arm/arm.h"
+
+#if defined(PLM_ARM)
+
+#include <float.h>
+#include <math.h>
+
+#include "quant/quant.h"
+
+/* acc += a * b over 16 int8 lanes: eight products per SMULL fit int16
+ * (|a * b| <= 16384), and SADALP adds neighbouring pairs into int32. */
+static inline int32x4_t plm_dot_neon(int32x4_t acc, int8x16_t a, int8x16_t b) {
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+    return vpadalq_s16(acc, vmull_high_s8(a, b));
+}
+
+#define PLM_SFX neon
+#define PLM_FN_ATTR
+#define PLM_DOT(acc, a, b) plm_dot_neon(acc, a, b)
+#include "kernels/arm/quants_tmpl.h"
+#undef PLM_DOT
+#undef PLM_FN_ATTR
+#undef PLM_SFX
+
+/* ---- float formats ------------------------------------------------------
+ * The reference rounds each product to float and sums in double; so do
+ * these, two doubles per lane pair, so that results match it to the last
+ * bit or nearly (only the order of the double additions differs).  F32 is
+ * found in small models and norms; the double sums keep pocketlm's output
+ * on such models the same on every table. */
+
+static inline float64x2_t add_products(float64x2_t acc0, float64x2_t *acc1, float32x4_t p) {
+    *acc1 = vaddq_f64(*acc1, vcvt_high_f64_f32(p));
+    return vaddq_f64(acc0, vcvt_f64_f32(vget_low_f32(p)));
+}
+
+static void vec_dot_f32(int64_t n, float *s, const void *vw, const void *va) {
+    const float *w = vw, *a = va;
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s0 = add_products(s0, &s1, vmulq_f32(vld1q_f32(w + i), vld1q_f32(a + i)));
+        s2 = add_products(s2, &s3, vmulq_f32(vld1q_f32(w + i + 4), vld1q_f32(a + i + 4)));
+    }
+    double sum = vaddvq_f64(vaddq_f64(vaddq_f64(s0, s1), vaddq_f64(s2, s3)));
+    for (; i < n; i++) sum += (double)(w[i] * a[i]);
+    *s = (float)sum;
+}
+
+/* f16 -> f32 with FCVTL (exact), then as F32. */
+static void vec_dot_f16(int64_t n, float *s, const void *vw, const void *va) {
+    const plm_fp16_t *w = vw;
+    const float *a = va;
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(w + i));
+        s0 = add_products(s0, &s1, vmulq_f32(vcvt_f32_f16(vget_low_f16(h)), vld1q_f32(a + i)));
+        s2 = add_products(s2, &s3, vmulq_f32(vcvt_high_f32_f16(h), vld1q_f32(a + i + 4)));
+    }
+    double sum = vaddvq_f64(vaddq_f64(vaddq_f64(s0, s1), vaddq_f64(s2, s3)));
+    for (; i < n; i++) sum += (double)(plm_arm_h2f(w[i]) * a[i]);
+    *s = (float)sum;
+}
+
+/* bf16 is the top half of an f32: widen by shifting 16 bits left. */
+static void vec_dot_bf16(int64_t n, float *s, const void *vw, const void *va) {
+    const plm_bf16_t *w = vw;
+    const float *a = va;
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const uint16x8_t b = vld1q_u16(w + i);
+        const float32x4_t w0 = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(b), 16));
+        const float32x4_t w1 = vreinterpretq_f32_u32(vshll_high_n_u16(b, 16));
+        s0 = add_products(s0, &s1, vmulq_f32(w0, vld1q_f32(a + i)));
+        s2 = add_products(s2, &s3, vmulq_f32(w1, vld1q_f32(a + i + 4)));
+    }
+    double sum = vaddvq_f64(vaddq_f64(vaddq_f64(s0, s1), vaddq_f64(s2, s3)));
+    for (; i < n; i++) sum += (double)(plm_bf16_to_fp32(w[i]) * a[i]);
+    *s = (float)sum;
+}
+
+/* F16 rows (the KV cache): FCVTN rounds to nearest even, keeps subnormals
+ * (FPCR.FZ16 is off) and quiets NaNs keeping their top payload bits, which
+ * is exactly what plm_fp32_to_fp16 does. */
+static void quantize_row_f16(const float *x, void *vy, int64_t n) {
+    plm_fp16_t *y = vy;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float16x8_t h = vcvt_high_f16_f32(vcvt_f16_f32(vld1q_f32(x + i)), vld1q_f32(x + i + 4));
+        vst1q_u16(y + i, vreinterpretq_u16_f16(h));
+    }
+    for (; i < n; i++) y[i] = plm_fp32_to_fp16(x[i]);
+}
+
+static void dequantize_row_f16(const void *vx, float *y, int64_t n) {
+    const plm_fp16_t *x = vx;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(x + i));
+        vst1q_f32(y + i, vcvt_f32_f16(vget_low_f16(h)));
+        vst1q_f32(y + i + 4, vcvt_high_f32_f16(h));
+    }
+    for (; i < n; i++) y[i] = plm_arm_h2f(x[i]);
+}
+
+/* ---- activation quantizers ----------------------------------------------
+ * Byte-identical to quant/quantize.c: same scale expressions, products
+ * without fused multiply-add, and the same rounding (Q8_0/Q8_1 round half
+ * away from zero like roundf: FCVTAS; Q8_K rounds half to even like
+ * nearest_int: FCVTNS).  A block holding NaN or infinity goes to the
+ * reference, whose handling of them is not worth copying. */
+
+static inline float absmax32(const float *x, float32x4_t v[8]) {
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int k = 0; k < 8; k++) {
+        v[k] = vld1q_f32(x + 4 * k);
+        m = vmaxq_f32(m, vabsq_f32(v[k]));  /* FMAX: a NaN propagates */
+    }
+    return vmaxvq_f32(m);
+}
+
+/* 32 floats times id, rounded half away from zero, to int8 (in range by
+ * construction; saturating narrows anyway). */
+static inline int8x16x2_t round32(const float32x4_t v[8], float id) {
+    int16x8_t h[4];
+    for (int k = 0; k < 4; k++)
+        h[k] = vcombine_s16(vqmovn_s32(vcvtaq_s32_f32(vmulq_n_f32(v[2 * k], id))),
+                            vqmovn_s32(vcvtaq_s32_f32(vmulq_n_f32(v[2 * k + 1], id))));
+    int8x16x2_t q;
+    q.val[0] = vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1]));
+    q.val[1] = vcombine_s8(vqmovn_s16(h[2]), vqmovn_s16(h[3]));
+    return q;
+}
+
+static void quantize_row_q8_0(const float *x, void *vy, int64_t n) {
+    block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float32x4_t v[8];
+        const float amax = absmax32(x, v);
+        if (!(amax <= FLT_MAX)) {
+            plm_quantize_row_q8_0(x, &y[i], QK8_0);
+            continue;
+        }
+        const float d = amax / 127;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = plm_fp32_to_fp16(d);
+        const int8x16x2_t q = round32(v, id);
+        vst1q_s8(y[i].qs, q.val[0]);
+        vst1q_s8(y[i].qs + 16, q.val[1]);
+    }
+}
+
+static void quantize_row_q8_1(const float *x, void *vy, int64_t n) {
+    block_q8_1 *y = vy;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        float32x4_t v[8];
+        const float amax = absmax32(x, v);
+        if (!(amax <= FLT_MAX)) {
+            plm_quantize_row_q8_1(x, &y[i], QK8_1);
+            continue;
+        }
+        const float d = amax / 127;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = plm_fp32_to_fp16(d);
+        const int8x16x2_t q = round32(v, id);
+        vst1q_s8(y[i].qs, q.val[0]);
+        vst1q_s8(y[i].qs + 16, q.val[1]);
+        const int sum = vaddlvq_s8(q.val[0]) + vaddlvq_s8(q.val[1]);
+        y[i].s = plm_fp32_to_fp16((float)sum * d);
+    }
+}
+
+static void quantize_row_q8_K(const float *x, void *vy, int64_t n) {
+    block_q8_K *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float32x4_t m = vdupq_n_f32(0.0f);
+        for (int k = 0; k < QK_K; k += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + k)));
+        const float amax = vmaxvq_f32(m);
+        if (!(amax <= FLT_MAX)) {
+            plm_quantize_row_q8_K(x, &y[i], QK_K);
+            continue;
+        }
+        memset(&y[i], 0, sizeof y[i]);
+        if (amax == 0.0f) continue;
+        /* the reference keeps the sign of the first element of largest
+         * magnitude: find it four lanes at a time */
+        float max = amax;
+        for (int k = 0; k < QK_K; k += 4) {
+            const float32x4_t v = vld1q_f32(x + k);
+            if (vmaxvq_u32(vceqq_f32(vabsq_f32(v), vdupq_n_f32(amax)))) {
+                int l = 0;
+                while (fabsf(x[k + l]) != amax) l++;
+                max = x[k + l];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        for (int k = 0; k < QK_K; k += 16) {
+            int16x8_t h[2];
+            for (int c = 0; c < 2; c++) {
+                const float *p = x + k + 8 * c;
+                h[c] = vcombine_s16(vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(p), iscale))),
+                                    vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(p + 4), iscale))));
+            }
+            const int8x16_t q = vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1]));
+            vst1q_s8(y[i].qs + k, q);
+            y[i].bsums[k / 16] = (int16_t)vaddlvq_s8(q);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+void plm_arm_fill_neon(plm_kernels *t) {
+    t->vec_dot[PLM_TYPE_F32] = vec_dot_f32;
+    t->vec_dot[PLM_TYPE_F16] = vec_dot_f16;
+    t->vec_dot[PLM_TYPE_BF16] = vec_dot_bf16;
+    t->quantize_row[PLM_TYPE_F16] = quantize_row_f16;
+    t->dequantize_row[PLM_TYPE_F16] = dequantize_row_f16;
+    t->quantize_row[PLM_TYPE_Q8_0] = quantize_row_q8_0;
+    t->quantize_row[PLM_TYPE_Q8_1] = quantize_row_q8_1;
+    t->quantize_row[PLM_TYPE_Q8_K] = quantize_row_q8_K;
+    fill_quants_neon(t);
+}
+
+#else
+typedef int plm_arm_neon_unused; /* ISO C: no empty translation unit */
+#endif

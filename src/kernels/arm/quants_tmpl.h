@@ -1,0 +1,422 @@
+/*
+ * Integer dot products of the quantized formats against their Q8 activation
+ * rows, written once and compiled twice: neon.c includes this file with a
+ * widening-multiply DOT, dotprod.c with SDOT.  (No include guard on purpose.)
+ *
+ * The includer defines:
+ *   PLM_SFX        suffix of the function names (neon, dotprod)
+ *   PLM_FN_ATTR    attributes for every function (a target attribute or empty)
+ *   PLM_DOT(acc, a, b)  acc (int32x4) += the 16 products a[i] * b[i] of two
+ *                  int8x16 vectors, spread over the four lanes in any way:
+ *                  only the lane total is ever used.
+ *
+ * As in the reference, every block (or sub-block) is summed exactly in
+ * integers and only block totals are scaled in float.  The K-quants keep the
+ * reference's float expression per super-block, so they give its results to
+ * the bit; the 32-element formats accumulate scaled block sums four lanes
+ * wide, which only changes the float summation order.
+ *
+ * Layouts are those of quant/blocks.h; the comments say which bits go where.
+ */
+
+#define PLM_CAT_(a, b) a##b
+#define PLM_CAT(a, b) PLM_CAT_(a, b)
+#define FN(name) PLM_CAT(name##_, PLM_SFX)
+
+/* Byte j of a 16-byte vector selects bit (j % 8). */
+static const uint8_t FN(bit_of_byte)[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+
+/* ---- 32-element formats ------------------------------------------------- */
+
+/* The 32 nibbles of qs as two int8x16: low nibbles are elements 0..15, high
+ * nibbles elements 16..31. */
+PLM_FN_ATTR static inline void FN(nibbles)(const uint8_t *qs, uint8x16_t *lo, uint8x16_t *hi) {
+    const uint8x16_t q = vld1q_u8(qs);
+    *lo = vandq_u8(q, vdupq_n_u8(0x0f));
+    *hi = vshrq_n_u8(q, 4);
+}
+
+/* Fifth bits of a Q5 block: qh is a little-endian u32 whose bit j belongs to
+ * element j; returns 0x10 in the bytes whose bit is set, for elements 0..15
+ * (lo) and 16..31 (hi). */
+PLM_FN_ATTR static inline void FN(q5_high)(const uint8_t qh[4], uint8x16_t *lo, uint8x16_t *hi) {
+    const uint8x16_t bit = vld1q_u8(FN(bit_of_byte));
+    const uint8x16_t b01 = vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1]));
+    const uint8x16_t b23 = vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3]));
+    *lo = vandq_u8(vtstq_u8(b01, bit), vdupq_n_u8(0x10));
+    *hi = vandq_u8(vtstq_u8(b23, bit), vdupq_n_u8(0x10));
+}
+
+/* Integer dot of 32 weights (w0: elements 0..15, w1: 16..31) with q8[32]. */
+PLM_FN_ATTR static inline int32x4_t FN(dot32)(int8x16_t w0, int8x16_t w1, const int8_t *q8) {
+    int32x4_t acc = PLM_DOT(vdupq_n_s32(0), w0, vld1q_s8(q8));
+    return PLM_DOT(acc, w1, vld1q_s8(q8 + 16));
+}
+
+PLM_FN_ATTR static inline int32x4_t FN(block_q4_0)(const block_q4_0 *x, const int8_t *q8) {
+    uint8x16_t lo, hi;
+    FN(nibbles)(x->qs, &lo, &hi);
+    const int8x16_t k8 = vdupq_n_s8(8);
+    return FN(dot32)(vsubq_s8(vreinterpretq_s8_u8(lo), k8), vsubq_s8(vreinterpretq_s8_u8(hi), k8), q8);
+}
+
+PLM_FN_ATTR static inline int32x4_t FN(block_q4_1)(const block_q4_1 *x, const int8_t *q8) {
+    uint8x16_t lo, hi;
+    FN(nibbles)(x->qs, &lo, &hi);
+    return FN(dot32)(vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), q8);
+}
+
+/* Q5_0: 5-bit values minus 16; Q5_1: 5-bit values as they are. */
+PLM_FN_ATTR static inline int32x4_t FN(block_q5)(const uint8_t *qs, const uint8_t *qh, int bias,
+                                                   const int8_t *q8) {
+    uint8x16_t lo, hi, hlo, hhi;
+    FN(nibbles)(qs, &lo, &hi);
+    FN(q5_high)(qh, &hlo, &hhi);
+    const int8x16_t b = vdupq_n_s8((int8_t)bias);
+    return FN(dot32)(vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hlo)), b),
+                     vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(hi, hhi)), b), q8);
+}
+
+PLM_FN_ATTR static inline int32x4_t FN(block_iq4_nl)(const uint8_t *qs, int8x16_t levels, const int8_t *q8) {
+    uint8x16_t lo, hi;
+    FN(nibbles)(qs, &lo, &hi);
+    return FN(dot32)(vqtbl1q_s8(levels, lo), vqtbl1q_s8(levels, hi), q8);
+}
+
+/* Two blocks per iteration into two float accumulators, so the convert and
+ * multiply-add of one block overlap the integer work of the next.  BLOCK(i)
+ * is the int32x4 of block i, SCALE(i) its float factor. */
+#define PLM_LOOP_32(nb, BLOCK, SCALE)                                                  \
+    float32x4_t acc0_ = vdupq_n_f32(0.0f), acc1_ = vdupq_n_f32(0.0f);                 \
+    int64_t i_ = 0;                                                                    \
+    for (; i_ + 1 < (nb); i_ += 2) {                                                   \
+        acc0_ = vmlaq_n_f32(acc0_, vcvtq_f32_s32(BLOCK(i_)), SCALE(i_));               \
+        acc1_ = vmlaq_n_f32(acc1_, vcvtq_f32_s32(BLOCK(i_ + 1)), SCALE(i_ + 1));       \
+    }                                                                                  \
+    if (i_ < (nb)) acc0_ = vmlaq_n_f32(acc0_, vcvtq_f32_s32(BLOCK(i_)), SCALE(i_));    \
+    const float total_ = vaddvq_f32(vaddq_f32(acc0_, acc1_))
+
+PLM_FN_ATTR static void FN(vec_dot_q4_0)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_0 *x = vw;
+    const block_q8_0 *y = va;
+#define BLOCK(i) FN(block_q4_0)(&x[i], y[i].qs)
+#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
+    PLM_LOOP_32(n / QK4_0, BLOCK, SCALE);
+#undef BLOCK
+#undef SCALE
+    *s = total_;
+}
+
+PLM_FN_ATTR static void FN(vec_dot_q8_0)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q8_0 *x = vw;
+    const block_q8_0 *y = va;
+#define BLOCK(i) FN(dot32)(vld1q_s8(x[i].qs), vld1q_s8(x[i].qs + 16), y[i].qs)
+#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
+    PLM_LOOP_32(n / QK8_0, BLOCK, SCALE);
+#undef BLOCK
+#undef SCALE
+    *s = total_;
+}
+
+PLM_FN_ATTR static void FN(vec_dot_q5_0)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_0 *x = vw;
+    const block_q8_0 *y = va;
+#define BLOCK(i) FN(block_q5)(x[i].qs, x[i].qh, 16, y[i].qs)
+#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
+    PLM_LOOP_32(n / QK5_0, BLOCK, SCALE);
+#undef BLOCK
+#undef SCALE
+    *s = total_;
+}
+
+PLM_FN_ATTR static void FN(vec_dot_iq4_nl)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_iq4_nl *x = vw;
+    const block_q8_0 *y = va;
+    const int8x16_t levels = vld1q_s8(kvalues_iq4nl);
+#define BLOCK(i) FN(block_iq4_nl)(x[i].qs, levels, y[i].qs)
+#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
+    PLM_LOOP_32(n / QK4_NL, BLOCK, SCALE);
+#undef BLOCK
+#undef SCALE
+    *s = total_;
+}
+
+/* Q4_1/Q5_1 add the min term m * (d_a * sum(q_a)), which Q8_1 carries as s. */
+PLM_FN_ATTR static void FN(vec_dot_q4_1)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_1 *x = vw;
+    const block_q8_1 *y = va;
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / QK4_1; i++) mins += plm_arm_h2f(x[i].m) * plm_arm_h2f(y[i].s);
+#define BLOCK(i) FN(block_q4_1)(&x[i], y[i].qs)
+#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
+    PLM_LOOP_32(n / QK4_1, BLOCK, SCALE);
+#undef BLOCK
+#undef SCALE
+    *s = total_ + mins;
+}
+
+PLM_FN_ATTR static void FN(vec_dot_q5_1)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_1 *x = vw;
+    const block_q8_1 *y = va;
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / QK5_1; i++) mins += plm_arm_h2f(x[i].m) * plm_arm_h2f(y[i].s);
+#define BLOCK(i) FN(block_q5)(x[i].qs, x[i].qh, 0, y[i].qs)
+#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
+    PLM_LOOP_32(n / QK5_1, BLOCK, SCALE);
+#undef BLOCK
+#undef SCALE
+    *s = total_ + mins;
+}
+
+/* ---- K-quants (256-element super-blocks, Q8_K activations) --------------
+ * Each sub-block's int32x4 of products is multiplied by its integer scale
+ * and accumulated in one int32x4 (MLA by scalar); one horizontal add per
+ * super-block gives the reference's isum exactly. */
+
+/* sum over 16 sub-blocks of 16 of bsums[j] * m[j], m given as 16 bytes */
+PLM_FN_ATTR static inline int FN(bsums_dot16)(const int16_t *bsums, uint8x16_t m) {
+    const int16x8_t m0 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m)));
+    const int16x8_t m1 = vreinterpretq_s16_u16(vmovl_high_u8(m));
+    const int16x8_t b0 = vld1q_s16(bsums), b1 = vld1q_s16(bsums + 8);
+    int32x4_t acc = vmull_s16(vget_low_s16(b0), vget_low_s16(m0));
+    acc = vmlal_high_s16(acc, b0, m0);
+    acc = vmlal_s16(acc, vget_low_s16(b1), vget_low_s16(m1));
+    acc = vmlal_high_s16(acc, b1, m1);
+    return vaddvq_s32(acc);
+}
+
+/* Q2_K: per 128 elements, bit-plane p (bits 2p, 2p+1) of qs[l] is element
+ * 32p + l; sub-block j of 16 has scale scales[j] & 15 and min scales[j] >> 4. */
+PLM_FN_ATTR static void FN(vec_dot_q2_K)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q2_K *x = vw;
+    const block_q8_K *y = va;
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8x16_t sc = vld1q_u8(x[i].scales);
+        const int summ = FN(bsums_dot16)(y[i].bsums, vshrq_n_u8(sc, 4));
+        uint8_t scale[16];
+        vst1q_u8(scale, vandq_u8(sc, vdupq_n_u8(0x0f)));
+        int32x4_t isum = vdupq_n_s32(0);
+        const int8_t *q8 = y[i].qs;
+        for (int half = 0; half < 2; half++) {
+            uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * half), q1 = vld1q_u8(x[i].qs + 32 * half + 16);
+            for (int p = 0; p < 4; p++, q8 += 32) {
+                const int j = 8 * half + 2 * p;
+                const int8x16_t v0 = vreinterpretq_s8_u8(vandq_u8(q0, m3));
+                const int8x16_t v1 = vreinterpretq_s8_u8(vandq_u8(q1, m3));
+                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), v0, vld1q_s8(q8)), scale[j]);
+                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), v1, vld1q_s8(q8 + 16)), scale[j + 1]);
+                q0 = vshrq_n_u8(q0, 2);
+                q1 = vshrq_n_u8(q1, 2);
+            }
+        }
+        const float dall = y[i].d * plm_arm_h2f(x[i].d);
+        const float dmin = y[i].d * plm_arm_h2f(x[i].dmin);
+        sum += dall * vaddvq_s32(isum) - dmin * summ;
+    }
+    *s = sum;
+}
+
+/* Q3_K: Q2_K's planes, minus 4 where the element's hmask bit is clear (bit
+ * 4*half + p of hmask[l]); 16 signed 6-bit scales biased by 32. */
+PLM_FN_ATTR static void FN(vec_dot_q3_K)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q3_K *x = vw;
+    const block_q8_K *y = va;
+    const uint8x16_t m3 = vdupq_n_u8(3), one = vdupq_n_u8(1);
+    const int8x16_t four = vdupq_n_s8(4);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        /* scales: low 4 bits from the nibbles of bytes 0..7 (low nibbles are
+         * scales 0..7, high nibbles 8..15), top 2 bits from bytes 8..11,
+         * byte 8 + (j & 3) at shift 2 * (j >> 2); done 4 bytes at a time */
+        uint32_t a, b, c, w[4];
+        memcpy(&a, x[i].scales, 4);
+        memcpy(&b, x[i].scales + 4, 4);
+        memcpy(&c, x[i].scales + 8, 4);
+        w[0] = (a & 0x0f0f0f0fu) | ((c & 0x03030303u) << 4);
+        w[1] = (b & 0x0f0f0f0fu) | (((c >> 2) & 0x03030303u) << 4);
+        w[2] = ((a >> 4) & 0x0f0f0f0fu) | (((c >> 4) & 0x03030303u) << 4);
+        w[3] = ((b >> 4) & 0x0f0f0f0fu) | (((c >> 6) & 0x03030303u) << 4);
+        int8_t scale[16];
+        vst1q_s8(scale, vsubq_s8(vreinterpretq_s8_u32(vld1q_u32(w)), vdupq_n_s8(32)));
+
+        uint8x16_t h0 = vld1q_u8(x[i].hmask), h1 = vld1q_u8(x[i].hmask + 16);
+        int32x4_t isum = vdupq_n_s32(0);
+        const int8_t *q8 = y[i].qs;
+        for (int half = 0; half < 2; half++) {
+            uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * half), q1 = vld1q_u8(x[i].qs + 32 * half + 16);
+            for (int p = 0; p < 4; p++, q8 += 32) {
+                const int j = 8 * half + 2 * p;
+                /* (q | hbit << 2) - 4: q where the bit is set, q - 4 where clear */
+                const int8x16_t v0 = vsubq_s8(
+                    vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q0, m3), vshlq_n_u8(vandq_u8(h0, one), 2))), four);
+                const int8x16_t v1 = vsubq_s8(
+                    vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q1, m3), vshlq_n_u8(vandq_u8(h1, one), 2))), four);
+                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), v0, vld1q_s8(q8)), scale[j]);
+                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), v1, vld1q_s8(q8 + 16)), scale[j + 1]);
+                q0 = vshrq_n_u8(q0, 2);
+                q1 = vshrq_n_u8(q1, 2);
+                h0 = vshrq_n_u8(h0, 1);
+                h1 = vshrq_n_u8(h1, 1);
+            }
+        }
+        sum += plm_arm_h2f(x[i].d) * y[i].d * vaddvq_s32(isum);
+    }
+    *s = sum;
+}
+
+/* Q4_K/Q5_K scales: 8 six-bit scales and mins in 12 bytes.  Bytes 0..3 hold
+ * scales 0..3 and bytes 4..7 mins 0..3 in their low 6 bits; scales/mins 4..7
+ * take their low 4 bits from the low/high nibbles of bytes 8..11 and their
+ * top 2 bits from the top bits of bytes 0..3 / 4..7.  Four bytes at a time:
+ * out[0..7] = scales, out[8..15] = mins. */
+static inline void FN(k4_scales)(const uint8_t *s12, uint8_t out[16]) {
+    uint32_t w0, w1, w2, o[4];
+    memcpy(&w0, s12, 4);
+    memcpy(&w1, s12 + 4, 4);
+    memcpy(&w2, s12 + 8, 4);
+    o[0] = w0 & 0x3f3f3f3fu;
+    o[1] = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+    o[2] = w1 & 0x3f3f3f3fu;
+    o[3] = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+    memcpy(out, o, 16);
+}
+
+/* Q4_K/Q5_K: sub-block 2j is the low nibbles of qs[32j .. 32j+31], 2j+1 the
+ * high nibbles; Q5_K's fifth bits are bit 2j / 2j+1 of qh[0..31] (qh NULL
+ * for Q4_K).  d * isum - dmin * sum(bsums * mins), as the reference. */
+PLM_FN_ATTR static inline float FN(dot_q45_K)(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+                                              float d, float dmin, const block_q8_K *y) {
+    uint8_t sm[16];
+    FN(k4_scales)(scales, sm);
+    /* mins pair with the sums of each 32 activations (two bsums) */
+    const int16x8_t b0 = vld1q_s16(y->bsums), b1 = vld1q_s16(y->bsums + 8);
+    const int16x8_t bsum32 = vpaddq_s16(b0, b1);
+    const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sm + 8)));
+    int32x4_t macc = vmull_s16(vget_low_s16(bsum32), vget_low_s16(mins));
+    macc = vmlal_high_s16(macc, bsum32, mins);
+    const int summ = vaddvq_s32(macc);
+
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), one = vdupq_n_u8(1), two = vdupq_n_u8(2);
+    uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
+    if (qh) {
+        h0 = vld1q_u8(qh);
+        h1 = vld1q_u8(qh + 16);
+    }
+    int32x4_t isum = vdupq_n_s32(0);
+    const int8_t *q8 = y->qs;
+    for (int j = 0; j < 4; j++, qs += 32, q8 += 64) {
+        const uint8x16_t a = vld1q_u8(qs), b = vld1q_u8(qs + 16);
+        uint8x16_t lo0 = vandq_u8(a, m4), lo1 = vandq_u8(b, m4);
+        uint8x16_t hi0 = vshrq_n_u8(a, 4), hi1 = vshrq_n_u8(b, 4);
+        if (qh) {
+            lo0 = vorrq_u8(lo0, vshlq_n_u8(vandq_u8(h0, one), 4));
+            lo1 = vorrq_u8(lo1, vshlq_n_u8(vandq_u8(h1, one), 4));
+            hi0 = vorrq_u8(hi0, vshlq_n_u8(vandq_u8(h0, two), 3));
+            hi1 = vorrq_u8(hi1, vshlq_n_u8(vandq_u8(h1, two), 3));
+            h0 = vshrq_n_u8(h0, 2);
+            h1 = vshrq_n_u8(h1, 2);
+        }
+        isum = vmlaq_n_s32(isum, FN(dot32)(vreinterpretq_s8_u8(lo0), vreinterpretq_s8_u8(lo1), q8), sm[2 * j]);
+        isum = vmlaq_n_s32(isum, FN(dot32)(vreinterpretq_s8_u8(hi0), vreinterpretq_s8_u8(hi1), q8 + 32),
+                           sm[2 * j + 1]);
+    }
+    return d * y->d * vaddvq_s32(isum) - dmin * y->d * summ;
+}
+
+PLM_FN_ATTR static void FN(vec_dot_q4_K)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q4_K *x = vw;
+    const block_q8_K *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        sum += FN(dot_q45_K)(x[i].scales, x[i].qs, NULL, plm_arm_h2f(x[i].d), plm_arm_h2f(x[i].dmin), &y[i]);
+    *s = sum;
+}
+
+PLM_FN_ATTR static void FN(vec_dot_q5_K)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q5_K *x = vw;
+    const block_q8_K *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        sum += FN(dot_q45_K)(x[i].scales, x[i].qs, x[i].qh, plm_arm_h2f(x[i].d), plm_arm_h2f(x[i].dmin),
+                             &y[i]);
+    *s = sum;
+}
+
+/* Q6_K: per 128 elements (half), ql[0..63] and qh[0..31]; element l (0..31)
+ * of each quarter: quarter 0 = low nibble of ql[l] | bits 0-1 of qh[l] << 4,
+ * quarter 1 = low nibble of ql[32+l] | bits 2-3, quarter 2 = high nibble of
+ * ql[l] | bits 4-5, quarter 3 = high nibble of ql[32+l] | bits 6-7; minus 32.
+ * Sub-blocks of 16 with signed 8-bit scales. */
+PLM_FN_ATTR static void FN(vec_dot_q6_K)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_q6_K *x = vw;
+    const block_q8_K *y = va;
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), m30 = vdupq_n_u8(0x30);
+    const int8x16_t k32 = vdupq_n_s8(32);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int32x4_t isum = vdupq_n_s32(0);
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = x[i].ql + 64 * half, *qh = x[i].qh + 32 * half;
+            const int8_t *sc = x[i].scales + 8 * half;
+            const int8_t *q8 = y[i].qs + 128 * half;
+            const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
+            const uint8x16_t l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
+            const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
+            uint8x16_t v[8];
+            v[0] = vorrq_u8(vandq_u8(l0, m4), vandq_u8(vshlq_n_u8(h0, 4), m30));
+            v[1] = vorrq_u8(vandq_u8(l1, m4), vandq_u8(vshlq_n_u8(h1, 4), m30));
+            v[2] = vorrq_u8(vandq_u8(l2, m4), vandq_u8(vshlq_n_u8(h0, 2), m30));
+            v[3] = vorrq_u8(vandq_u8(l3, m4), vandq_u8(vshlq_n_u8(h1, 2), m30));
+            v[4] = vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30));
+            v[5] = vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30));
+            v[6] = vorrq_u8(vshrq_n_u8(l2, 4), vandq_u8(vshrq_n_u8(h0, 2), m30));
+            v[7] = vorrq_u8(vshrq_n_u8(l3, 4), vandq_u8(vshrq_n_u8(h1, 2), m30));
+            for (int k = 0; k < 8; k++) {
+                const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(v[k]), k32);
+                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), q, vld1q_s8(q8 + 16 * k)), sc[k]);
+            }
+        }
+        sum += plm_arm_h2f(x[i].d) * y[i].d * vaddvq_s32(isum);
+    }
+    *s = sum;
+}
+
+/* IQ4_XS: 8 sub-blocks of 32 nibbles through the IQ4_NL levels, 6-bit scales
+ * biased by 32 (see plm_iq4_xs_scale). */
+PLM_FN_ATTR static void FN(vec_dot_iq4_xs)(int64_t n, float *s, const void *vw, const void *va) {
+    const block_iq4_xs *x = vw;
+    const block_q8_K *y = va;
+    const int8x16_t levels = vld1q_s8(kvalues_iq4nl);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int32x4_t isum = vdupq_n_s32(0);
+        for (int ib = 0; ib < QK_K / 32; ib++)
+            isum = vmlaq_n_s32(isum, FN(block_iq4_nl)(x[i].qs + 16 * ib, levels, y[i].qs + 32 * ib),
+                               plm_iq4_xs_scale(&x[i], ib) - 32);
+        sum += plm_arm_h2f(x[i].d) * y[i].d * vaddvq_s32(isum);
+    }
+    *s = sum;
+}
+
+/* The integer-dot entries of a table. */
+static void FN(fill_quants)(plm_kernels *t) {
+    t->vec_dot[PLM_TYPE_Q4_0] = FN(vec_dot_q4_0);
+    t->vec_dot[PLM_TYPE_Q4_1] = FN(vec_dot_q4_1);
+    t->vec_dot[PLM_TYPE_Q5_0] = FN(vec_dot_q5_0);
+    t->vec_dot[PLM_TYPE_Q5_1] = FN(vec_dot_q5_1);
+    t->vec_dot[PLM_TYPE_Q8_0] = FN(vec_dot_q8_0);
+    t->vec_dot[PLM_TYPE_IQ4_NL] = FN(vec_dot_iq4_nl);
+    t->vec_dot[PLM_TYPE_Q2_K] = FN(vec_dot_q2_K);
+    t->vec_dot[PLM_TYPE_Q3_K] = FN(vec_dot_q3_K);
+    t->vec_dot[PLM_TYPE_Q4_K] = FN(vec_dot_q4_K);
+    t->vec_dot[PLM_TYPE_Q5_K] = FN(vec_dot_q5_K);
+    t->vec_dot[PLM_TYPE_Q6_K] = FN(vec_dot_q6_K);
+    t->vec_dot[PLM_TYPE_IQ4_XS] = FN(vec_dot_iq4_xs);
+}
+
+#undef PLM_LOOP_32
+#undef FN
+#undef PLM_CAT
+#undef PLM_CAT_

@@ -1,0 +1,577 @@
+/*
+ * Memory planning: the bill for running a model, from its GGUF header or
+ * from bare numbers.  See docs/MEMORY.md for the model and its accuracy.
+ *
+ * Every line of the bill is counted the way Linux counts resident memory:
+ * in pages, for the bytes a run actually touches.  Allocations of 128 KiB or
+ * more come from mmap (glibc's threshold), so their untouched pages never
+ * become resident; smaller ones come from the heap.
+ */
+#include "runtime/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "pocketlm_gguf.h"
+#include "quant/types.h"
+
+/* Process baseline of `pocketlm run`, measured on x86_64 Linux (glibc):
+ * code and data pages of the binary, libc, libm, PCRE2 and utf8proc that a
+ * run touches, the main stack, stdio buffers and the allocator's own pages.
+ * How it was measured: docs/MEMORY.md. */
+#define PLAN_OVERHEAD_BYTES (2450u * 1024u)
+/* A worker thread of the pool: touched stack pages, TLS, guard bookkeeping. */
+#define PLAN_THREAD_BYTES (24u * 1024u)
+/* PCRE2 patterns compiled (with JIT) for a BPE pre-tokenizer: an estimate. */
+#define PLAN_PRETOK_BYTES (256u * 1024u)
+#define MMAP_THRESHOLD (128u * 1024u)
+
+static const plm_quant quants[] = {
+    /* Average bits per weight of llama.cpp's mixtures, as its quantize README
+     * reports them for Llama-2-7B (tools/quantize/README.md); F16, Q8_0 and
+     * Q4_0 are their block sizes (every tensor in that type). */
+    {"F16", 16.0},  {"Q8_0", 8.5},    {"Q6_K", 6.56},   {"Q5_K_M", 5.68},
+    {"Q4_K_M", 4.84}, {"Q4_0", 4.5}, {"Q3_K_M", 3.91}, {"Q2_K", 3.35},
+};
+
+const plm_quant *plm_plan_quants(int *n) {
+    if (n) *n = (int)(sizeof quants / sizeof quants[0]);
+    return quants;
+}
+
+const plm_quant *plm_plan_quant_find(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof quants / sizeof quants[0]; i++) {
+        const char *a = quants[i].name, *b = name;
+        while (*a && *b && (*a | 0x20) == (*b | 0x20)) a++, b++;
+        if (!*a && !*b) return &quants[i];
+    }
+    return NULL;
+}
+
+static uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* Resident bytes of a malloc of n bytes once all of it has been written. */
+static uint64_t alloc_resident(uint64_t n) {
+    if (n == 0) return 0;
+    if (n >= MMAP_THRESHOLD) return round_up(n + 16, PLM_PLAN_PAGE);
+    return round_up(n + 8, 16);
+}
+
+/* Resident bytes of a malloc of n bytes of which only [0, used) was written. */
+static uint64_t alloc_touched(uint64_t n, uint64_t used) {
+    if (used >= n) return alloc_resident(n);
+    if (n < MMAP_THRESHOLD) return alloc_resident(n); /* heap pages: shared with others, count all */
+    return used ? round_up(used + 16, PLM_PLAN_PAGE) : 0;
+}
+
+/* Pages touched by `rows` rows `stride` bytes apart, each written for its
+ * first `used` bytes, in an mmap'd block (payload 16 bytes into its page). */
+static uint64_t rows_touched(uint64_t alloc, uint64_t rows, uint64_t stride, uint64_t used) {
+    if (rows == 0 || used == 0) return 0;
+    if (alloc < MMAP_THRESHOLD) return alloc_resident(alloc);
+    if (used >= stride) return alloc_touched(alloc, rows * stride);
+    uint64_t pages = 0, last = UINT64_MAX;
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t a = (16 + r * stride) / PLM_PLAN_PAGE, b = (16 + r * stride + used - 1) / PLM_PLAN_PAGE;
+        if (last != UINT64_MAX && a <= last) a = last + 1;
+        if (b >= a) pages += b - a + 1;
+        if (last == UINT64_MAX || b > last) last = b;
+    }
+    return pages * PLM_PLAN_PAGE;
+}
+
+uint32_t plm_plan_kv_ggml_type(plm_kv_type t) {
+    switch (t) {
+    case PLM_KV_Q8_0: return PLM_TYPE_Q8_0;
+    case PLM_KV_Q4_0: return PLM_TYPE_Q4_0;
+    default: return PLM_TYPE_F16;
+    }
+}
+
+plm_plan_params plm_plan_default_params(void) {
+    return (plm_plan_params){.n_ctx = 0, .n_batch = 512, .n_threads = 0, .type_k = PLM_KV_F16,
+                             .type_v = PLM_KV_F16, .use_mmap = true, .logits_all = false};
+}
+
+bool plm_plan_buffers_for(const plm_plan_dims *d, uint32_t n_ctx, uint32_t n_batch, uint32_t n_threads,
+                          plm_kv_type type_k, plm_kv_type type_v, bool logits_all, plm_plan_buffers *o) {
+    memset(o, 0, sizeof *o);
+    const uint64_t B = n_batch, E = d->n_embd, q_dim = (uint64_t)d->n_head * d->head_dim,
+                   kv_dim = (uint64_t)d->n_head_kv * d->head_dim, ff = max_u64(d->n_ff, E);
+    const uint32_t tk = plm_plan_kv_ggml_type(type_k), tv = plm_plan_kv_ggml_type(type_v);
+    if ((tk != PLM_TYPE_F16 || tv != PLM_TYPE_F16) && d->head_dim % 32) return false;
+    o->kv_row_k = plm_row_size((plm_type)tk, (int64_t)kv_dim);
+    o->kv_row_v = plm_row_size((plm_type)tv, (int64_t)kv_dim);
+    o->kv_k = (uint64_t)d->n_layer * n_ctx * o->kv_row_k;
+    o->kv_v = (uint64_t)d->n_layer * n_ctx * o->kv_row_v;
+    o->x = B * E * 4;
+    o->xn = B * max_u64(E, q_dim) * 4;
+    o->q = B * q_dim * 4;
+    o->k = o->v = B * kv_dim * 4;
+    o->gate = o->up = B * ff * 4;
+    o->scores = (uint64_t)n_threads * n_ctx * 4;
+    /* The widest input row, in the largest activation format (Q8_K). */
+    o->act_row = (max_u64(max_u64(E, q_dim), ff) + 255) / 256 * 292;
+    o->act = B * o->act_row;
+    o->logits = (logits_all ? B : 1) * (uint64_t)d->n_vocab * 4;
+    return true;
+}
+
+/* ---- what a file's weights ask of the activation slots ------------------- */
+
+typedef struct act_use {
+    int n_slots;             /* slots a step ever needs */
+    uint64_t used[PLM_PLAN_ACT_SLOTS]; /* widest row written into each slot */
+} act_use;
+
+/* One matmul step: weights sharing an input of k elements.  Mirrors
+ * prepare_inputs() in llama.c: F32-consuming weights read the input in
+ * place; others get a slot per distinct activation format, in order. */
+static void step_use(act_use *u, const uint32_t *types, int n, uint64_t k) {
+    uint32_t seen[PLM_PLAN_ACT_SLOTS];
+    int n_seen = 0;
+    for (int i = 0; i < n; i++) {
+        const plm_type_info *ti = plm_type_info_get(types[i]);
+        if (!ti || ti->vec_dot_type == PLM_TYPE_F32) continue;
+        int s = 0;
+        while (s < n_seen && seen[s] != ti->vec_dot_type) s++;
+        if (s == n_seen) {
+            if (n_seen == PLM_PLAN_ACT_SLOTS) continue;
+            seen[n_seen++] = ti->vec_dot_type;
+        }
+        uint64_t bytes = plm_row_size(ti->vec_dot_type, (int64_t)k);
+        if (bytes > u->used[s]) u->used[s] = bytes;
+    }
+    if (n_seen > u->n_slots) u->n_slots = n_seen;
+}
+
+/* ---- the bill -------------------------------------------------------------- */
+
+/* Facts about a plan that do not depend on the context: kept in the struct
+ * so plm_plan_set_ctx can recompute the rest. */
+static void finish(plm_plan *p) {
+    const plm_plan_params *pp = &p->params;
+    plm_plan_dims d = {p->n_layer, p->n_embd, p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab};
+    plm_plan_buffers_for(&d, pp->n_ctx, pp->n_batch, pp->n_threads, pp->type_k, pp->type_v, pp->logits_all,
+                         &p->buf);
+    const plm_plan_buffers *b = &p->buf;
+    p->kv_bytes = alloc_resident(b->kv_k) + alloc_resident(b->kv_v);
+    uint64_t s = alloc_resident(b->x) + alloc_resident(b->xn) + alloc_resident(b->q) + alloc_resident(b->k) +
+                 alloc_resident(b->v) + alloc_resident(b->gate) + alloc_resident(b->up) +
+                 alloc_resident(b->scores) + alloc_resident(b->logits);
+    for (int i = 0; i < PLM_PLAN_ACT_SLOTS; i++)
+        s += i < p->act_slots ? rows_touched(b->act, pp->n_batch, b->act_row, p->act_used[i])
+                               : (b->act < MMAP_THRESHOLD ? alloc_resident(b->act) : 0);
+    p->scratch_bytes = s;
+
+    /* Weights.  mmap: the header was parsed (touched), every tensor is read
+     * per token, except an untied token_embd: one row per token seen. */
+    if (pp->use_mmap) {
+        uint64_t embd_untouched = 0;
+        if (!p->tied_output && p->embd_bytes) {
+            uint64_t rows = min_u64(p->n_vocab, pp->n_ctx);
+            uint64_t per_row = (p->embd_row_bytes + PLM_PLAN_PAGE - 1) / PLM_PLAN_PAGE * PLM_PLAN_PAGE +
+                               (p->embd_row_bytes % PLM_PLAN_PAGE ? PLM_PLAN_PAGE : 0);
+            uint64_t touched = min_u64(p->embd_bytes, rows * per_row);
+            embd_untouched = p->embd_bytes - touched;
+        }
+        p->weights_resident = round_up(p->file_bytes, PLM_PLAN_PAGE) - embd_untouched;
+    } else {
+        p->weights_resident = alloc_resident(p->file_bytes);
+    }
+    p->peak_rss = p->weights_resident + p->kv_bytes + p->scratch_bytes + p->vocab_bytes + p->model_bytes +
+                  p->overhead_bytes;
+    p->anon_bytes = p->peak_rss - (pp->use_mmap ? p->weights_resident : 0);
+
+    /* Traffic per token. */
+    const double active = p->n_params ? (double)p->n_params_active / (double)p->n_params : 1.0;
+    uint64_t streamed = p->tied_output ? p->weight_bytes : p->weight_bytes - p->embd_bytes + p->embd_row_bytes;
+    p->decode_bytes = (uint64_t)((double)streamed * active);
+    p->kv_read_full = (uint64_t)pp->n_ctx * p->n_layer * (b->kv_row_k + b->kv_row_v);
+    p->decode_flops = 2.0 * (double)p->n_params_active +
+                      4.0 * p->n_layer * (double)pp->n_ctx * p->n_head * p->head_dim;
+}
+
+static plm_status check_kv(const plm_plan *p, plm_error *err) {
+    const plm_plan_params *pp = &p->params;
+    if ((unsigned)pp->type_k > PLM_KV_Q4_0 || (unsigned)pp->type_v > PLM_KV_Q4_0)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "unknown KV cache type");
+    if ((pp->type_k != PLM_KV_F16 || pp->type_v != PLM_KV_F16) && p->head_dim % 32)
+        return plm_fail(err, PLM_ERR_UNSUPPORTED, "a %s/%s KV cache needs a head size divisible by 32 (this model: %u)",
+                        plm_kv_type_name(pp->type_k), plm_kv_type_name(pp->type_v), p->head_dim);
+    return PLM_OK;
+}
+
+static void resolve_params(plm_plan *p, const plm_plan_params *in) {
+    plm_plan_params pp = in ? *in : plm_plan_default_params();
+    if (pp.n_ctx == 0) pp.n_ctx = p->n_ctx_train && p->n_ctx_train < 4096 ? p->n_ctx_train : 4096;
+    if (pp.n_batch == 0) pp.n_batch = 512;
+    if (pp.n_batch > pp.n_ctx) pp.n_batch = pp.n_ctx;
+    if (pp.n_threads == 0) pp.n_threads = plm_default_threads();
+    if (pp.n_threads > 256) pp.n_threads = 256;
+    p->params = pp;
+}
+
+void plm_plan_set_ctx(plm_plan *p, uint32_t n_ctx) {
+    p->params.n_ctx = n_ctx ? n_ctx : p->params.n_ctx;
+    if (p->params.n_batch > p->params.n_ctx) p->params.n_batch = p->params.n_ctx;
+    finish(p);
+}
+
+/* ---- from a file ----------------------------------------------------------- */
+
+static uint64_t pow2_at_least(uint64_t n, uint64_t min) {
+    uint64_t c = min;
+    while (c < n) c <<= 1;
+    return c;
+}
+
+/* Parsed metadata (gguf_file) and tokenizer tables, as gguf_read.c and
+ * tokenizer/ allocate them. */
+static uint64_t vocab_bill(const gguf_file *f) {
+    uint64_t heap = 0, big = 0;
+#define ADD(n) do { uint64_t n_ = (n); if (n_ >= MMAP_THRESHOLD) big += alloc_resident(n_); else heap += n_ + 16; } while (0)
+    ADD(sizeof(gguf_file));
+    ADD(f->n_kv * sizeof(gguf_kv));
+    ADD(pow2_at_least(2 * f->n_kv, 8) * 8);
+    ADD(f->n_tensors * sizeof(gguf_tensor));
+    ADD(pow2_at_least(2 * f->n_tensors, 8) * 8);
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        const gguf_value *v = &f->kv[i].value;
+        if (v->type == GGUF_TYPE_ARRAY && v->v.arr.items) ADD(v->v.arr.n * sizeof(gguf_value));
+    }
+    const gguf_array *toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+    if (toks && toks->type == GGUF_TYPE_STRING) {
+        uint64_t n = toks->n, bytes = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t len = gguf_arr_str(toks, i).len;
+            bytes += len ? len : 16;
+        }
+        ADD(bytes);                         /* strtab bytes */
+        ADD((n + 1) * 4);                   /* offsets */
+        ADD(pow2_at_least(2 * n, 16) * 8);  /* hash slots */
+        ADD(n * 4);                         /* scores */
+        ADD(n * 4);                         /* attributes */
+        const gguf_array *ty = gguf_get_arr(f, "tokenizer.ggml.token_type");
+        uint64_t special = 0;
+        if (ty)
+            for (uint64_t i = 0; i < ty->n && i < n; i++) {
+                int64_t t = gguf_arr_i64(ty, i);
+                special += t == 2 || t == 3 || t == 4;
+            }
+        ADD(special * 4);
+    }
+    const gguf_array *merges = gguf_get_arr(f, "tokenizer.ggml.merges");
+    gguf_str model;
+    if (gguf_get_str(f, "tokenizer.ggml.model", &model) && gguf_str_eq(model, "gpt2")) {
+        if (merges && merges->type == GGUF_TYPE_STRING) {
+            uint64_t bytes = 0;
+            for (uint64_t i = 0; i < merges->n; i++) bytes += gguf_arr_str(merges, i).len;
+            ADD(bytes);
+            ADD((merges->n + 1) * 4);
+            ADD(pow2_at_least(2 * merges->n, 16) * 8);
+        }
+        big += PLAN_PRETOK_BYTES;
+    }
+#undef ADD
+    return round_up(heap, PLM_PLAN_PAGE) + big;
+}
+
+static int add_type(plm_plan *p, const char *name) {
+    for (int i = 0; i < p->n_types; i++)
+        if (!strcmp(p->types[i].type, name)) return i;
+    if (p->n_types == PLM_PLAN_MAX_TYPES) return PLM_PLAN_MAX_TYPES - 1;
+    snprintf(p->types[p->n_types].type, sizeof p->types[0].type, "%s", name);
+    return p->n_types++;
+}
+
+static uint32_t tensor_type(const gguf_file *f, const char *name) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    return t ? t->type : PLM_TYPE_F32;
+}
+
+static act_use acts_from_file(const gguf_file *f, int n_layer, uint64_t E, uint64_t q_dim, uint64_t ff) {
+    act_use u = {0};
+    char nm[96];
+    for (int il = 0; il < n_layer; il++) {
+        uint32_t t[3];
+        const char *qkv[3] = {"attn_q", "attn_k", "attn_v"}, *gu[2] = {"ffn_gate", "ffn_up"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(nm, sizeof nm, "blk.%d.%s.weight", il, qkv[i]);
+            t[i] = tensor_type(f, nm);
+        }
+        step_use(&u, t, 3, E);
+        snprintf(nm, sizeof nm, "blk.%d.attn_output.weight", il);
+        t[0] = tensor_type(f, nm);
+        step_use(&u, t, 1, q_dim);
+        for (int i = 0; i < 2; i++) {
+            snprintf(nm, sizeof nm, "blk.%d.%s.weight", il, gu[i]);
+            t[i] = tensor_type(f, nm);
+        }
+        step_use(&u, t, 2, E);
+        snprintf(nm, sizeof nm, "blk.%d.ffn_down.weight", il);
+        t[0] = tensor_type(f, nm);
+        step_use(&u, t, 1, ff);
+    }
+    uint32_t out = gguf_find_tensor(f, "output.weight") ? tensor_type(f, "output.weight")
+                                                         : tensor_type(f, "token_embd.weight");
+    step_use(&u, &out, 1, E);
+    return u;
+}
+
+static bool u32_key(const gguf_file *f, const char *arch, const char *suffix, uint32_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return gguf_get_u32(f, key, out);
+}
+
+plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *p, plm_error *err) {
+    memset(p, 0, sizeof *p);
+    gguf_open_params gp = {.use_mmap = true};
+    gguf_file *f = gguf_open(path, &gp, err);
+    if (!f) return err ? err->code : PLM_ERR_IO;
+    plm_status st = PLM_OK;
+    gguf_str s;
+    if (!gguf_get_str(f, "general.architecture", &s)) {
+        st = plm_fail(err, PLM_ERR_FORMAT, "%s: metadata general.architecture is missing", path);
+        goto done;
+    }
+    gguf_str_copy(s, p->arch, sizeof p->arch);
+    if (gguf_get_str(f, "general.name", &s)) gguf_str_copy(s, p->name, sizeof p->name);
+    uint32_t v;
+    if (!u32_key(f, p->arch, "embedding_length", &p->n_embd) || !u32_key(f, p->arch, "block_count", &p->n_layer) ||
+        !u32_key(f, p->arch, "attention.head_count", &p->n_head) || p->n_head == 0 || p->n_layer == 0) {
+        st = plm_fail(err, PLM_ERR_FORMAT, "%s: %s.embedding_length/block_count/attention.head_count missing",
+                      path, p->arch);
+        goto done;
+    }
+    p->n_ff = u32_key(f, p->arch, "feed_forward_length", &v) ? v : 4 * p->n_embd;
+    p->n_head_kv = u32_key(f, p->arch, "attention.head_count_kv", &v) && v ? v : p->n_head;
+    p->head_dim = u32_key(f, p->arch, "attention.key_length", &v) && v ? v : p->n_embd / p->n_head;
+    p->n_ctx_train = u32_key(f, p->arch, "context_length", &v) ? v : 2048;
+    const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
+    if (te && te->n_dims == 2) p->n_vocab = (uint32_t)te->ne[1];
+    else {
+        const gguf_array *toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+        p->n_vocab = toks ? (uint32_t)toks->n : 0;
+    }
+    p->tied_output = gguf_find_tensor(f, "output.weight") == NULL;
+    if (te) {
+        p->embd_bytes = te->nbytes;
+        p->embd_row_bytes = plm_row_size((plm_type)te->type, (int64_t)te->ne[0]);
+    }
+
+    /* Weights by type. */
+    uint64_t non_f32_vectors = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        uint64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) n *= t->ne[d];
+        int k = add_type(p, gguf_tensor_type_name(t->type));
+        p->types[k].n_tensors++;
+        p->types[k].n_elements += n;
+        p->types[k].bytes += t->nbytes;
+        p->n_params += n;
+        p->weight_bytes += t->nbytes;
+        if (t->n_dims == 1 && (t->type != PLM_TYPE_F32 || ((uintptr_t)t->data % 4))) non_f32_vectors++;
+    }
+    p->n_params_active = p->n_params;
+    p->bits_per_weight = p->n_params ? 8.0 * (double)p->weight_bytes / (double)p->n_params : 0;
+    p->file_bytes = f->size;
+    p->header_bytes = f->data_offset;
+
+    p->vocab_bytes = vocab_bill(f);
+    /* model.c: layer table, vectors converted to f32 (only those touched). */
+    uint64_t slot = max_u64(p->n_embd, (uint64_t)p->n_head * p->head_dim);
+    uint64_t owned = ((uint64_t)p->n_layer * 5 + 1) * slot * 4;
+    p->model_bytes = round_up((uint64_t)p->n_layer * sizeof(plm_layer) + sizeof(plm_model), 16) +
+                     alloc_touched(owned, min_u64(owned, non_f32_vectors * slot * 4));
+    resolve_params(p, params);
+    p->model_bytes += (uint64_t)(p->params.n_threads - 1) * PLAN_THREAD_BYTES;
+    p->overhead_bytes = PLAN_OVERHEAD_BYTES;
+
+    act_use acts = acts_from_file(f, (int)p->n_layer, p->n_embd, (uint64_t)p->n_head * p->head_dim,
+                                  max_u64(p->n_ff, p->n_embd));
+    p->act_slots = acts.n_slots;
+    memcpy(p->act_used, acts.used, sizeof acts.used);
+    if ((st = check_kv(p, err)) == PLM_OK) finish(p);
+done:
+    gguf_close(f);
+    return st;
+}
+
+/* ---- from numbers ------------------------------------------------------------ */
+
+plm_status plm_plan_shape(const plm_shape *sh, const plm_plan_params *params, plm_plan *p, plm_error *err) {
+    memset(p, 0, sizeof *p);
+    if (!sh || !(sh->n_params > 0) || !sh->n_layer || !sh->n_head_kv || !sh->head_dim)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "a shape needs parameters, layers, KV heads and a head size");
+    const plm_quant *q = plm_plan_quant_find(sh->quant ? sh->quant : "Q4_K_M");
+    if (!q && !(sh->bits_per_weight > 0))
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "unknown quant type '%s'", sh->quant);
+    const double bpw = sh->bits_per_weight > 0 ? sh->bits_per_weight : q->bits_per_weight;
+    p->from_shape = true;
+    snprintf(p->arch, sizeof p->arch, "shape");
+    p->n_layer = sh->n_layer;
+    p->n_head_kv = sh->n_head_kv;
+    p->head_dim = sh->head_dim;
+    p->n_vocab = sh->n_vocab ? sh->n_vocab : 32000;
+    p->n_ctx_train = sh->n_ctx_train;
+    const double P = sh->n_params, L = sh->n_layer, kv = (double)sh->n_head_kv * sh->head_dim;
+    p->n_embd = sh->n_embd;
+    if (!p->n_embd) {
+        /* llama-like: per layer 2E^2 (q, o) + 2E kv (k, v) + 3E ff with
+         * ff = 8/3 E, plus embeddings and output 2 V E. */
+        const double a = 10.0 * L, b = 2.0 * L * kv + 2.0 * p->n_vocab;
+        double e = (-b + sqrt(b * b + 4.0 * a * P)) / (2.0 * a);
+        p->n_embd = (uint32_t)(llround(e / 128.0) * 128);
+        if (p->n_embd < 128) p->n_embd = 128;
+        p->estimated_dims = true;
+    }
+    p->n_head = sh->n_head ? sh->n_head : (p->n_embd + p->head_dim - 1) / p->head_dim;
+    if (!sh->n_head || !sh->n_ff || !sh->n_vocab) p->estimated_dims = true;
+    p->n_ff = sh->n_ff ? sh->n_ff : (uint32_t)(llround(p->n_embd * 8.0 / 3.0 / 256.0) * 256);
+    p->n_params = (uint64_t)P;
+    p->n_params_active = sh->n_params_active > 0 ? (uint64_t)sh->n_params_active : p->n_params;
+    p->bits_per_weight = bpw;
+    p->weight_bytes = (uint64_t)(P * bpw / 8.0);
+    snprintf(p->types[0].type, sizeof p->types[0].type, "%s", q && !(sh->bits_per_weight > 0) ? q->name : "custom");
+    p->types[0].n_elements = p->n_params;
+    p->types[0].bytes = p->weight_bytes;
+    p->n_types = 1;
+    p->tied_output = false;
+    p->embd_row_bytes = (uint64_t)(p->n_embd * bpw / 8.0);
+    p->embd_bytes = p->embd_row_bytes * p->n_vocab;
+    /* Metadata: about 40 bytes of tensor table per tensor, ~10 bytes a token. */
+    p->header_bytes = (uint64_t)p->n_vocab * 10 + (uint64_t)(9 * p->n_layer + 3) * 40;
+    p->file_bytes = p->header_bytes + p->weight_bytes;
+    /* Tokenizer tables as for an SPM vocabulary: ~90 bytes a token. */
+    p->vocab_bytes = round_up((uint64_t)p->n_vocab * 90, PLM_PLAN_PAGE);
+    resolve_params(p, params);
+    p->model_bytes = round_up((uint64_t)p->n_layer * sizeof(plm_layer) + sizeof(plm_model), 16) +
+                     (uint64_t)(p->params.n_threads - 1) * PLAN_THREAD_BYTES;
+    p->overhead_bytes = PLAN_OVERHEAD_BYTES;
+    /* One activation format for a whole-model quant (none for F16). */
+    const bool f16 = q && !strcmp(q->name, "F16") && !(sh->bits_per_weight > 0);
+    if (!f16) {
+        p->act_slots = 1;
+        p->act_used[0] = (max_u64(max_u64(p->n_embd, (uint64_t)p->n_head * p->head_dim), p->n_ff) + 255) / 256 * 292;
+    }
+    plm_status st = check_kv(p, err);
+    if (!st) finish(p);
+    return st;
+}
+
+/* ---- partly filled contexts ------------------------------------------------- */
+
+uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batch) {
+    const plm_plan_params *pp = &p->params;
+    const plm_plan_buffers *b = &p->buf;
+    if (n_tokens >= pp->n_ctx && max_batch >= pp->n_batch) return p->peak_rss;
+    if (max_batch > pp->n_batch) max_batch = pp->n_batch;
+    if (max_batch > n_tokens) max_batch = n_tokens;
+    const uint64_t rows = max_batch;
+    /* KV: each layer's keys are n_ctx rows; the first n_tokens are written. */
+    uint64_t kv = 0;
+    if (b->kv_k >= MMAP_THRESHOLD)
+        kv = (uint64_t)p->n_layer * (round_up(n_tokens * b->kv_row_k, PLM_PLAN_PAGE) +
+                                     round_up(n_tokens * b->kv_row_v, PLM_PLAN_PAGE));
+    else
+        kv = alloc_resident(b->kv_k) + alloc_resident(b->kv_v);
+    kv = min_u64(kv, p->kv_bytes);
+    const uint64_t B = pp->n_batch ? pp->n_batch : 1;
+    uint64_t s = alloc_touched(b->x, b->x / B * rows) + alloc_touched(b->xn, b->xn / B * rows) +
+                 alloc_touched(b->q, b->q / B * rows) + alloc_touched(b->k, b->k / B * rows) +
+                 alloc_touched(b->v, b->v / B * rows) + alloc_touched(b->gate, b->gate / B * rows) +
+                 alloc_touched(b->up, b->up / B * rows) +
+                 alloc_touched(b->scores, (uint64_t)n_tokens * 4) + alloc_resident(b->logits);
+    for (int i = 0; i < PLM_PLAN_ACT_SLOTS; i++)
+        s += i < p->act_slots ? rows_touched(b->act, rows, b->act_row, p->act_used[i])
+                              : (b->act < MMAP_THRESHOLD ? alloc_resident(b->act) : 0);
+    uint64_t w = p->weights_resident;
+    if (pp->use_mmap && !p->tied_output && p->embd_bytes) {
+        uint64_t per_row = round_up(p->embd_row_bytes, PLM_PLAN_PAGE) +
+                           (p->embd_row_bytes % PLM_PLAN_PAGE ? PLM_PLAN_PAGE : 0);
+        uint64_t full = min_u64(p->embd_bytes, min_u64(p->n_vocab, pp->n_ctx) * per_row);
+        uint64_t now = min_u64(p->embd_bytes, (uint64_t)n_tokens * per_row);
+        w -= full - min_u64(full, now);
+    }
+    return min_u64(p->peak_rss, w + kv + s + p->vocab_bytes + p->model_bytes + p->overhead_bytes);
+}
+
+/* ---- verdicts ----------------------------------------------------------------- */
+
+const char *plm_fit_name(plm_fit f) {
+    switch (f) {
+    case PLM_FITS: return "fits";
+    case PLM_FITS_MMAP: return "fits with mmap paging";
+    default: return "does not fit";
+    }
+}
+
+/* peak_rss of p with its weights re-quantized to bpw bits per weight. */
+static uint64_t peak_with_bpw(const plm_plan *p, double bpw) {
+    double scale = p->bits_per_weight > 0 ? bpw / p->bits_per_weight : 1.0;
+    uint64_t wdata = p->weights_resident > p->header_bytes ? p->weights_resident - p->header_bytes : 0;
+    return p->peak_rss - wdata + (uint64_t)((double)wdata * scale);
+}
+
+plm_status plm_plan_evaluate(const plm_plan *p, const plm_device *d, plm_plan_verdict *o, plm_error *err) {
+    memset(o, 0, sizeof *o);
+    if (!p || !d) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_plan_evaluate needs a plan and a device");
+    double share = d->app_share > 0 && d->app_share <= 1 ? d->app_share : 1.0;
+    double budget = (double)d->ram_bytes * share - (double)d->used_bytes;
+    o->budget_bytes = budget > 0 ? (uint64_t)budget : 0;
+    if (p->peak_rss <= o->budget_bytes) o->fit = PLM_FITS;
+    else if (p->params.use_mmap && p->anon_bytes <= o->budget_bytes) o->fit = PLM_FITS_MMAP;
+    else o->fit = PLM_NO_FIT;
+
+    const double bw = d->bandwidth_gbs * 1e9;
+    if (bw > 0 && p->decode_bytes) {
+        o->decode_tps = bw / (double)p->decode_bytes;
+        o->decode_tps_full = bw / (double)(p->decode_bytes + p->kv_read_full);
+    }
+    if (o->fit == PLM_FITS_MMAP && d->storage_gbs > 0) {
+        /* What does not fit is read again from flash for every token. */
+        uint64_t room = o->budget_bytes - p->anon_bytes;
+        uint64_t missing = p->weights_resident > room ? p->weights_resident - room : 0;
+        double t = (missing ? (double)missing / (d->storage_gbs * 1e9) : 0) +
+                   (bw > 0 ? (double)p->decode_bytes / bw : 0);
+        o->decode_tps_paged = t > 0 ? 1.0 / t : 0;
+    }
+    if (d->compute_gops > 0) {
+        double flops = 2.0 * (double)p->n_params_active +
+                       4.0 * p->n_layer * (p->params.n_ctx / 2.0) * p->n_head * p->head_dim;
+        o->prefill_tps = d->compute_gops * 1e9 * PLM_PLAN_PREFILL_EFFICIENCY / flops;
+    }
+
+    /* Largest context that fits at these types: binary search on 256s. */
+    plm_plan t = *p;
+    uint32_t hi = p->from_shape || !p->n_ctx_train ? (1u << 20) : p->n_ctx_train;
+    if (hi < 256) hi = 256;
+    uint32_t lo_k = 0, hi_k = hi / 256;
+    while (lo_k < hi_k) {
+        uint32_t mid = (lo_k + hi_k + 1) / 2;
+        plm_plan_set_ctx(&t, mid * 256);
+        if (t.peak_rss <= o->budget_bytes) lo_k = mid;
+        else hi_k = mid - 1;
+    }
+    o->max_ctx = lo_k * 256;
+
+    /* Best quant that fits with this context. */
+    int nq;
+    const plm_quant *q = plm_plan_quants(&nq);
+    for (int i = 0; i < nq; i++)
+        if (peak_with_bpw(p, q[i].bits_per_weight) <= o->budget_bytes) {
+            snprintf(o->quant_for_ctx, sizeof o->quant_for_ctx, "%s", q[i].name);
+            break;
+        }
+    return PLM_OK;
+}

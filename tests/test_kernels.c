@@ -1,0 +1,303 @@
+/*
+ * Every kernel table this CPU can run (plm_kernels_list) against the scalar
+ * reference table, on random data:
+ *
+ *  - quantize_row for the activation formats (Q8_0, Q8_1, Q8_K): the SIMD
+ *    quantizers are meant to be bit-identical to the reference for finite
+ *    input, so bytes are compared exactly.
+ *  - vec_dot for every supported weight type, rows of 1..9 blocks (and
+ *    odd lengths for the float types), weights from random bytes (every
+ *    code, including Q8_0's -128) with sane random scales, activations from
+ *    the reference quantizer.
+ *  - gemm and plm_matmul: n_tok 1..9 and 17 (not multiples of any tile),
+ *    row ranges that split 37 rows unevenly, an out_stride wider than the
+ *    rows; outputs outside the requested rows/tokens must stay untouched.
+ *
+ * Tolerance: |simd - ref| <= 2e-5 * sum_j |w_j * a_j| + 1e-30, with w and a
+ * the dequantized weight and activation rows.  Both sides sum the same exact
+ * integer block totals; they differ only in the float scaling and summation
+ * order (a few ulps of the block terms), which the bound covers with a wide
+ * margin while any wrong code, scale or offset shows up as an error of the
+ * order of the sum itself.  For K-quants with mins the block terms can
+ * exceed sum|w*a| (d*sc*q and dmin*m partly cancel inside w), so the
+ * magnitude there also counts |d*sc*q*a| + |dmin*m*a| via sum|w*a| of the
+ * two parts, approximated by sum |w|*|a| + 2*dmin*m*|a| (see k_extra).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+#include "quant/quant.h"
+#include "test.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint32_t rng_u32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+
+static float rng_uniform(void) { return (rng_u32() >> 8) * (1.0f / 16777216.0f); }
+
+static float rng_sym(void) { return 2.0f * rng_uniform() - 1.0f; }
+
+static const plm_type weight_types[] = {
+    PLM_TYPE_Q4_0, PLM_TYPE_Q8_0, PLM_TYPE_Q4_K, PLM_TYPE_Q6_K, PLM_TYPE_Q5_K,
+    PLM_TYPE_Q5_0, PLM_TYPE_Q3_K, PLM_TYPE_Q2_K, PLM_TYPE_IQ4_NL, PLM_TYPE_IQ4_XS,
+    PLM_TYPE_Q4_1, PLM_TYPE_Q5_1, PLM_TYPE_F16, PLM_TYPE_BF16, PLM_TYPE_F32,
+};
+enum { N_WTYPES = (int)(sizeof weight_types / sizeof weight_types[0]) };
+
+/* Byte offsets of the f16 scale fields of each block type (-1 ends). */
+static void scale_offsets(plm_type t, int off[3]) {
+    off[0] = off[1] = off[2] = -1;
+    switch (t) {
+    case PLM_TYPE_Q4_0: off[0] = offsetof(block_q4_0, d); break;
+    case PLM_TYPE_Q4_1: off[0] = offsetof(block_q4_1, d); off[1] = offsetof(block_q4_1, m); break;
+    case PLM_TYPE_Q5_0: off[0] = offsetof(block_q5_0, d); break;
+    case PLM_TYPE_Q5_1: off[0] = offsetof(block_q5_1, d); off[1] = offsetof(block_q5_1, m); break;
+    case PLM_TYPE_Q8_0: off[0] = offsetof(block_q8_0, d); break;
+    case PLM_TYPE_Q2_K: off[0] = offsetof(block_q2_K, d); off[1] = offsetof(block_q2_K, dmin); break;
+    case PLM_TYPE_Q3_K: off[0] = offsetof(block_q3_K, d); break;
+    case PLM_TYPE_Q4_K: off[0] = offsetof(block_q4_K, d); off[1] = offsetof(block_q4_K, dmin); break;
+    case PLM_TYPE_Q5_K: off[0] = offsetof(block_q5_K, d); off[1] = offsetof(block_q5_K, dmin); break;
+    case PLM_TYPE_Q6_K: off[0] = offsetof(block_q6_K, d); break;
+    case PLM_TYPE_IQ4_NL: off[0] = offsetof(block_iq4_nl, d); break;
+    case PLM_TYPE_IQ4_XS: off[0] = offsetof(block_iq4_xs, d); break;
+    default: break;
+    }
+}
+
+/* A random row of n elements of type t into w (plm_row_size bytes). */
+static void random_weights(plm_type t, int64_t n, void *w) {
+    const plm_type_info *ti = plm_type_info_get(t);
+    const size_t bytes = plm_row_size(t, n);
+    if (ti->block_size == 1) {
+        float x[512];
+        for (int64_t i = 0; i < n; i++) x[i] = rng_sym();
+        plm_get_quantize(t)(x, w, n);
+        return;
+    }
+    uint8_t *p = w;
+    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rng_u32();
+    int off[3];
+    scale_offsets(t, off);
+    for (int64_t b = 0; b < n / ti->block_size; b++)
+        for (int j = 0; j < 3 && off[j] >= 0; j++) {
+            const plm_fp16_t h = plm_fp32_to_fp16((0.01f + rng_uniform()) * 0.05f);
+            memcpy(p + b * ti->type_size + off[j], &h, 2);
+        }
+}
+
+/* Random activations: mostly uniform, some blocks scaled far down or up,
+ * the odd exact zero block. */
+static void random_floats(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = rng_sym();
+    for (int64_t b = 0; b + 32 <= n; b += 32) {
+        const uint32_t r = rng_u32() % 8;
+        for (int j = 0; j < 32; j++) {
+            if (r == 0) x[b + j] *= 1e-3f;
+            else if (r == 1) x[b + j] *= 100.0f;
+            else if (r == 2) x[b + j] = 0.0f;
+            else if (r == 3) x[b + j] = (float)((int)(x[b + j] * 8)) * 0.5f; /* exact halves */
+        }
+    }
+}
+
+/* sum |w_j a_j| over dequantized rows. */
+static double magnitude(plm_type wt, const void *w, plm_type at, const void *a, int64_t n) {
+    static float fw[8192], fa[8192];
+    plm_kernels_ref()->dequantize_row[wt](w, fw, n);
+    plm_kernels_ref()->dequantize_row[at](a, fa, n);
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m += fabs((double)fw[i] * fa[i]);
+    /* K-quants with mins: the reference's block terms are d*sum(sc*q*a) and
+     * dmin*sum(m*a) separately; bound them by the same sum with |w| replaced
+     * by |w| + 2*max block offset (generous). */
+    if (wt == PLM_TYPE_Q2_K || wt == PLM_TYPE_Q4_K || wt == PLM_TYPE_Q5_K) {
+        double off = 0;
+        for (int64_t i = 0; i < n; i++) off += fabs((double)fa[i]);
+        const plm_type_info *ti = plm_type_info_get(wt);
+        const uint8_t *p = w;
+        double dmax = 0;
+        for (int64_t b = 0; b < n / QK_K; b++) {
+            plm_fp16_t h;
+            memcpy(&h, p + b * ti->type_size + (wt == PLM_TYPE_Q2_K ? 82 : 2), 2);
+            dmax = fmax(dmax, fabs(plm_fp16_to_fp32(h)) * 63);
+        }
+        m += 2 * dmax * off;
+    }
+    return m;
+}
+
+static int close_enough(float got, float want, double mag) {
+    return fabs((double)got - (double)want) <= 2e-5 * mag + 1e-30;
+}
+
+/* ---- quantize_row ----------------------------------------------------------- */
+
+static void test_quantize(const plm_kernels *kt) {
+    const plm_kernels *ref = plm_kernels_ref();
+    const plm_type at[] = {PLM_TYPE_Q8_0, PLM_TYPE_Q8_1, PLM_TYPE_Q8_K};
+    static float x[4096];
+    static uint8_t a[8192], b[8192];
+    for (int i = 0; i < 3; i++) {
+        const plm_type t = at[i];
+        const int bs = (int)plm_type_info_get(t)->block_size;
+        int bad = 0;
+        for (int rep = 0; rep < 40; rep++) {
+            const int64_t n = (int64_t)bs * (1 + rep % 9);
+            random_floats(x, n);
+            if (rep == 5) for (int64_t j = 0; j < n; j++) x[j] = 0.0f;
+            if (rep == 6) for (int64_t j = 0; j < n; j++) x[j] = (float)(j % 7) - 3.0f; /* ties */
+            const size_t bytes = plm_row_size(t, n);
+            memset(a, 0xa5, bytes + 16);
+            memset(b, 0x5a, bytes + 16);
+            ref->quantize_row[t](x, a, n);
+            kt->quantize_row[t](x, b, n);
+            if (memcmp(a, b, bytes) != 0 || b[bytes] != 0x5a) bad++;
+        }
+        CHECK(bad == 0, "%s quantize_row %s: %d of 40 rows differ from ref", kt->name,
+              plm_type_name(t), bad);
+    }
+}
+
+/* ---- vec_dot ------------------------------------------------------------------ */
+
+static void test_vec_dot(const plm_kernels *kt, plm_type wt) {
+    const plm_kernels *ref = plm_kernels_ref();
+    const plm_type_info *ti = plm_type_info_get(wt);
+    const plm_type at = ti->vec_dot_type;
+    static uint8_t w[16384], a[16384];
+    static float x[4096];
+    int bad = 0, runs = 0;
+    double worst = 0;
+    for (int nb = 1; nb <= 9; nb++) {
+        for (int rep = 0; rep < 6; rep++) {
+            int64_t n = (int64_t)ti->block_size * nb;
+            if (ti->block_size == 1) n = (int64_t[]){1, 7, 8, 9, 31, 33, 64, 100, 257}[nb - 1] + rep;
+            random_weights(wt, n, w);
+            random_floats(x, n);
+            ref->quantize_row[at](x, a, n);
+            float want = 0, got = 0;
+            ref->vec_dot[wt](n, &want, w, a);
+            kt->vec_dot[wt](n, &got, w, a);
+            const double mag = magnitude(wt, w, at, a, n);
+            runs++;
+            if (mag > 0) worst = fmax(worst, fabs((double)got - want) / mag);
+            if (!close_enough(got, want, mag)) {
+                if (bad++ < 3)
+                    fprintf(stderr, "  %s vec_dot %s n=%lld: got %.9g want %.9g (mag %.3g)\n", kt->name,
+                            ti->name, (long long)n, got, want, mag);
+            }
+        }
+    }
+    CHECK(bad == 0, "%s vec_dot %s: %d of %d mismatches (worst rel %.3g)", kt->name, ti->name, bad,
+          runs, worst);
+    printf("  %-6s vec_dot %-6s worst |err|/sum|w*a| = %.2g\n", kt->name, ti->name, worst);
+}
+
+/* ---- gemm / plm_matmul ---------------------------------------------------- */
+
+enum { ROWS = 37, MAX_TOK = 17, OUT_STRIDE = ROWS + 3 };
+
+static void test_gemm(const plm_kernels *kt, plm_type wt) {
+    const plm_kernels *ref = plm_kernels_ref();
+    const plm_type_info *ti = plm_type_info_get(wt);
+    const plm_type at = ti->vec_dot_type;
+    const int nbs[] = {1, 2, 3, 5, 9};
+    static const int toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17};
+    static uint8_t w[ROWS * 9 * 292], a[MAX_TOK * 9 * 292];
+    static float x[9 * 256], out[MAX_TOK * OUT_STRIDE], want[MAX_TOK * OUT_STRIDE];
+    static double mag[MAX_TOK * OUT_STRIDE];
+    int bad = 0, runs = 0;
+    for (int ib = 0; ib < 5; ib++) {
+        const int64_t k = (ti->block_size == 1 ? 33 : (int64_t)ti->block_size) * nbs[ib];
+        const size_t wrow = plm_row_size(wt, k), arow = plm_row_size(at, k) + 6; /* padded stride */
+        for (int r = 0; r < ROWS; r++) random_weights(wt, k, w + r * wrow);
+        for (int t = 0; t < MAX_TOK; t++) {
+            random_floats(x, k);
+            ref->quantize_row[at](x, a + t * arow, k);
+        }
+        for (int t = 0; t < MAX_TOK; t++)
+            for (int r = 0; r < ROWS; r++) {
+                ref->vec_dot[wt](k, &want[t * OUT_STRIDE + r], w + r * wrow, a + t * arow);
+                mag[t * OUT_STRIDE + r] = magnitude(wt, w + r * wrow, at, a + t * arow, k);
+            }
+        for (int it = 0; it < 10; it++) {
+            const int nt = toks[it];
+            /* three uneven row ranges, as a thread pool might hand out */
+            const int64_t cut[4] = {0, 5, 22, ROWS};
+            for (int i = 0; i < MAX_TOK * OUT_STRIDE; i++) out[i] = -12345.0f;
+            for (int c = 0; c < 3; c++)
+                plm_matmul(kt, wt, w, k, cut[c], cut[c + 1], a, arow, nt, out, OUT_STRIDE);
+            for (int t = 0; t < MAX_TOK; t++)
+                for (int r = 0; r < OUT_STRIDE; r++) {
+                    const int i = t * OUT_STRIDE + r;
+                    runs++;
+                    int ok;
+                    if (t < nt && r < ROWS) ok = close_enough(out[i], want[i], mag[i]);
+                    else ok = out[i] == -12345.0f;
+                    if (!ok && bad++ < 3)
+                        fprintf(stderr, "  %s matmul %s k=%lld n_tok=%d: out[t=%d][r=%d] = %.9g want %.9g\n",
+                                kt->name, ti->name, (long long)k, nt, t, r, out[i],
+                                (t < nt && r < ROWS) ? want[i] : -12345.0f);
+                }
+            /* the gemm entry itself, on an odd sub-range */
+            if (kt->gemm[wt]) {
+                for (int i = 0; i < MAX_TOK * OUT_STRIDE; i++) out[i] = -12345.0f;
+                kt->gemm[wt](k, w + 3 * wrow, wrow, ROWS - 4, a, arow, nt, out + 3, OUT_STRIDE);
+                for (int t = 0; t < nt; t++)
+                    for (int r = 3; r < ROWS - 1; r++) {
+                        const int i = t * OUT_STRIDE + r;
+                        runs++;
+                        if (!close_enough(out[i], want[i], mag[i]) && bad++ < 3)
+                            fprintf(stderr, "  %s gemm %s k=%lld n_tok=%d: [t=%d][r=%d] %.9g want %.9g\n",
+                                    kt->name, ti->name, (long long)k, nt, t, r, out[i], want[i]);
+                    }
+                CHECK(out[2] == -12345.0f && out[ROWS - 1] == -12345.0f,
+                      "%s gemm %s wrote outside its rows", kt->name, ti->name);
+            }
+        }
+    }
+    CHECK(bad == 0, "%s matmul/gemm %s: %d of %d outputs wrong", kt->name, ti->name, bad, runs);
+}
+
+static void test_select(const plm_kernels **list, int n) {
+    CHECK(plm_kernels_select("ref") == plm_kernels_ref(), "select(ref)");
+    CHECK(plm_kernels_select("no-such-kernels") == NULL, "unknown name must give NULL");
+    CHECK(n >= 1 && list[n - 1] == plm_kernels_ref(), "ref must be listed last");
+    for (int i = 0; i < n; i++) {
+        CHECK(plm_kernels_select(list[i]->name) == list[i], "select(%s)", list[i]->name);
+        /* complete tables: every supported weight type has a vec_dot,
+         * every vec_dot type a quantizer and every type a dequantizer */
+        for (int j = 0; j < N_WTYPES; j++) {
+            const plm_type t = weight_types[j];
+            const plm_type at = plm_type_info_get(t)->vec_dot_type;
+            CHECK(list[i]->vec_dot[t] && list[i]->quantize_row[at] && list[i]->dequantize_row[t],
+                  "%s: table incomplete for %s", list[i]->name, plm_type_name(t));
+        }
+    }
+}
+
+int main(void) {
+    const plm_kernels *list[16];
+    const int n = plm_kernels_list(list, 16);
+    printf("kernel tables:");
+    for (int i = 0; i < n; i++) printf(" %s", list[i]->name);
+    printf("\n");
+    test_select(list, n);
+    for (int i = 0; i < n; i++) {
+        test_quantize(list[i]);
+        for (int j = 0; j < N_WTYPES; j++) {
+            test_vec_dot(list[i], weight_types[j]);
+            test_gemm(list[i], weight_types[j]);
+        }
+    }
+    return test_summary();
+}

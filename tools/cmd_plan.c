@@ -1,0 +1,329 @@
+/* pocketlm plan: will this model fit on that device, and how fast can it go?
+ * Reads only the GGUF header (or bare numbers with --shape). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "cli.h"
+#include "pocketlm.h"
+
+typedef struct plan_opts {
+    const char *model, *device, *ram, *type_k, *type_v, *output;
+    const char *params, *active, *quant;
+    int n_ctx, n_batch, n_threads;
+    int layers, kv_heads, head_dim, embd, heads, ff, vocab, at_tokens, at_batch;
+    float bandwidth, app_share, bpw, storage, gops;
+    bool no_mmap, shape, list_devices;
+} plan_opts;
+
+/* "8G", "8GB", "7.5GiB", "512M", "35B" (billions, for --params) -> value. */
+static bool parse_size(const char *s, double unit_b, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0) return false;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1e3; end++; break;
+    case 'm': case 'M': mul = 1e6; end++; break;
+    case 'g': case 'G': mul = 1e9; end++; break;
+    case 't': case 'T': mul = 1e12; end++; break;
+    case 'b': case 'B': mul = unit_b; end++; break;
+    default: break;
+    }
+    if (mul != 1 && *end == 'i') { /* GiB: binary */
+        mul = mul == 1e3 ? 1024.0 : mul == 1e6 ? 1048576.0 : mul == 1e9 ? 1073741824.0 : 1099511627776.0;
+        end++;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return false;
+    *out = v * mul;
+    return true;
+}
+
+static const char *human(uint64_t b, char *buf, size_t n) {
+    if (b >= 1000000000ull) snprintf(buf, n, "%.2f GB", b / 1e9);
+    else if (b >= 1000000ull) snprintf(buf, n, "%.2f MB", b / 1e6);
+    else snprintf(buf, n, "%.1f kB", b / 1e3);
+    return buf;
+}
+
+static const char *mib(uint64_t b, char *buf, size_t n) {
+    if (b >= (1ull << 30)) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    else snprintf(buf, n, "%.2f MiB", b / 1048576.0);
+    return buf;
+}
+
+static void line(const char *what, uint64_t bytes) {
+    char a[32], b[32];
+    printf("  %-44s %12s  %12s\n", what, human(bytes, a, sizeof a), mib(bytes, b, sizeof b));
+}
+
+static double fixed_bw;
+static double given_bandwidth(void *user) {
+    (void)user;
+    return fixed_bw;
+}
+
+static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_verdict *v) {
+    char a[32], b[32];
+    const plm_plan_params *pp = &p->params;
+    if (p->from_shape)
+        printf("shape      %.1fB parameters%s, %u layers, n_embd %u%s, %u heads / %u KV heads x %u, n_ff %u, vocab %u\n",
+               p->n_params / 1e9, p->n_params_active != p->n_params ? " (MoE)" : "", p->n_layer, p->n_embd,
+               p->estimated_dims ? " (estimated)" : "", p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab);
+    else
+        printf("model      %s%s%s (%s): %u layers, n_embd %u, %u heads / %u KV heads x %u, n_ff %u, vocab %u\n",
+               p->name[0] ? "\"" : "", p->name[0] ? p->name : "", p->name[0] ? "\"" : "", p->arch, p->n_layer,
+               p->n_embd, p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab);
+    printf("context    %u tokens, batch %u, %u threads, KV cache K %s / V %s, %s\n\n", pp->n_ctx, pp->n_batch,
+           pp->n_threads, plm_kv_type_name(pp->type_k), plm_kv_type_name(pp->type_v),
+           pp->use_mmap ? "weights mmap'd" : "weights read into memory (--no-mmap)");
+
+    printf("weights by type %36s  %12s\n", "bytes", "");
+    for (int i = 0; i < p->n_types; i++) {
+        char what[64];
+        if (p->from_shape)
+            snprintf(what, sizeof what, "%-8s %9.1f M params (shape)", p->types[i].type, p->types[i].n_elements / 1e6);
+        else
+            snprintf(what, sizeof what, "%-8s %5u tensors %9.1f M params", p->types[i].type, p->types[i].n_tensors,
+                     p->types[i].n_elements / 1e6);
+        line(what, p->types[i].bytes);
+    }
+    char what[128];
+    snprintf(what, sizeof what, "total %.2f bits/weight", p->bits_per_weight);
+    line(what, p->weight_bytes);
+
+    printf("\nthe bill (resident memory)\n");
+    snprintf(what, sizeof what, "weights (%s)", pp->use_mmap ? "file pages, mmap" : "anonymous copy of the file");
+    line(what, p->weights_resident);
+    snprintf(what, sizeof what, "KV cache (K %s %s + V %s %s)", plm_kv_type_name(pp->type_k),
+             human(p->buf.kv_k, a, sizeof a), plm_kv_type_name(pp->type_v), human(p->buf.kv_v, b, sizeof b));
+    line(what, p->kv_bytes);
+    snprintf(what, sizeof what, "scratch buffers + logits (batch %u)", pp->n_batch);
+    line(what, p->scratch_bytes);
+    line("tokenizer tables + parsed metadata", p->vocab_bytes);
+    line("model tables, thread stacks", p->model_bytes);
+    line("process overhead (code, libc, stack)", p->overhead_bytes);
+    printf("  %s\n", "--------------------------------------------------------------------------");
+    line("predicted peak RSS", p->peak_rss);
+    if (pp->use_mmap) line("  of which cannot be paged out (anonymous)", p->anon_bytes);
+
+    if (!d) return;
+    printf("\ndevice     %s: %s\n", d->name, d->label);
+    printf("budget     %s RAM x %.0f%%%s%s = %s\n", human(d->ram_bytes, a, sizeof a), d->app_share * 100,
+           d->used_bytes ? " - in use " : "", d->used_bytes ? human(d->used_bytes, b, sizeof b) : "",
+           human(v->budget_bytes, b, sizeof b));
+    printf("verdict    %s (peak %s of %s)\n", plm_fit_name(v->fit), human(p->peak_rss, a, sizeof a),
+           human(v->budget_bytes, b, sizeof b));
+    if (v->decode_tps > 0)
+        printf("decode     ceiling %.1f tok/s (%.1f GB/s / %s per token); %.1f tok/s at a full context\n",
+               v->decode_tps, d->bandwidth_gbs, human(p->decode_bytes, a, sizeof a), v->decode_tps_full);
+    if (v->fit == PLM_FITS_MMAP && v->decode_tps_paged > 0)
+        printf("           with paging from flash (%.2f GB/s): about %.2f tok/s\n", d->storage_gbs, v->decode_tps_paged);
+    if (v->prefill_tps > 0)
+        printf("prefill    about %.0f tok/s (estimate: %.0f GOPS int8 x %.0f%% / %.1f GFLOP per token)\n", v->prefill_tps,
+               d->compute_gops, PLM_PLAN_PREFILL_EFFICIENCY * 100, 2.0 * p->n_params_active / 1e9);
+    printf("would fit  largest context at these types: %u", v->max_ctx);
+    if (v->max_ctx == 0) printf(" (none)");
+    printf("; best quant at %u tokens: %s\n", pp->n_ctx, v->quant_for_ctx[0] ? v->quant_for_ctx : "none");
+}
+
+static void print_json(const plm_plan *p, const plm_device *d, const plm_plan_verdict *v) {
+    const plm_plan_params *pp = &p->params;
+    printf("{\n  \"from_shape\": %s, \"arch\": \"%s\", \"n_params\": %" PRIu64 ", \"n_params_active\": %" PRIu64 ",\n",
+           p->from_shape ? "true" : "false", p->arch, p->n_params, p->n_params_active);
+    printf("  \"n_layer\": %u, \"n_embd\": %u, \"n_head\": %u, \"n_head_kv\": %u, \"head_dim\": %u, \"n_ff\": %u, "
+           "\"n_vocab\": %u,\n", p->n_layer, p->n_embd, p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab);
+    printf("  \"n_ctx\": %u, \"n_batch\": %u, \"n_threads\": %u, \"type_k\": \"%s\", \"type_v\": \"%s\", "
+           "\"use_mmap\": %s,\n", pp->n_ctx, pp->n_batch, pp->n_threads, plm_kv_type_name(pp->type_k),
+           plm_kv_type_name(pp->type_v), pp->use_mmap ? "true" : "false");
+    printf("  \"weights\": [");
+    for (int i = 0; i < p->n_types; i++)
+        printf("%s{\"type\": \"%s\", \"n_tensors\": %u, \"n_elements\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
+               i ? ", " : "", p->types[i].type, p->types[i].n_tensors, p->types[i].n_elements, p->types[i].bytes);
+    printf("],\n  \"weight_bytes\": %" PRIu64 ", \"bits_per_weight\": %.4f, \"file_bytes\": %" PRIu64 ",\n",
+           p->weight_bytes, p->bits_per_weight, p->file_bytes);
+    printf("  \"bill\": {\"weights_resident\": %" PRIu64 ", \"kv\": %" PRIu64 ", \"kv_k\": %" PRIu64
+           ", \"kv_v\": %" PRIu64 ", \"scratch\": %" PRIu64 ", \"vocab\": %" PRIu64 ", \"model\": %" PRIu64
+           ", \"overhead\": %" PRIu64 ", \"peak_rss\": %" PRIu64 ", \"anon\": %" PRIu64 "},\n",
+           p->weights_resident, p->kv_bytes, p->buf.kv_k, p->buf.kv_v, p->scratch_bytes, p->vocab_bytes,
+           p->model_bytes, p->overhead_bytes, p->peak_rss, p->anon_bytes);
+    printf("  \"decode_bytes_per_token\": %" PRIu64 ", \"kv_read_full\": %" PRIu64, p->decode_bytes, p->kv_read_full);
+    if (d) {
+        printf(",\n  \"device\": {\"name\": \"%s\", \"ram\": %" PRIu64 ", \"used\": %" PRIu64
+               ", \"app_share\": %.3f, \"bandwidth_gbs\": %.2f, \"storage_gbs\": %.2f, \"compute_gops\": %.0f},\n",
+               d->name, d->ram_bytes, d->used_bytes, d->app_share, d->bandwidth_gbs, d->storage_gbs, d->compute_gops);
+        printf("  \"budget\": %" PRIu64 ", \"verdict\": \"%s\", \"decode_tps\": %.3f, \"decode_tps_full\": %.3f, "
+               "\"decode_tps_paged\": %.3f, \"prefill_tps_estimate\": %.3f, \"max_ctx\": %u, \"quant_for_ctx\": \"%s\"",
+               v->budget_bytes, plm_fit_name(v->fit), v->decode_tps, v->decode_tps_full, v->decode_tps_paged,
+               v->prefill_tps, v->max_ctx, v->quant_for_ctx);
+    }
+    printf("\n}\n");
+}
+
+static int kv_type(const char *name, plm_kv_type *out) {
+    int t = plm_kv_type_from_name(name);
+    if (t < 0) {
+        fprintf(stderr, "pocketlm plan: unknown KV cache type '%s' (f16, q8_0, q4_0)\n", name);
+        return 1;
+    }
+    *out = (plm_kv_type)t;
+    return 0;
+}
+
+static int run_plan(plan_opts *o) {
+    plm_error err;
+    plm_plan_params pp = plm_plan_default_params();
+    pp.n_ctx = (uint32_t)o->n_ctx;
+    pp.n_batch = (uint32_t)o->n_batch;
+    pp.n_threads = (uint32_t)o->n_threads;
+    pp.use_mmap = !o->no_mmap;
+    if (kv_type(o->type_k, &pp.type_k) || kv_type(o->type_v, &pp.type_v)) return 1;
+
+    plm_plan p;
+    if (o->shape) {
+        plm_shape sh = {0};
+        double v;
+        if (!o->params || !parse_size(o->params, 1e9, &sh.n_params)) {
+            fprintf(stderr, "pocketlm plan: --shape needs --params N (35B, 7.2e9...)\n");
+            return 1;
+        }
+        if (o->active && parse_size(o->active, 1e9, &v)) sh.n_params_active = v;
+        sh.n_layer = (uint32_t)o->layers;
+        sh.n_head_kv = (uint32_t)o->kv_heads;
+        sh.head_dim = (uint32_t)o->head_dim;
+        sh.n_embd = (uint32_t)o->embd;
+        sh.n_head = (uint32_t)o->heads;
+        sh.n_ff = (uint32_t)o->ff;
+        sh.n_vocab = (uint32_t)o->vocab;
+        sh.quant = o->quant;
+        sh.bits_per_weight = o->bpw;
+        if (plm_plan_shape(&sh, &pp, &p, &err)) {
+            fprintf(stderr, "pocketlm plan: %s\n", err.message);
+            return 1;
+        }
+    } else {
+        if (!o->model) {
+            fprintf(stderr, "pocketlm plan: give a model (-m MODEL.gguf) or --shape with numbers\n");
+            return 1;
+        }
+        if (plm_plan_file(o->model, &pp, &p, &err)) {
+            fprintf(stderr, "pocketlm plan: %s\n", err.message);
+            return 1;
+        }
+    }
+
+    plm_device dev;
+    const plm_device *d = NULL;
+    if (o->ram) {
+        double ram;
+        if (!parse_size(o->ram, 1, &ram) || ram <= 0) {
+            fprintf(stderr, "pocketlm plan: cannot read --ram '%s' (8G, 7.5GiB, 12GB)\n", o->ram);
+            return 1;
+        }
+        memset(&dev, 0, sizeof dev);
+        snprintf(dev.name, sizeof dev.name, "custom");
+        snprintf(dev.label, sizeof dev.label, "--ram %s --bandwidth %.1f", o->ram, o->bandwidth);
+        dev.ram_bytes = (uint64_t)ram;
+        dev.app_share = 0.6;
+        dev.bandwidth_gbs = o->bandwidth;
+        dev.storage_gbs = 1.0;
+        dev.phone = true;
+        d = &dev;
+    } else if (o->device && strcmp(o->device, "this")) {
+        d = plm_device_find(o->device);
+        if (!d) {
+            fprintf(stderr, "pocketlm plan: unknown device '%s' (see --list-devices)\n", o->device);
+            return 1;
+        }
+        dev = *d;
+        d = &dev;
+    } else {
+        fixed_bw = o->bandwidth;
+        if (plm_device_this(&dev, o->bandwidth > 0 ? given_bandwidth : NULL, NULL, &err)) {
+            fprintf(stderr, "pocketlm plan: %s\n", err.message);
+            return 1;
+        }
+        d = &dev;
+    }
+    if (o->app_share > 0) dev.app_share = o->app_share;
+    if (o->bandwidth > 0) dev.bandwidth_gbs = o->bandwidth;
+    if (o->storage > 0) dev.storage_gbs = o->storage;
+    if (o->gops > 0) dev.compute_gops = o->gops;
+
+    plm_plan_verdict v;
+    plm_plan_evaluate(&p, d, &v, NULL);
+    if (!strcmp(o->output, "json")) print_json(&p, d, &v);
+    else print_human(&p, d, &v);
+    if (o->at_tokens > 0) {
+        uint32_t batch = (uint32_t)(o->at_batch > 0 ? o->at_batch : o->at_tokens);
+        uint64_t r = plm_plan_rss_at(&p, (uint32_t)o->at_tokens, batch);
+        if (!strcmp(o->output, "json")) printf("{\"rss_at\": %" PRIu64 ", \"tokens\": %d, \"batch\": %u}\n", r, o->at_tokens, batch);
+        else printf("at %d tokens (batches <= %u): predicted RSS %.2f MiB\n", o->at_tokens, batch, r / 1048576.0);
+    }
+    return 0;
+}
+
+int cmd_plan(int argc, char **argv) {
+    plan_opts o = {.type_k = "f16", .type_v = "f16", .output = "text", .n_batch = 512, .quant = "Q4_K_M"};
+    const arg_spec specs[] = {
+        {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model: only its header is read"},
+        {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = min(trained, 4096)"},
+        {"-b", "--batch-size", ARG_INT, &o.n_batch, "N", "prompt tokens per forward pass"},
+        {"-t", "--threads", ARG_INT, &o.n_threads, "N", "threads, 0 = the performance cores"},
+        {NULL, "--cache-type-k", ARG_STR, &o.type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
+        {NULL, "--cache-type-v", ARG_STR, &o.type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
+        {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "plan for weights read into memory"},
+        {NULL, "--device", ARG_STR, &o.device, "NAME", "a device profile (--list-devices) or 'this' (default)"},
+        {NULL, "--ram", ARG_STR, &o.ram, "SIZE", "plan for a device with this much RAM (8G, 12GB, 7.5GiB)"},
+        {NULL, "--bandwidth", ARG_FLOAT, &o.bandwidth, "GB/s", "memory bandwidth (overrides the profile/probe)"},
+        {NULL, "--app-share", ARG_FLOAT, &o.app_share, "F", "share of RAM an app can use (phones: 0.6)"},
+        {NULL, "--storage", ARG_FLOAT, &o.storage, "GB/s", "flash read speed, for mmap paging"},
+        {NULL, "--gops", ARG_FLOAT, &o.gops, "N", "CPU int8 GOPS, for the prefill estimate"},
+        {NULL, "--shape", ARG_FLAG, &o.shape, NULL, "plan a model given only as numbers (below)"},
+        {NULL, "--params", ARG_STR, &o.params, "N", "shape: total parameters (35B, 7.2e9)"},
+        {NULL, "--active-params", ARG_STR, &o.active, "N", "shape: parameters per token (MoE)"},
+        {NULL, "--layers", ARG_INT, &o.layers, "N", "shape: layers"},
+        {NULL, "--kv-heads", ARG_INT, &o.kv_heads, "N", "shape: KV heads"},
+        {NULL, "--head-dim", ARG_INT, &o.head_dim, "N", "shape: head size"},
+        {NULL, "--embd", ARG_INT, &o.embd, "N", "shape: n_embd, 0 = estimate"},
+        {NULL, "--heads", ARG_INT, &o.heads, "N", "shape: query heads, 0 = n_embd / head size"},
+        {NULL, "--ff", ARG_INT, &o.ff, "N", "shape: feed-forward size, 0 = 8/3 n_embd"},
+        {NULL, "--vocab", ARG_INT, &o.vocab, "N", "shape: vocabulary, 0 = 32000"},
+        {NULL, "--type", ARG_STR, &o.quant, "QUANT", "shape: F16 Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0 Q3_K_M Q2_K"},
+        {NULL, "--bpw", ARG_FLOAT, &o.bpw, "BITS", "shape: bits per weight (overrides --type)"},
+        {NULL, "--at-tokens", ARG_INT, &o.at_tokens, "N", "also predict RSS after only N tokens were cached"},
+        {NULL, "--at-batch", ARG_INT, &o.at_batch, "N", "... with prompt batches of at most N (default: N tokens)"},
+        {"-o", "--output", ARG_STR, &o.output, "FMT", "text or json"},
+        {NULL, "--list-devices", ARG_FLAG, &o.list_devices, NULL, "print the device profiles"},
+    };
+    const arg_parser parser = {"plan", "pocketlm plan -m MODEL.gguf | --shape --params N ... [options]", specs,
+                               sizeof specs / sizeof specs[0], 0};
+    char *pos[1];
+    int n_pos;
+    int rc = args_parse(&parser, argc, argv, pos, &n_pos);
+    if (rc != ARGS_OK) {
+        args_free(&parser);
+        return rc == ARGS_HELP ? 0 : 1;
+    }
+    if (o.list_devices) {
+        for (int i = 0; i < plm_device_count(); i++) {
+            const plm_device *d = plm_device_at(i);
+            printf("%-24s %-52s %5.1f GB/s  share %.0f%%\n", d->name, d->label, d->bandwidth_gbs,
+                   d->app_share * 100);
+        }
+        printf("%-24s %s\n", "this", "this machine: /proc/meminfo and a measured bandwidth");
+        args_free(&parser);
+        return 0;
+    }
+    if (o.n_ctx < 0 || o.n_batch <= 0 || o.n_threads < 0 || (strcmp(o.output, "text") && strcmp(o.output, "json"))) {
+        fprintf(stderr, "pocketlm plan: -c >= 0, -b > 0, -t >= 0 and -o text|json\n");
+        args_free(&parser);
+        return 1;
+    }
+    rc = run_plan(&o);
+    args_free(&parser);
+    return rc;
+}
