@@ -95,6 +95,21 @@ static void test_context_errors(void) {
     free(out);
 }
 
+static void test_mem_limit(void) {
+    int st;
+    const char *fx = SHARED("models/fixtures/fixture-llama-Q4_K_M.gguf");
+    char *out = runf(&st, "%s run -m %s -n 2 -c 4096 --mem-limit 14M 2>&1", PLM_BIN, fx);
+    CHECK(st != 0 && out && strstr(out, "budget is 14.00 MB") && strstr(out, "try -c"),
+          "--mem-limit refuses with the bill and a suggestion: %s", out);
+    free(out);
+    out = runf(&st, "%s run -m %s -n 2 --mem-limit 14M 2>&1", PLM_BIN, fx);
+    CHECK(st == 0 && out && strstr(out, "context 512 tokens"), "auto-fit picks a context and says so: %s", out);
+    free(out);
+    out = runf(&st, "%s run -m %s -n 2 --mem-limit lots 2>&1", PLM_BIN, fx);
+    CHECK(st != 0 && out && strstr(out, "not a size"), "bad --mem-limit: %s", out);
+    free(out);
+}
+
 static void test_telemetry(void) {
     char dir[] = "/tmp/plm-cli-XXXXXX";
     REQUIRE_VOID(mkdtemp(dir) != NULL, "mkdtemp");
@@ -128,6 +143,7 @@ int main(void) {
     test_no_model();
     test_stop_and_seed();
     test_context_errors();
+    test_mem_limit();
     test_telemetry();
     return test_summary();
 }

@@ -8,6 +8,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "fit.h"
 #include "telemetry.h"
 #include "pocketlm.h"
 
@@ -15,7 +16,7 @@
 
 typedef struct run_opts {
     const char *model, *prompt, *prompt_file, *cache_type_k, *cache_type_v;
-    const char *mem_log, *mem_plot;
+    const char *mem_log, *mem_plot, *mem_limit;
     int mem_every;
     int n_predict, n_ctx, n_batch, n_threads;
     bool no_mmap, mlock, ignore_eos, no_display_prompt, ctx_shift;
@@ -71,6 +72,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
     cp.n_threads = (uint32_t)o->n_threads;
     cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
+    if (!fit_context("run", o->model, !o->no_mmap, o->mem_limit, &cp)) return 1;
     plm_context *ctx;
     if (plm_context_new(model, &cp, &ctx, &err)) {
         fprintf(stderr, "pocketlm run: %s\n", err.message);
@@ -199,7 +201,8 @@ int cmd_run(int argc, char **argv) {
         {"-p", "--prompt", ARG_STR, &o.prompt, "TEXT", "prompt"},
         {"-f", "--file", ARG_STR, &o.prompt_file, "PATH", "read the prompt from a file"},
         {"-n", "--n-predict", ARG_INT, &o.n_predict, "N", "tokens to generate, -1 = until end of text"},
-        {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = min(trained, 4096)"},
+        {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = the largest that fits memory"},
+        {NULL, "--mem-limit", ARG_STR, &o.mem_limit, "SIZE", "refuse to plan past this (e.g. 2G); default: available RAM"},
         {"-b", "--batch-size", ARG_INT, &o.n_batch, "N", "prompt tokens per forward pass"},
         {"-t", "--threads", ARG_INT, &o.n_threads, "N", "threads, 0 = the performance cores"},
         {"-ctk", "--cache-type-k", ARG_STR, &o.cache_type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
