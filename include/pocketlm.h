@@ -162,6 +162,12 @@ plm_token plm_sampler_sample(plm_sampler *s, const float *logits);
 void plm_sampler_accept(plm_sampler *s, plm_token t);
 void plm_sampler_reset(plm_sampler *s);
 
+/* ---- quantization -------------------------------------------------------
+ * Writes `in_path` with every 2-D weight matrix re-encoded as `type` ("Q4_0",
+ * "Q8_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "F16", "BF16", "F32"), as
+ * llama.cpp's quantize --pure does; bit-identical to llama.cpp for these. */
+plm_status plm_quantize(const char *in_path, const char *out_path, const char *type, plm_error *err);
+
 /* ---- stop strings -----------------------------------------------------
  * Generated text arrives one token's bytes at a time and a stop string may
  * straddle tokens, so the matcher holds back any tail that could still become

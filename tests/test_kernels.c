@@ -212,13 +212,13 @@ static void test_gemm(const plm_kernels *kt, plm_type wt) {
     const plm_type at = ti->vec_dot_type;
     const int nbs[] = {1, 2, 3, 5, 9};
     static const int toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17};
-    static uint8_t w[ROWS * 9 * 292], a[MAX_TOK * 9 * 292];
+    static uint8_t w[ROWS * 9 * 292], a[MAX_TOK * (9 * 292 + 8)];
     static float x[9 * 256], out[MAX_TOK * OUT_STRIDE], want[MAX_TOK * OUT_STRIDE];
     static double mag[MAX_TOK * OUT_STRIDE];
     int bad = 0, runs = 0;
     for (int ib = 0; ib < 5; ib++) {
         const int64_t k = (ti->block_size == 1 ? 33 : (int64_t)ti->block_size) * nbs[ib];
-        const size_t wrow = plm_row_size(wt, k), arow = plm_row_size(at, k) + 6; /* padded stride */
+        const size_t wrow = plm_row_size(wt, k), arow = plm_row_size(at, k) + 8; /* padded, aligned stride */
         for (int r = 0; r < ROWS; r++) random_weights(wt, k, w + r * wrow);
         for (int t = 0; t < MAX_TOK; t++) {
             random_floats(x, k);

@@ -358,9 +358,10 @@ INL void scales_k4(const uint8_t *p, uint32_t out[4]) {
 INL void kdec_scales_k4(const uint8_t *scales, kdec *u) {
     uint32_t sm[4];
     scales_k4(scales, sm);
-    const uint8_t *sc = (const uint8_t *)sm, *mn = sc + 8;
+    const uint8_t *sc = (const uint8_t *)sm;
     for (int j = 0; j < 8; j++) u->sc[j] = _mm256_set1_epi16(sc[j]);
-    const __m128i m8 = _mm_loadl_epi64((const __m128i *)(const void *)mn);
+    /* mins 0-7 from registers (a load would miss store forwarding) */
+    const __m128i m8 = _mm_cvtsi64_si128((long long)((uint64_t)sm[3] << 32 | sm[2]));
     u->off = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
 }
 
@@ -429,18 +430,22 @@ INL void kdec_q3_K(const block_q3_K *x, kdec *u) {
         const uint32_t hi = (a[2] >> (2 * g)) & 0x03030303u;
         s[g] = lo | hi << 4;
     }
-    const __m128i s8 = _mm_sub_epi8(LOADU128(s), _mm_set1_epi8(32));
+    /* built in registers: a 16-byte load of four just-stored words would
+     * miss store forwarding */
+    const __m128i s8 = _mm_sub_epi8(_mm_setr_epi32((int)s[0], (int)s[1], (int)s[2], (int)s[3]),
+                                    _mm_set1_epi8(32));
     for (int j = 0; j < 8; j++) u->sc[j] = pair_scales(s8, j);
     u->off = _mm256_slli_epi16(_mm256_cvtepi8_epi16(s8), 2);
     const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    const __m256i hm = LOADU(x->hmask);
+    __m256i hm = LOADU(x->hmask); /* shifted one bit per 32 elements */
     for (int h = 0; h < 2; h++) {
-        const __m256i qs = LOADU(x->qs + 32 * h);
+        __m256i qs = LOADU(x->qs + 32 * h); /* shifted two bits per plane */
         for (int p = 0; p < 4; p++) {
-            const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * p), three);
-            const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + p), one);
-            _mm256_store_si256((__m256i *)(void *)(u->q + 128 * h + 32 * p),
-                               _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2)));
+            const __m256i lo = _mm256_and_si256(qs, three);
+            const __m256i hb = _mm256_slli_epi16(_mm256_and_si256(hm, one), 2);
+            _mm256_store_si256((__m256i *)(void *)(u->q + 128 * h + 32 * p), _mm256_or_si256(lo, hb));
+            qs = _mm256_srli_epi16(qs, 2);
+            hm = _mm256_srli_epi16(hm, 1);
         }
     }
     u->d = u->dm = h2f(x->d);
@@ -454,10 +459,11 @@ INL void kdec_q2_K(const block_q2_K *x, kdec *u) {
     u->off = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), m4));
     const __m256i three = _mm256_set1_epi8(3);
     for (int h = 0; h < 2; h++) {
-        const __m256i qs = LOADU(x->qs + 32 * h);
-        for (int p = 0; p < 4; p++)
-            _mm256_store_si256((__m256i *)(void *)(u->q + 128 * h + 32 * p),
-                               _mm256_and_si256(_mm256_srli_epi16(qs, 2 * p), three));
+        __m256i qs = LOADU(x->qs + 32 * h);
+        for (int p = 0; p < 4; p++) {
+            _mm256_store_si256((__m256i *)(void *)(u->q + 128 * h + 32 * p), _mm256_and_si256(qs, three));
+            qs = _mm256_srli_epi16(qs, 2);
+        }
     }
     u->d = h2f(x->d);
     u->dm = h2f(x->dmin);
