@@ -47,7 +47,7 @@ static void test_help(void) {
                              "--no-mmap", "--mlock", "--cache-type-k", "--mem-log"};
     for (size_t i = 0; out && i < sizeof options / sizeof options[0]; i++)
         CHECK(strstr(out, options[i]) != NULL, "run --help lacks %s", options[i]);
-    CHECK(out && strstr(out, "(default: 128)") && strstr(out, "(default: 512)"), "defaults shown");
+    CHECK(out && strstr(out, "(default: 128)") && strstr(out, "(default: f16)"), "defaults shown");
     free(out);
     out = run(PLM_BIN " --help 2>&1", &st);
     CHECK(st == 0 && out && strstr(out, "run") && strstr(out, "inspect") && strstr(out, "tokenize"), "--help");
@@ -110,6 +110,38 @@ static void test_mem_limit(void) {
     free(out);
 }
 
+/* tune writes this device's defaults where XDG_CONFIG_HOME says; run reads them. */
+static void test_tune(void) {
+    char dir[] = "/tmp/plm-tune-XXXXXX";
+    REQUIRE_VOID(mkdtemp(dir) != NULL, "mkdtemp");
+    int st;
+    char *out = runf(&st, "XDG_CONFIG_HOME=%s %s tune --dry-run -t 1,2 -b 16,32 2>&1", dir, PLM_BIN);
+    CHECK(st == 0 && out && strstr(out, "threads {1,2} x batch {16,32}") && strstr(out, "pocketlm/tuned.conf"),
+          "tune --dry-run prints the grid: %s", out);
+    free(out);
+    char cmd[1024], conf[512];
+    snprintf(conf, sizeof conf, "%s/pocketlm/tuned.conf", dir);
+    CHECK(access(conf, F_OK) != 0, "--dry-run writes nothing");
+    snprintf(cmd, sizeof cmd, "XDG_CONFIG_HOME=%s %s tune -m %s -t 1,2 -b 16,32 -p 32 -n 8 -r 1 2>&1", dir, PLM_BIN,
+             STORIES);
+    out = run(cmd, &st);
+    CHECK(st == 0 && out && strstr(out, "best:"), "tune: %s", out);
+    free(out);
+    FILE *f = fopen(conf, "r");
+    char line[256];
+    int threads = 0, batch = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        sscanf(line, "threads = %d", &threads);
+        sscanf(line, "batch = %d", &batch);
+    }
+    if (f) fclose(f);
+    CHECK((threads == 1 || threads == 2) && (batch == 16 || batch == 32), "saved threads %d batch %d", threads, batch);
+    unlink(conf);
+    snprintf(conf, sizeof conf, "%s/pocketlm", dir);
+    rmdir(conf);
+    rmdir(dir);
+}
+
 static void test_telemetry(void) {
     char dir[] = "/tmp/plm-cli-XXXXXX";
     REQUIRE_VOID(mkdtemp(dir) != NULL, "mkdtemp");
@@ -144,6 +176,7 @@ int main(void) {
     test_stop_and_seed();
     test_context_errors();
     test_mem_limit();
+    test_tune();
     test_telemetry();
     return test_summary();
 }

@@ -13,6 +13,8 @@
 
 #include "args.h"
 #include "cli.h"
+#include "config.h"
+#include "measure.h"
 #include "pocketlm.h"
 #include "pocketlm_gguf.h"
 
@@ -45,11 +47,6 @@ typedef struct bench_result {
     double bandwidth_gbps;
 } bench_result;
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* "512" or "128,256,512" into a list of non-negative numbers. */
 static bool parse_list(const char *s, int_list *out, const char *what, int min) {
@@ -304,40 +301,6 @@ static void print_md_result(const bench_result *r) {
 
 /* ---- the measurements --------------------------------------------------------- */
 
-static uint64_t rng_next(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static void random_tokens(plm_token *t, int n, int n_vocab, uint64_t *rng) {
-    for (int i = 0; i < n; i++) t[i] = (plm_token)(rng_next(rng) % (uint64_t)n_vocab);
-}
-
-/* One pp sample: p random tokens in one plm_decode into an empty cache. */
-static plm_status time_pp(plm_context *ctx, plm_token *toks, int p, int n_vocab, uint64_t *rng, uint64_t *ns,
-                          plm_error *err) {
-    random_tokens(toks, p, n_vocab, rng);
-    plm_kv_truncate(ctx, 0);
-    uint64_t t0 = now_ns();
-    plm_status st = plm_decode(ctx, toks, p, err);
-    *ns = now_ns() - t0;
-    return st;
-}
-
-/* One tg sample: n random tokens decoded one at a time into an empty cache. */
-static plm_status time_tg(plm_context *ctx, plm_token *toks, int n, int n_vocab, uint64_t *rng, uint64_t *ns,
-                          plm_error *err) {
-    random_tokens(toks, n, n_vocab, rng);
-    plm_kv_truncate(ctx, 0);
-    plm_status st = PLM_OK;
-    uint64_t t0 = now_ns();
-    for (int i = 0; i < n && st == PLM_OK; i++) st = plm_decode(ctx, &toks[i], 1, err);
-    *ns = now_ns() - t0;
-    return st;
-}
-
 typedef struct bench_run {
     const bench_opts *o;
     out_fmt fmt;
@@ -403,13 +366,13 @@ static int bench_config(bench_run *b, const char *path, plm_model *m, const char
         uint64_t ns;
         plm_status st = PLM_OK;
         if (!o->no_warmup) {
-            if (is_pp) st = time_pp(ctx, toks, n < 32 ? n : 32, n_vocab, &rng, &ns, &err);
-            else st = time_tg(ctx, toks, n < 4 ? n : 4, n_vocab, &rng, &ns, &err);
+            if (is_pp) st = measure_pp(ctx, toks, n < 32 ? n : 32, n_vocab, &rng, &ns, &err);
+            else st = measure_tg(ctx, toks, n < 4 ? n : 4, n_vocab, &rng, &ns, &err);
         }
         stamp(r.test_time, sizeof r.test_time);
         for (int i = 0; i < o->reps && st == PLM_OK; i++) {
-            st = is_pp ? time_pp(ctx, toks, n, n_vocab, &rng, &samples[i], &err)
-                       : time_tg(ctx, toks, n, n_vocab, &rng, &samples[i], &err);
+            st = is_pp ? measure_pp(ctx, toks, n, n_vocab, &rng, &samples[i], &err)
+                       : measure_tg(ctx, toks, n, n_vocab, &rng, &samples[i], &err);
         }
         if (st) {
             fprintf(stderr, "pocketlm bench: %s: %s%d: %s\n", path, is_pp ? "pp" : "tg", n, err.message);
@@ -430,15 +393,21 @@ static int bench_config(bench_run *b, const char *path, plm_model *m, const char
 }
 
 int cmd_bench(int argc, char **argv) {
-    static char default_threads[16];
-    snprintf(default_threads, sizeof default_threads, "%u", plm_default_threads());
-    bench_opts o = {.n_prompt = "512", .n_gen = "128", .threads = default_threads, .batch = "512",
+    /* Defaults: this device's tuned values (pocketlm tune), else the
+     * performance cores and llama-bench's batch of 512. */
+    char default_threads[16], default_batch[16];
+    tuned_defaults tuned;
+    const bool have_tuned = config_load(&tuned);
+    snprintf(default_threads, sizeof default_threads, "%u",
+             have_tuned && tuned.threads ? (unsigned)tuned.threads : plm_default_threads());
+    snprintf(default_batch, sizeof default_batch, "%d", have_tuned && tuned.batch ? tuned.batch : 512);
+    bench_opts o = {.n_prompt = "512", .n_gen = "128", .threads = default_threads, .batch = default_batch,
                     .output = "md", .reps = 5};
     const arg_spec specs[] = {
         {"-m", "--model", ARG_LIST, &o.models, "PATH", "GGUF model to benchmark"},
         {"-p", "--n-prompt", ARG_STR, &o.n_prompt, "N[,N...]", "prompt tokens of a pp test, 0 = none"},
         {"-n", "--n-gen", ARG_STR, &o.n_gen, "N[,N...]", "generated tokens of a tg test, 0 = none"},
-        {"-t", "--threads", ARG_STR, &o.threads, "N[,N...]", "threads; the default is the performance cores"},
+        {"-t", "--threads", ARG_STR, &o.threads, "N[,N...]", "threads; default: tuned, else the performance cores"},
         {"-b", "--batch-size", ARG_STR, &o.batch, "N[,N...]", "prompt tokens per forward pass"},
         {"-r", "--repetitions", ARG_INT, &o.reps, "N", "repetitions of each test"},
         {NULL, "--bandwidth", ARG_FLOAT, &o.bandwidth, "GBPS", "memory read bandwidth, 0 = measure it once"},

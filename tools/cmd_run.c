@@ -8,6 +8,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "config.h"
 #include "fit.h"
 #include "telemetry.h"
 #include "pocketlm.h"
@@ -192,7 +193,7 @@ done:
 }
 
 int cmd_run(int argc, char **argv) {
-    run_opts o = {.prompt = "Once upon a time", .n_predict = 128, .n_ctx = 0, .n_batch = 512,
+    run_opts o = {.prompt = "Once upon a time", .n_predict = 128, .n_ctx = 0, .n_batch = 0,
                   .cache_type_k = "f16", .cache_type_v = "f16", .mem_every = 200,
                   .sp = plm_sampler_default_params()};
     o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
@@ -203,8 +204,8 @@ int cmd_run(int argc, char **argv) {
         {"-n", "--n-predict", ARG_INT, &o.n_predict, "N", "tokens to generate, -1 = until end of text"},
         {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = the largest that fits memory"},
         {NULL, "--mem-limit", ARG_STR, &o.mem_limit, "SIZE", "refuse to plan past this (e.g. 2G); default: available RAM"},
-        {"-b", "--batch-size", ARG_INT, &o.n_batch, "N", "prompt tokens per forward pass"},
-        {"-t", "--threads", ARG_INT, &o.n_threads, "N", "threads, 0 = the performance cores"},
+        {"-b", "--batch-size", ARG_INT, &o.n_batch, "N", "prompt tokens per forward pass, 0 = tuned, else 512"},
+        {"-t", "--threads", ARG_INT, &o.n_threads, "N", "threads, 0 = tuned, else the performance cores"},
         {"-ctk", "--cache-type-k", ARG_STR, &o.cache_type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
         {"-ctv", "--cache-type-v", ARG_STR, &o.cache_type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
         {NULL, "--temp", ARG_FLOAT, &o.sp.temperature, "T", "temperature, 0 = greedy"},
@@ -249,12 +250,18 @@ int cmd_run(int argc, char **argv) {
         args_free(&parser);
         return 1;
     }
-    if (o.n_ctx < 0 || o.n_batch <= 0 || o.n_threads < 0) {
-        fprintf(stderr, "pocketlm run: -c and -t must be >= 0 and -b > 0\n");
+    if (o.n_ctx < 0 || o.n_batch < 0 || o.n_threads < 0) {
+        fprintf(stderr, "pocketlm run: -c, -b and -t must be >= 0\n");
         args_free(&parser);
         return 1;
     }
 
+    tuned_defaults tuned;
+    if (config_load(&tuned)) {  /* this device's `pocketlm tune` results */
+        if (o.n_threads == 0) o.n_threads = tuned.threads;
+        if (o.n_batch == 0) o.n_batch = tuned.batch;
+    }
+    if (o.n_batch == 0) o.n_batch = 512;
     plm_model_params mp = plm_model_default_params();
     mp.use_mmap = !o.no_mmap;
     mp.use_mlock = o.mlock;

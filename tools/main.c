@@ -19,6 +19,7 @@ static const subcommand subcommands[] = {
     {"synth", cmd_synth, "write a random-weight GGUF of a real model's shape"},
     {"plan", cmd_plan, "will a model fit a device: memory bill, verdict, speed ceilings"},
     {"probe", cmd_probe, "measure this device: cores, RAM, memory bandwidth, file read speed"},
+    {"tune", cmd_tune, "search thread count and batch size; save the best as this device's defaults"},
     {"bench", cmd_bench, "time prompt processing and generation, llama-bench style"},
 };
 
