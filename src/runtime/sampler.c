@@ -32,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
+
 /* top-p over more than TOP_P_BUCKET_MIN candidates narrows them with a
  * histogram of TOP_P_BUCKETS buckets before sorting. */
 #define TOP_P_BUCKETS 1024
@@ -57,27 +59,6 @@ struct plm_sampler {
 };
 
 /* ---- random numbers --------------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t xoshiro_next(uint64_t s[4]) {
-    uint64_t r = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return r;
-}
 
 static void rng_seed(uint64_t s[4], uint64_t seed) {
     uint64_t x = seed;
