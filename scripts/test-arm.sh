@@ -20,7 +20,21 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   $SUDO apt-get update -qq
 fi
 scripts/deps.sh cmake make pkg-config gcc libpcre2-dev libutf8proc-dev \
-  gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libpcre2-dev:arm64 libutf8proc-dev:arm64
+  gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libc6:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64
+
+# Tests that run build-arm/pocketlm as a command (popen/system) need the
+# kernel to hand aarch64 ELF files to qemu: register qemu-user-binfmt's
+# handler when binfmt_misc is not set up (containers and VMs often lack it).
+BINFMT=/proc/sys/fs/binfmt_misc
+if [ ! -e $BINFMT/qemu-aarch64 ]; then
+  [ -e $BINFMT/register ] || $SUDO mount -t binfmt_misc binfmt_misc $BINFMT
+  magic='\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
+  mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
+  printf '%s' ":qemu-aarch64:M:0:$magic:$mask:/usr/libexec/qemu-binfmt/aarch64-binfmt-P:P" |
+    $SUDO tee $BINFMT/register >/dev/null
+fi
+# every qemu started here, directly or through binfmt, emulates all features
+export QEMU_CPU=max
 
 start=$SECONDS
 stamp() { echo "test-arm: $1 ($((SECONDS - start)) s)"; }
@@ -29,19 +43,23 @@ cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DC
 cmake --build build-arm -j"$(nproc)"
 stamp "cross-built"
 
-# 1. unit tests; ctest runs each through CMAKE_CROSSCOMPILING_EMULATOR
-ctest --test-dir build-arm --output-on-failure -j"$(nproc)" -LE oracle
+# 1. unit tests; ctest runs each through CMAKE_CROSSCOMPILING_EMULATOR.
+#    Not test_plan: it checks predicted against measured RSS, and under qemu
+#    the measurement includes the emulator (~17 MiB more), besides taking ~6 min.
+ctest --test-dir build-arm --output-on-failure -j"$(nproc)" -LE oracle -E '^test_plan$'
 stamp "unit tests passed"
 
-QEMU=(qemu-aarch64 -cpu max -L /usr/aarch64-linux-gnu)
+# no -L: see the note in cmake/aarch64-linux-gnu.cmake
+QEMU=(qemu-aarch64 -cpu max)
 
-# 2. end-to-end logits on every ARM table (the unit run above used the best, i8mm)
-for k in neon dotprod i8mm; do
+# 2. end-to-end logits on the other ARM tables (the unit run above used the
+#    best, i8mm); about 100 s each under qemu on 2 cores
+for k in neon dotprod; do
   (cd build-arm && PLM_KERNELS=$k "${QEMU[@]}" ./test_logits) >build-arm/test_logits.$k.log 2>&1 ||
     { cat build-arm/test_logits.$k.log; echo "test-arm: test_logits failed with PLM_KERNELS=$k" >&2; exit 1; }
   echo "test_logits PLM_KERNELS=$k: $(tail -n 1 build-arm/test_logits.$k.log)"
 done
-stamp "logits on neon, dotprod, i8mm"
+stamp "logits on neon and dotprod"
 
 # 3. the same text as the x86 build
 if [ ! -x build/pocketlm ]; then

@@ -275,6 +275,7 @@ typedef uint64_t (*sum_fn)(const uint8_t *p, size_t n);
 
 #define SUM_STEP 128 /* bytes per loop iteration: four 32-byte or eight 16-byte loads */
 
+#ifndef PLM_PROBE_NEON /* NEON always wins on arm64: no scalar fallback there */
 static uint64_t sum_scalar(const uint8_t *p, size_t n) {
     const uint64_t *q = (const uint64_t *)(const void *)p;
     uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
@@ -286,6 +287,7 @@ static uint64_t sum_scalar(const uint8_t *p, size_t n) {
     }
     return a0 + a1 + a2 + a3;
 }
+#endif
 
 #ifdef PLM_PROBE_X86
 __attribute__((target("avx2"))) static uint64_t sum_avx2(const uint8_t *p, size_t n) {
