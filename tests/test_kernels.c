@@ -23,6 +23,7 @@
  * magnitude there also counts |d*sc*q*a| + |dmin*m*a| via sum|w*a| of the
  * two parts, approximated by sum |w|*|a| + 2*dmin*m*|a| (see k_extra).
  */
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -285,6 +286,40 @@ static void test_select(const plm_kernels **list, int n) {
     }
 }
 
+/* The attention primitives over f16 keys/values, for head sizes that are
+ * and are not multiples of the SIMD width. */
+static void test_attention_f16(const plm_kernels *kt) {
+    const plm_kernels *ref = plm_kernels_ref();
+    const int sizes[] = {1, 7, 8, 16, 31, 64, 128, 200};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int n = sizes[s];
+        uint16_t a[256], b[256];
+        float y0[256], y1[256], x[256];
+        random_floats(x, n);
+        plm_fp32_to_fp16_row(x, a, n);
+        random_floats(x, n);
+        plm_fp32_to_fp16_row(x, b, n);
+        float y_in[256];
+        random_floats(y_in, n);
+        memcpy(y0, y_in, sizeof(float) * (size_t)n);
+        memcpy(y1, y_in, sizeof(float) * (size_t)n);
+        double mag = 0;
+        for (int i = 0; i < n; i++) mag += fabs(plm_fp16_to_fp32(a[i]) * plm_fp16_to_fp32(b[i]));
+        const float got = kt->dot_f16(a, b, n), want = ref->dot_f16(a, b, n);
+        CHECK(close_enough(got, want, mag), "%s dot_f16 n=%d: %g vs %g", kt->name, n, got, want);
+        kt->axpy_f16(y0, 0.37f, a, n);
+        ref->axpy_f16(y1, 0.37f, a, n);
+        /* A fused multiply-add rounds once where the reference rounds twice:
+         * allow two roundings of the operands' size. */
+        float worst = 0;
+        for (int i = 0; i < n; i++) {
+            const float size = fabsf(y_in[i]) + fabsf(0.37f * plm_fp16_to_fp32(a[i]));
+            worst = fmaxf(worst, fabsf(y0[i] - y1[i]) / (2 * FLT_EPSILON * size + 1e-30f));
+        }
+        CHECK(worst <= 1.0f, "%s axpy_f16 n=%d: %g roundings apart", kt->name, n, worst);
+    }
+}
+
 int main(void) {
     const plm_kernels *list[16];
     const int n = plm_kernels_list(list, 16);
@@ -294,6 +329,7 @@ int main(void) {
     test_select(list, n);
     for (int i = 0; i < n; i++) {
         test_quantize(list[i]);
+        test_attention_f16(list[i]);
         for (int j = 0; j < N_WTYPES; j++) {
             test_vec_dot(list[i], weight_types[j]);
             test_gemm(list[i], weight_types[j]);

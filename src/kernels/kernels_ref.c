@@ -6,6 +6,7 @@
  * order gets the same block totals.  This table is the oracle every faster
  * table is tested against, so it favours clarity over speed.
  */
+#include "kernels/ops.h"
 #include "kernels/kernels.h"
 #include "kernels/ref.h"
 #include "quant/blocks.h"
@@ -283,6 +284,8 @@ void plm_ref_vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va)
 
 static const plm_kernels kernels_ref = {
     .name = "ref",
+    .dot_f16 = plm_dot_f16,
+    .axpy_f16 = plm_axpy_f16,
     .vec_dot = {
         [PLM_TYPE_F32] = plm_ref_vec_dot_f32,
         [PLM_TYPE_F16] = plm_ref_vec_dot_f16,

@@ -390,7 +390,7 @@ static void key_scores(const plm_context *ctx, const float *q, const uint8_t *K,
     for (int j = 0; j < n_keys; j++) {
         const uint8_t *key = K + (size_t)j * kv->k_row + k_off;
         if (kv->type_k == PLM_TYPE_F16) {
-            scores[j] = plm_dot_f16((const uint16_t *)qbuf, (const uint16_t *)key, hd) * scale;
+            scores[j] = ctx->kt->dot_f16((const uint16_t *)qbuf, (const uint16_t *)key, hd) * scale;
         } else {
             ctx->kt->vec_dot[kv->type_k](hd, &scores[j], key, qbuf);
             scores[j] *= scale;
@@ -418,7 +418,7 @@ static void attend_one(const attn_job *a, int t, int h, float *scores) {
         const float w = plm_fp16_to_fp32(plm_fp32_to_fp16(scores[j]));
         const uint8_t *val = V + (size_t)j * kv->v_row + v_off;
         if (kv->type_v == PLM_TYPE_F16) {
-            plm_axpy_f16(o, w, (const uint16_t *)val, hd);
+            ctx->kt->axpy_f16(o, w, (const uint16_t *)val, hd);
         } else {  /* one value row at a time: never a dequantized copy of the cache */
             ctx->kt->dequantize_row[kv->type_v](val, vrow, hd);
             for (int i = 0; i < hd; i++) o[i] += w * vrow[i];

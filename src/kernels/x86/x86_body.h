@@ -743,10 +743,37 @@ DEF_NIB_ZMM(iq4_nl, block_iq4_nl, 1, 0x80, vd_iq4_nl)
 #define VD_IQ4_NL vd_iq4_nl
 #endif
 
+/* ---- attention over the f16 KV cache ------------------------------------- */
+
+X86_TGT static float dot_f16_x86(const uint16_t *a, const uint16_t *b, int n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i))),
+                               _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + 8))),
+                               _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i + 8))), acc1);
+    }
+    float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) sum += plm_fp16_to_fp32(a[i]) * plm_fp16_to_fp32(b[i]);
+    return sum;
+}
+
+X86_TGT static void axpy_f16_x86(float *y, float a, const uint16_t *x, int n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
+                                                _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * plm_fp16_to_fp32(x[i]);
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 static const plm_kernels x86_table = {
     .name = X86_NAME,
+    .dot_f16 = dot_f16_x86,
+    .axpy_f16 = axpy_f16_x86,
     .vec_dot = {
         [PLM_TYPE_F32] = vd_f32,
         [PLM_TYPE_F16] = vd_f16,
