@@ -105,7 +105,6 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     if (!c) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
     c->model = model;
     c->kt = kt;
-    c->params = p;
     if (p.n_threads == 0) p.n_threads = plm_default_threads();
     if (p.n_threads > 256) p.n_threads = 256;
     c->params = p;
