@@ -44,8 +44,6 @@ static plm_status scratch_alloc(plm_scratch *s, const plm_plan_buffers *b, plm_e
     return PLM_OK;
 }
 
-static const plm_type kv_storage[] = {[PLM_KV_F16] = PLM_TYPE_F16, [PLM_KV_Q8_0] = PLM_TYPE_Q8_0,
-                                       [PLM_KV_Q4_0] = PLM_TYPE_Q4_0};
 static const char *const kv_names[] = {[PLM_KV_F16] = "f16", [PLM_KV_Q8_0] = "q8_0", [PLM_KV_Q4_0] = "q4_0"};
 
 const char *plm_kv_type_name(plm_kv_type t) { return (unsigned)t <= PLM_KV_Q4_0 ? kv_names[t] : "?"; }
@@ -60,8 +58,8 @@ static plm_status kv_alloc(plm_kv_cache *kv, const plm_hparams *hp, const plm_co
                            const plm_plan_buffers *b, plm_error *err) {
     kv->n_ctx = p->n_ctx;
     kv->kv_dim = hp->n_head_kv * hp->head_dim;
-    kv->type_k = kv_storage[p->type_k];
-    kv->type_v = kv_storage[p->type_v];
+    kv->type_k = (plm_type)plm_plan_kv_ggml_type(p->type_k);  /* the plan's mapping: one source */
+    kv->type_v = (plm_type)plm_plan_kv_ggml_type(p->type_v);
     kv->k_row = b->kv_row_k;
     kv->v_row = b->kv_row_v;
     kv->k = malloc(b->kv_k);
