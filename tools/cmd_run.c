@@ -9,7 +9,9 @@
 #include "args.h"
 #include "cli.h"
 #include "config.h"
+#include "files.h"
 #include "fit.h"
+#include "measure.h"
 #include "telemetry.h"
 #include "pocketlm.h"
 
@@ -27,38 +29,8 @@ typedef struct run_opts {
     arg_list stops;
 } run_opts;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return measure_now_ns() * 1e-9; }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    char chunk[65536];
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (n + got + 1 > cap) {
-            cap = (n + got + 1) * 2;
-            char *b = realloc(buf, cap);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = b;
-        }
-        memcpy(buf + n, chunk, got);
-        n += got;
-    }
-    fclose(f);
-    if (!buf) buf = calloc(1, 1);
-    else buf[n] = '\0';
-    *len = n;
-    return buf;
-}
 
 static void emit(plm_stop_out o) {
     fwrite(o.text, 1, o.len, stdout);

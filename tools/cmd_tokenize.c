@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "files.h"
 #include "pocketlm.h"
 
 int cmd_tokenize(int argc, char **argv) {
@@ -31,21 +32,11 @@ int cmd_tokenize(int argc, char **argv) {
     char *text = NULL;
     size_t len = 0;
     if (file) {
-        FILE *fp = fopen(file, "rb");
-        if (!fp) {
+        text = read_file(file, &len);
+        if (!text) {
             perror(file);
             return 1;
         }
-        char buf[65536];
-        size_t got;
-        while ((got = fread(buf, 1, sizeof buf, fp)) > 0) {
-            char *t = realloc(text, len + got + 1);
-            if (!t) break;
-            text = t;
-            memcpy(text + len, buf, got);
-            len += got;
-        }
-        fclose(fp);
     } else {
         text = strdup(pos[0]);
         len = strlen(pos[0]);

@@ -1,13 +1,10 @@
 #include "telemetry.h"
 
 #include <stdlib.h>
-#include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "measure.h"
+
+static double now_s(void) { return measure_now_ns() * 1e-9; }
 
 static double mib(uint64_t b) { return b / 1048576.0; }
 
