@@ -12,6 +12,9 @@
  *  - gemm and plm_matmul: n_tok 1..9 and 17 (not multiples of any tile),
  *    row ranges that split 37 rows unevenly, an out_stride wider than the
  *    rows; outputs outside the requested rows/tokens must stay untouched.
+ *  - gemm at prefill size: k = 4352 and 137 tokens, so a blocked gemm must
+ *    cross k slices and token groups (the AVX-512 panels cut k every 1024
+ *    elements and tokens every 128), on 21 rows (a ragged 16-row panel).
  *
  * Tolerance: |simd - ref| <= 2e-5 * sum_j |w_j * a_j| + 1e-30, with w and a
  * the dequantized weight and activation rows.  Both sides sum the same exact
@@ -269,6 +272,36 @@ static void test_gemm(const plm_kernels *kt, plm_type wt) {
     CHECK(bad == 0, "%s matmul/gemm %s: %d of %d outputs wrong", kt->name, ti->name, bad, runs);
 }
 
+/* Prefill-sized products: several k slices, token groups and row panels. */
+enum { BIG_K = 4352, BIG_ROWS = 21, BIG_TOK = 137 };
+
+static void test_gemm_large(const plm_kernels *kt, plm_type wt) {
+    const plm_kernels *ref = plm_kernels_ref();
+    const plm_type_info *ti = plm_type_info_get(wt);
+    const plm_type at = ti->vec_dot_type;
+    const size_t wrow = plm_row_size(wt, BIG_K), arow = plm_row_size(at, BIG_K);
+    static uint8_t w[BIG_ROWS * BIG_K * 4], a[BIG_TOK * BIG_K * 4];
+    static float x[BIG_K], out[BIG_TOK * BIG_ROWS];
+    if (!kt->gemm[wt] || wrow == 0) return;
+    for (int r = 0; r < BIG_ROWS; r++) random_weights(wt, BIG_K, w + r * wrow);
+    for (int t = 0; t < BIG_TOK; t++) {
+        random_floats(x, BIG_K);
+        ref->quantize_row[at](x, a + t * arow, BIG_K);
+    }
+    plm_matmul(kt, wt, w, BIG_K, 0, BIG_ROWS, a, arow, BIG_TOK, out, BIG_ROWS);
+    int bad = 0;
+    for (int t = 0; t < BIG_TOK; t++)
+        for (int r = 0; r < BIG_ROWS; r++) {
+            float want;
+            ref->vec_dot[wt](BIG_K, &want, w + r * wrow, a + t * arow);
+            const double mag = magnitude(wt, w + r * wrow, at, a + t * arow, BIG_K);
+            if (!close_enough(out[t * BIG_ROWS + r], want, mag) && bad++ < 3)
+                fprintf(stderr, "  %s gemm %s k=%d: [t=%d][r=%d] %.9g want %.9g\n", kt->name, ti->name, BIG_K, t,
+                        r, out[t * BIG_ROWS + r], want);
+        }
+    CHECK(bad == 0, "%s gemm %s at k=%d, %d tokens: %d outputs wrong", kt->name, ti->name, BIG_K, BIG_TOK, bad);
+}
+
 static void test_select(const plm_kernels **list, int n) {
     CHECK(plm_kernels_select("ref") == plm_kernels_ref(), "select(ref)");
     CHECK(plm_kernels_select("no-such-kernels") == NULL, "unknown name must give NULL");
@@ -333,6 +366,7 @@ int main(void) {
         for (int j = 0; j < N_WTYPES; j++) {
             test_vec_dot(list[i], weight_types[j]);
             test_gemm(list[i], weight_types[j]);
+            test_gemm_large(list[i], weight_types[j]);
         }
     }
     return test_summary();

@@ -738,9 +738,20 @@ DEF_NIB_ZMM(iq4_nl, block_iq4_nl, 1, 0x80, vd_iq4_nl)
 
 #define VD_Q4_0 vdz_q4_0
 #define VD_IQ4_NL vdz_iq4_nl
+
+#include "kernels/x86/gemm_panel.h"
 #else
 #define VD_Q4_0 vdu_q4_0
 #define VD_IQ4_NL vd_iq4_nl
+#define GEMM_Q4_0 gemm_q4_0
+#define GEMM_Q5_0 gemm_q5_0
+#define GEMM_Q8_0 gemm_q8_0
+#define GEMM_IQ4_NL gemm_iq4_nl
+#define GEMM_Q2_K gemm_q2_K
+#define GEMM_Q3_K gemm_q3_K
+#define GEMM_Q4_K gemm_q4_K
+#define GEMM_Q5_K gemm_q5_K
+#define GEMM_Q6_K gemm_q6_K
 #endif
 
 /* ---- attention over the f16 KV cache ------------------------------------- */
@@ -792,15 +803,15 @@ static const plm_kernels x86_table = {
         [PLM_TYPE_IQ4_XS] = vd_iq4_xs,
     },
     .gemm = {
-        [PLM_TYPE_Q4_0] = gemm_q4_0,
-        [PLM_TYPE_Q5_0] = gemm_q5_0,
-        [PLM_TYPE_Q8_0] = gemm_q8_0,
-        [PLM_TYPE_IQ4_NL] = gemm_iq4_nl,
-        [PLM_TYPE_Q2_K] = gemm_q2_K,
-        [PLM_TYPE_Q3_K] = gemm_q3_K,
-        [PLM_TYPE_Q4_K] = gemm_q4_K,
-        [PLM_TYPE_Q5_K] = gemm_q5_K,
-        [PLM_TYPE_Q6_K] = gemm_q6_K,
+        [PLM_TYPE_Q4_0] = GEMM_Q4_0,
+        [PLM_TYPE_Q5_0] = GEMM_Q5_0,
+        [PLM_TYPE_Q8_0] = GEMM_Q8_0,
+        [PLM_TYPE_IQ4_NL] = GEMM_IQ4_NL,
+        [PLM_TYPE_Q2_K] = GEMM_Q2_K,
+        [PLM_TYPE_Q3_K] = GEMM_Q3_K,
+        [PLM_TYPE_Q4_K] = GEMM_Q4_K,
+        [PLM_TYPE_Q5_K] = GEMM_Q5_K,
+        [PLM_TYPE_Q6_K] = GEMM_Q6_K,
     },
     .quantize_row = {
         [PLM_TYPE_F32] = plm_quantize_row_f32,

@@ -1,0 +1,373 @@
+/*
+ * Prefill gemm on 16-row panels: the AVX-512 VNNI table's matrix-matrix
+ * kernel, included by x86_body.h when X86_ZMM is set.
+ *
+ * Why panels.  vpdpbusd multiplies unsigned by signed bytes and sums them in
+ * fours into 16 int32 lanes.  When lane j belongs to weight row j and holds
+ * that row's codes 4g..4g+3, one instruction with the activation's four
+ * bytes 4g..4g+3 broadcast does 64 multiply-adds for 16 rows, and the float
+ * work of a block (convert, scale, accumulate) is paid once per 16 rows
+ * instead of once per row.  Decoding a panel block and transposing it to
+ * that layout costs a few dozen instructions, spread over every token of a
+ * group (up to PANEL_TG).  On a core that issues one vpdpbusd per cycle or
+ * less, this moves prefill from float-bound to close to the int8 limit.
+ *
+ * Codes become unsigned: a 32-element block stores u = w + o (o = 8 for
+ * Q4_0, 16 for Q5_0, 128 for Q8_0 and IQ4_NL), and the offset comes back
+ * exactly, in integers, by starting the block's sum at -o * sum(a).  K-quant
+ * sub-blocks do the same with their own code offset (Q6_K 32, Q3_K 4) or
+ * carry a per-row min (Q4_K, Q5_K, Q2_K) dotted with the activation sums.
+ *
+ * Working set.  k is cut in slices (PANEL_KS elements), tokens in groups of
+ * PANEL_TG whose activation sums and scales are tabled once per slice, rows
+ * in panels of 16: the packed panel (about 40 KiB) and the table (up to
+ * 32 KiB) live on the stack and in L1/L2, small enough for a phone's 1 MiB
+ * thread stacks.  The first slice writes the output, later slices add.
+ * Small batches (fewer than PANEL_MIN_TOK tokens) keep the row-by-row gemm:
+ * packing a panel would cost more than it saves.
+ */
+enum {
+    PANEL_R = 16,        /* rows per panel: one per int32 lane */
+    PANEL_KS = 1024,     /* elements per k slice */
+    PANEL_TG = 128,      /* tokens per group */
+    PANEL_C = 8,         /* tokens per register tile */
+    PANEL_MIN_TOK = 16,
+    PANEL_SB = PANEL_KS / 32, /* 32-element sub-blocks per slice */
+};
+
+/* One 32-element sub-block of a panel, transposed for vpdpbusd. */
+typedef struct {
+    __m512i q[8];  /* q[g] lane j: row j's unsigned codes 4g..4g+3 */
+    __m512 d;      /* lane j: scale of row j's codes 0..15 (or 0..31) */
+    __m512 d_hi;   /* lane j: scale of codes 16..31 (K-quants with 16-scales) */
+    __m512 m;      /* lane j: row j's min (of codes 0..15), times the activation sum */
+    __m512 m_hi;   /* lane j: min of codes 16..31 */
+} pblk;
+
+/* Per token and sub-block: where the integer sums start, the activation
+ * scale, and the activation sums a min multiplies. */
+typedef struct {
+    int32_t init_lo[PANEL_TG][PANEL_SB]; /* -o * sum(a), or of elements 0..15 (K_OFS2) */
+    int32_t init_hi[PANEL_TG][PANEL_SB]; /* -o * sum(a 16..31) (K_OFS2) */
+    float d[PANEL_TG][PANEL_SB];         /* activation scale */
+    float sum[PANEL_TG][PANEL_SB];       /* d_a * sum(a) of 0..31 (K_MIN1) or 0..15 (K_MIN2) */
+    float sum_hi[PANEL_TG][PANEL_SB];    /* d_a * sum(a 16..31) (K_MIN2) */
+} ptab;
+
+/* In-register transpose of 8 rows of 8 dwords (r[j] dword g -> r[g] dword j). */
+INL void transpose8x8(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);     /* dwords 0 1 | 4 5 of the pair */
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]); /* dwords 2 3 | 6 7 */
+    }
+    for (int h = 0; h < 2; h++) { /* rows 0-3, then 4-7 */
+        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);     /* dword 0 | 4 */
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);     /* dword 1 | 5 */
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]); /* dword 2 | 6 */
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]); /* dword 3 | 7 */
+    }
+    for (int g = 0; g < 4; g++) {
+        r[g] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x20);
+        r[g + 4] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x31);
+    }
+}
+
+/* 16 rows of 32 codes (row j in r[j]) -> the transposed q[8]. */
+INL void panel_transpose(__m256i r[PANEL_R], pblk *p) {
+    transpose8x8(r);
+    transpose8x8(r + 8);
+    for (int g = 0; g < 8; g++) p->q[g] = _mm512_inserti64x4(_mm512_castsi256_si512(r[g]), r[8 + g], 1);
+}
+
+/* 16 f16 scales -> one float vector. */
+INL __m512 panel_scales(const plm_fp16_t h[PANEL_R]) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)h));
+}
+
+/* ---- 32-element formats against Q8_0 ------------------------------------ */
+
+INL __m256i udec_q4_0(const block_q4_0 *b) { return nibbles32(b->qs); }
+INL __m256i udec_q5_0(const block_q5_0 *b) {
+    return _mm256_or_si256(nibbles32(b->qs), _mm256_and_si256(bits32(b->qh), _mm256_set1_epi8(0x10)));
+}
+INL __m256i udec_q8_0(const block_q8_0 *b) { return _mm256_xor_si256(LOADU(b->qs), _mm256_set1_epi8((char)0x80)); }
+INL __m256i udec_iq4_nl(const block_iq4_nl *b) {
+    return _mm256_xor_si256(dec_iq4_nl(b), _mm256_set1_epi8((char)0x80));
+}
+
+/* Table for Q8_0 activations: one sum and one scale per 32-block. */
+INL void ptab_q8_0(const char *act, size_t as, int tn, int64_t b0, int kb, int o, ptab *t) {
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int c = 0; c < tn; c++) {
+        const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + (size_t)c * as) + b0;
+        for (int b = 0; b < kb; b++) {
+            const int s = hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, LOADU(y[b].qs)));
+            t->init_lo[c][b] = -o * s;
+            t->d[c][b] = h2f(y[b].d);
+        }
+    }
+}
+
+/* Tokens c0..c0+C-1 of the group against one packed panel: 16 rows x C
+ * tokens of float sums in acc.  A 32-block is two chains of four vpdpbusd
+ * so the latency of one chain hides behind the other tokens'. */
+INL void ptile_32(int C, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
+                  int64_t b0, __m512 *acc) {
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < kb; b++) {
+        for (int c = 0; c < C; c++) {
+            const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)(c0 + c) * as) + b0 + b)->qs;
+            uint32_t a4[8];
+            memcpy(a4, qs, 32);
+            __m512i s0 = _mm512_set1_epi32(t->init_lo[c0 + c][b]), s1 = _mm512_setzero_si512();
+            for (int g = 0; g < 8; g += 2) {
+                s0 = _mm512_dpbusd_epi32(s0, p[b].q[g], _mm512_set1_epi32((int)a4[g]));
+                s1 = _mm512_dpbusd_epi32(s1, p[b].q[g + 1], _mm512_set1_epi32((int)a4[g + 1]));
+            }
+            const __m512 scale = _mm512_mul_ps(p[b].d, _mm512_set1_ps(t->d[c0 + c][b]));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[c]);
+        }
+    }
+}
+
+/* Store (first slice) or add (later slices) 16 rows x C tokens. */
+INL void panel_store(int C, const __m512 *acc, float *out, int64_t os, int rn, bool add) {
+    const __mmask16 m = (__mmask16)((1u << rn) - 1);
+    for (int c = 0; c < C; c++) {
+        float *o = out + c * os;
+        _mm512_mask_storeu_ps(o, m, add ? _mm512_add_ps(acc[c], _mm512_maskz_loadu_ps(m, o)) : acc[c]);
+    }
+}
+
+/* One tile of C tokens, C a constant in each case so acc stays in registers. */
+#define PANEL_CASES(TILE, ...)                                                                   \
+    switch (C) {                                                                                 \
+    case 8: TILE(8, __VA_ARGS__); break;                                                         \
+    case 7: TILE(7, __VA_ARGS__); break;                                                         \
+    case 6: TILE(6, __VA_ARGS__); break;                                                         \
+    case 5: TILE(5, __VA_ARGS__); break;                                                         \
+    case 4: TILE(4, __VA_ARGS__); break;                                                         \
+    case 3: TILE(3, __VA_ARGS__); break;                                                         \
+    case 2: TILE(2, __VA_ARGS__); break;                                                         \
+    default: TILE(1, __VA_ARGS__); break;                                                        \
+    }
+
+#define RUN_TILE_32(CC, p, kb, t, c0, act, as, b0, out, os, rn, add)                             \
+    do {                                                                                         \
+        __m512 acc_[CC];                                                                         \
+        ptile_32(CC, p, kb, t, c0, act, as, b0, acc_);                                           \
+        panel_store(CC, acc_, out, os, rn, add);                                                 \
+    } while (0)
+
+TGT static void ptile_32_any(int C, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
+                             int64_t b0, float *out, int64_t os, int rn, bool add) {
+    PANEL_CASES(RUN_TILE_32, p, kb, t, c0, act, as, b0, out, os, rn, add)
+}
+
+/* The gemm for a 32-element format: UDEC gives a block's codes + OFS as
+ * unsigned bytes in element order; SMALL is the row-by-row gemm. */
+#define DEF_PANEL_32(NAME, BT, UDEC, OFS, SMALL)                                                 \
+    INL void pack_##NAME(const char *w, size_t ws, int rn, int64_t b0, int kb, pblk *p) {        \
+        for (int b = 0; b < kb; b++) {                                                           \
+            __m256i r[PANEL_R];                                                                  \
+            plm_fp16_t d[PANEL_R];                                                               \
+            for (int j = 0; j < PANEL_R; j++) { /* rows past the end: row 0, scale 0 */          \
+                const BT *x = (const BT *)(const void *)(w + (size_t)(j < rn ? j : 0) * ws) + b0 + b; \
+                r[j] = UDEC(x);                                                                  \
+                d[j] = j < rn ? x->d : 0;                                                        \
+            }                                                                                    \
+            panel_transpose(r, &p[b]);                                                           \
+            p[b].d = panel_scales(d);                                                            \
+        }                                                                                        \
+    }                                                                                            \
+    TGT static void gemmp_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
+                                 size_t as, int nt, float *out, int64_t os) {                    \
+        if (nt < PANEL_MIN_TOK) {                                                                \
+            SMALL(k, w, ws, nr, act, as, nt, out, os);                                           \
+            return;                                                                              \
+        }                                                                                        \
+        _Alignas(64) pblk panel[PANEL_SB];                                                       \
+        _Alignas(64) ptab tab;                                                                   \
+        const int64_t nb = k / 32;                                                               \
+        for (int64_t b0 = 0; b0 < nb; b0 += PANEL_SB) {                                          \
+            const int kb = (int)(nb - b0 < PANEL_SB ? nb - b0 : PANEL_SB);                       \
+            for (int t0 = 0; t0 < nt; t0 += PANEL_TG) {                                          \
+                const int tn = nt - t0 < PANEL_TG ? nt - t0 : PANEL_TG;                          \
+                const char *at = (const char *)act + (size_t)t0 * as;                            \
+                ptab_q8_0(at, as, tn, b0, kb, OFS, &tab);                                        \
+                for (int64_t r0 = 0; r0 < nr; r0 += PANEL_R) {                                   \
+                    const int rn = (int)(nr - r0 < PANEL_R ? nr - r0 : PANEL_R);                 \
+                    pack_##NAME((const char *)w + (size_t)r0 * ws, ws, rn, b0, kb, panel);       \
+                    for (int c = 0; c < tn; c += PANEL_C)                                        \
+                        ptile_32_any(tn - c < PANEL_C ? tn - c : PANEL_C, panel, kb, &tab, c, at, as, b0, \
+                                     out + (t0 + c) * os + r0, os, rn, b0 > 0);                  \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+DEF_PANEL_32(q4_0, block_q4_0, udec_q4_0, 8, gemm_q4_0)
+DEF_PANEL_32(q5_0, block_q5_0, udec_q5_0, 16, gemm_q5_0)
+DEF_PANEL_32(q8_0, block_q8_0, udec_q8_0, 128, gemm_q8_0)
+DEF_PANEL_32(iq4_nl, block_iq4_nl, udec_iq4_nl, 128, gemm_iq4_nl)
+
+#define GEMM_Q4_0 gemmp_q4_0
+#define GEMM_Q5_0 gemmp_q5_0
+#define GEMM_Q8_0 gemmp_q8_0
+#define GEMM_IQ4_NL gemmp_iq4_nl
+
+/* ---- K-quants against Q8_K ----------------------------------------------
+ * A super-block is 8 sub-blocks of 32.  Per row and sub-block the panel
+ * holds the codes and float scales S = d * sc for elements 0-15 and 16-31
+ * (equal for Q4_K/Q5_K), and mins M = dmin * m where the format has them.
+ * The activation scale d_a is per super-block; the table keeps it per
+ * sub-block, with the bsums already multiplied by it, so each sub-block
+ * adds its own terms and no partial sum waits for the super-block's end:
+ *   K_MIN1  Q4_K, Q5_K: cvt(dot) * S * d_a - M * (d_a * bsum32)
+ *   K_OFS2  Q6_K, Q3_K: codes carry an offset o (32, 4) under the same
+ *           scale as their half, so each half's integer sum starts at
+ *           -o * bsum16, as in the 32-element formats
+ *   K_MIN2  Q2_K: a scale and a min per 16 elements */
+enum { K_MIN1, K_OFS2, K_MIN2 };
+
+INL void ptab_q8_K(const char *act, size_t as, int tn, int64_t s0, int ks, int mode, int o, ptab *t) {
+    for (int c = 0; c < tn; c++) {
+        const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)c * as) + s0 / 8;
+        for (int s = 0; s < ks; s++) {
+            const block_q8_K *q = y + s / 8;
+            const int lo = q->bsums[2 * (s % 8)], hi = q->bsums[2 * (s % 8) + 1];
+            t->d[c][s] = q->d;
+            if (mode == K_MIN1) t->sum[c][s] = q->d * (float)(lo + hi);
+            if (mode == K_MIN2) t->sum[c][s] = q->d * (float)lo, t->sum_hi[c][s] = q->d * (float)hi;
+            if (mode == K_OFS2) t->init_lo[c][s] = -o * lo, t->init_hi[c][s] = -o * hi;
+        }
+    }
+}
+
+INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, const char *act, size_t as,
+                 int64_t s0, __m512 *acc) {
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int sb = 0; sb < ks / 8; sb++) {
+        for (int s = 0; s < 8; s++) {
+            const pblk *b = &p[8 * sb + s];
+            const int st = 8 * sb + s;
+            for (int c = 0; c < C; c++) {
+                const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)(c0 + c) * as) + s0 / 8 + sb;
+                uint32_t a4[8];
+                memcpy(a4, y->qs + 32 * s, 32);
+                __m512i lo = mode == K_OFS2 ? _mm512_set1_epi32(t->init_lo[c0 + c][st]) : _mm512_setzero_si512();
+                __m512i hi = mode == K_OFS2 ? _mm512_set1_epi32(t->init_hi[c0 + c][st]) : _mm512_setzero_si512();
+                for (int g = 0; g < 4; g++) {
+                    lo = _mm512_dpbusd_epi32(lo, b->q[g], _mm512_set1_epi32((int)a4[g]));
+                    hi = _mm512_dpbusd_epi32(hi, b->q[g + 4], _mm512_set1_epi32((int)a4[g + 4]));
+                }
+                const __m512 da = _mm512_set1_ps(t->d[c0 + c][st]);
+                __m512 v = acc[c];
+                if (mode == K_MIN1) {
+                    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), _mm512_mul_ps(b->d, da), v);
+                    v = _mm512_fnmadd_ps(b->m, _mm512_set1_ps(t->sum[c0 + c][st]), v);
+                } else {
+                    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(b->d, da), v);
+                    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(b->d_hi, da), v);
+                    if (mode == K_MIN2) {
+                        v = _mm512_fnmadd_ps(b->m, _mm512_set1_ps(t->sum[c0 + c][st]), v);
+                        v = _mm512_fnmadd_ps(b->m_hi, _mm512_set1_ps(t->sum_hi[c0 + c][st]), v);
+                    }
+                }
+                acc[c] = v;
+            }
+        }
+    }
+}
+
+#define RUN_TILE_K(CC, mode, p, ks, t, c0, act, as, s0, out, os, rn, add)                       \
+    do {                                                                                         \
+        __m512 acc_[CC];                                                                         \
+        ptile_k(CC, mode, p, ks, t, c0, act, as, s0, acc_);                                      \
+        panel_store(CC, acc_, out, os, rn, add);                                                 \
+    } while (0)
+
+#define DEF_PTILE_K(MODE)                                                                        \
+    TGT static void ptile_k##MODE(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act, \
+                                  size_t as, int64_t s0, float *out, int64_t os, int rn, bool add) { \
+        PANEL_CASES(RUN_TILE_K, MODE, p, ks, t, c0, act, as, s0, out, os, rn, add)               \
+    }
+DEF_PTILE_K(K_MIN1)
+DEF_PTILE_K(K_OFS2)
+DEF_PTILE_K(K_MIN2)
+
+/* Scales and mins of sub-block s of a decoded super-block: lanes 0 and 8 of
+ * sc[s] scale elements 0-15 and 16-31; off has one lane per 16 elements. */
+INL void kdec_sub(const kdec *u, int s, float *S_lo, float *S_hi, float *M_lo, float *M_hi) {
+    int16_t sc[16], off[16];
+    _mm256_storeu_si256((__m256i *)(void *)sc, u->sc[s]);
+    _mm256_storeu_si256((__m256i *)(void *)off, u->off);
+    *S_lo = u->d * sc[0];
+    *S_hi = u->d * sc[8];
+    *M_lo = u->dm * off[2 * s];
+    *M_hi = u->dm * off[2 * s + 1];
+}
+
+/* DEC decodes a super-block to codes (kdec); MODE and the code offset OFS
+ * (K_OFS2 only) as above; SMALL is the row-by-row gemm. */
+#define DEF_PANEL_K(NAME, BT, DEC, MODE, OFS, SMALL)                                             \
+    INL void packk_##NAME(const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p) {       \
+        kdec u[PANEL_R];                                                                         \
+        for (int sb = 0; sb < ks; sb += 8) {                                                     \
+            for (int j = 0; j < PANEL_R; j++)                                                    \
+                DEC((const BT *)(const void *)(w + (size_t)(j < rn ? j : 0) * ws) + (s0 + sb) / 8, &u[j]); \
+            for (int s = 0; s < 8; s++) {                                                        \
+                __m256i r[PANEL_R];                                                              \
+                _Alignas(64) float S_lo[PANEL_R], S_hi[PANEL_R], M_lo[PANEL_R], M_hi[PANEL_R];  \
+                for (int j = 0; j < PANEL_R; j++) {                                              \
+                    r[j] = _mm256_load_si256((const __m256i *)(const void *)(u[j].q + 32 * s));  \
+                    kdec_sub(&u[j], s, &S_lo[j], &S_hi[j], &M_lo[j], &M_hi[j]);                  \
+                    if (j >= rn) S_lo[j] = S_hi[j] = M_lo[j] = M_hi[j] = 0.0f;                   \
+                }                                                                                \
+                pblk *b = &p[sb + s];                                                            \
+                panel_transpose(r, b);                                                           \
+                b->d = _mm512_load_ps(S_lo);                                                     \
+                b->d_hi = _mm512_load_ps(S_hi);                                                  \
+                b->m = _mm512_load_ps(M_lo);                                                     \
+                b->m_hi = _mm512_load_ps(M_hi);                                                  \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    TGT static void gemmp_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
+                                 size_t as, int nt, float *out, int64_t os) {                    \
+        if (nt < PANEL_MIN_TOK) {                                                                \
+            SMALL(k, w, ws, nr, act, as, nt, out, os);                                           \
+            return;                                                                              \
+        }                                                                                        \
+        _Alignas(64) pblk panel[PANEL_SB];                                                       \
+        _Alignas(64) ptab tab;                                                                   \
+        const int64_t ns = k / 32;                                                               \
+        for (int64_t s0 = 0; s0 < ns; s0 += PANEL_SB) {                                          \
+            const int ks = (int)(ns - s0 < PANEL_SB ? ns - s0 : PANEL_SB);                       \
+            for (int t0 = 0; t0 < nt; t0 += PANEL_TG) {                                          \
+                const int tn = nt - t0 < PANEL_TG ? nt - t0 : PANEL_TG;                          \
+                const char *at = (const char *)act + (size_t)t0 * as;                            \
+                ptab_q8_K(at, as, tn, s0, ks, MODE, OFS, &tab);                                  \
+                for (int64_t r0 = 0; r0 < nr; r0 += PANEL_R) {                                   \
+                    const int rn = (int)(nr - r0 < PANEL_R ? nr - r0 : PANEL_R);                 \
+                    packk_##NAME((const char *)w + (size_t)r0 * ws, ws, rn, s0, ks, panel);      \
+                    for (int c = 0; c < tn; c += PANEL_C)                                        \
+                        ptile_k##MODE(tn - c < PANEL_C ? tn - c : PANEL_C, panel, ks, &tab, c, at, as, s0, \
+                                      out + (t0 + c) * os + r0, os, rn, s0 > 0);                 \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+DEF_PANEL_K(q2_K, block_q2_K, kdec_q2_K, K_MIN2, 0, gemm_q2_K)
+DEF_PANEL_K(q3_K, block_q3_K, kdec_q3_K, K_OFS2, 4, gemm_q3_K)
+DEF_PANEL_K(q4_K, block_q4_K, kdec_q4_K, K_MIN1, 0, gemm_q4_K)
+DEF_PANEL_K(q5_K, block_q5_K, kdec_q5_K, K_MIN1, 0, gemm_q5_K)
+DEF_PANEL_K(q6_K, block_q6_K, kdec_q6_K, K_OFS2, 32, gemm_q6_K)
+
+#define GEMM_Q2_K gemmp_q2_K
+#define GEMM_Q3_K gemmp_q3_K
+#define GEMM_Q4_K gemmp_q4_K
+#define GEMM_Q5_K gemmp_q5_K
+#define GEMM_Q6_K gemmp_q6_K
