@@ -82,7 +82,8 @@ static void random_weights(plm_type t, int64_t n, void *w) {
     const plm_type_info *ti = plm_type_info_get(t);
     const size_t bytes = plm_row_size(t, n);
     if (ti->block_size == 1) {
-        float x[512];
+        static float x[8192];
+        REQUIRE_VOID(n <= 8192, "random_weights: row of %lld", (long long)n);
         for (int64_t i = 0; i < n; i++) x[i] = rng_sym();
         plm_get_quantize(t)(x, w, n);
         return;

@@ -109,15 +109,30 @@ INL void ptab_q8_0(const char *act, size_t as, int tn, int64_t b0, int kb, int o
     }
 }
 
+/* Table for Q8_1 activations (Q4_1, Q5_1): codes carry no offset; the
+ * min m of a weight block meets s = d_a * sum(a), stored by the quantizer. */
+INL void ptab_q8_1(const char *act, size_t as, int tn, int64_t b0, int kb, int o, ptab *t) {
+    (void)o;
+    for (int c = 0; c < tn; c++) {
+        const block_q8_1 *y = (const block_q8_1 *)(const void *)(act + (size_t)c * as) + b0;
+        for (int b = 0; b < kb; b++) {
+            t->init_lo[c][b] = 0;
+            t->d[c][b] = h2f(y[b].d);
+            t->sum[c][b] = h2f(y[b].s);
+        }
+    }
+}
+
 /* Tokens c0..c0+C-1 of the group against one packed panel: 16 rows x C
  * tokens of float sums in acc.  A 32-block is two chains of four vpdpbusd
  * so the latency of one chain hides behind the other tokens'. */
-INL void ptile_32(int C, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
+INL void ptile_32(int C, int q8_1, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
                   int64_t b0, __m512 *acc) {
+    const size_t ab = q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);  /* qs is last in both */
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int b = 0; b < kb; b++) {
         for (int c = 0; c < C; c++) {
-            const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)(c0 + c) * as) + b0 + b)->qs;
+            const char *qs = act + (size_t)(c0 + c) * as + (size_t)(b0 + b + 1) * ab - 32;
             uint32_t a4[8];
             memcpy(a4, qs, 32);
             __m512i s0 = _mm512_set1_epi32(t->init_lo[c0 + c][b]), s1 = _mm512_setzero_si512();
@@ -127,6 +142,7 @@ INL void ptile_32(int C, const pblk *p, int kb, const ptab *t, int c0, const cha
             }
             const __m512 scale = _mm512_mul_ps(p[b].d, _mm512_set1_ps(t->d[c0 + c][b]));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[c]);
+            if (q8_1) acc[c] = _mm512_fmadd_ps(p[b].m, _mm512_set1_ps(t->sum[c0 + c][b]), acc[c]);
         }
     }
 }
@@ -153,32 +169,41 @@ INL void panel_store(int C, const __m512 *acc, float *out, int64_t os, int rn, b
     default: TILE(1, __VA_ARGS__); break;                                                        \
     }
 
-#define RUN_TILE_32(CC, p, kb, t, c0, act, as, b0, out, os, rn, add)                             \
+#define RUN_TILE_32(CC, q8_1, p, kb, t, c0, act, as, b0, out, os, rn, add)                      \
     do {                                                                                         \
         __m512 acc_[CC];                                                                         \
-        ptile_32(CC, p, kb, t, c0, act, as, b0, acc_);                                           \
+        ptile_32(CC, q8_1, p, kb, t, c0, act, as, b0, acc_);                                     \
         panel_store(CC, acc_, out, os, rn, add);                                                 \
     } while (0)
 
-TGT static void ptile_32_any(int C, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
-                             int64_t b0, float *out, int64_t os, int rn, bool add) {
-    PANEL_CASES(RUN_TILE_32, p, kb, t, c0, act, as, b0, out, os, rn, add)
+TGT static void ptile_q8_0(int C, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
+                           int64_t b0, float *out, int64_t os, int rn, bool add) {
+    PANEL_CASES(RUN_TILE_32, 0, p, kb, t, c0, act, as, b0, out, os, rn, add)
+}
+
+TGT static void ptile_q8_1(int C, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
+                           int64_t b0, float *out, int64_t os, int rn, bool add) {
+    PANEL_CASES(RUN_TILE_32, 1, p, kb, t, c0, act, as, b0, out, os, rn, add)
 }
 
 /* The gemm for a 32-element format: UDEC gives a block's codes + OFS as
- * unsigned bytes in element order; SMALL is the row-by-row gemm. */
-#define DEF_PANEL_32(NAME, BT, UDEC, OFS, SMALL)                                                 \
+ * unsigned bytes in element order; ACT is the activation format (q8_0, or
+ * q8_1 for the formats with a min, MIN the min's field or `d` as a dummy);
+ * SMALL is the row-by-row gemm. */
+#define DEF_PANEL_32(NAME, BT, UDEC, OFS, ACT, MIN, SMALL)                                       \
     INL void pack_##NAME(const char *w, size_t ws, int rn, int64_t b0, int kb, pblk *p) {        \
         for (int b = 0; b < kb; b++) {                                                           \
             __m256i r[PANEL_R];                                                                  \
-            plm_fp16_t d[PANEL_R];                                                               \
+            plm_fp16_t d[PANEL_R], m[PANEL_R];                                                   \
             for (int j = 0; j < PANEL_R; j++) { /* rows past the end: row 0, scale 0 */          \
                 const BT *x = (const BT *)(const void *)(w + (size_t)(j < rn ? j : 0) * ws) + b0 + b; \
                 r[j] = UDEC(x);                                                                  \
                 d[j] = j < rn ? x->d : 0;                                                        \
+                m[j] = j < rn ? x->MIN : 0;                                                      \
             }                                                                                    \
             panel_transpose(r, &p[b]);                                                           \
             p[b].d = panel_scales(d);                                                            \
+            p[b].m = panel_scales(m);                                                            \
         }                                                                                        \
     }                                                                                            \
     TGT static void gemmp_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
@@ -195,27 +220,32 @@ TGT static void ptile_32_any(int C, const pblk *p, int kb, const ptab *t, int c0
             for (int t0 = 0; t0 < nt; t0 += PANEL_TG) {                                          \
                 const int tn = nt - t0 < PANEL_TG ? nt - t0 : PANEL_TG;                          \
                 const char *at = (const char *)act + (size_t)t0 * as;                            \
-                ptab_q8_0(at, as, tn, b0, kb, OFS, &tab);                                        \
+                ptab_##ACT(at, as, tn, b0, kb, OFS, &tab);                                       \
                 for (int64_t r0 = 0; r0 < nr; r0 += PANEL_R) {                                   \
                     const int rn = (int)(nr - r0 < PANEL_R ? nr - r0 : PANEL_R);                 \
                     pack_##NAME((const char *)w + (size_t)r0 * ws, ws, rn, b0, kb, panel);       \
                     for (int c = 0; c < tn; c += PANEL_C)                                        \
-                        ptile_32_any(tn - c < PANEL_C ? tn - c : PANEL_C, panel, kb, &tab, c, at, as, b0, \
+                        ptile_##ACT(tn - c < PANEL_C ? tn - c : PANEL_C, panel, kb, &tab, c, at, as, b0, \
                                      out + (t0 + c) * os + r0, os, rn, b0 > 0);                  \
                 }                                                                                \
             }                                                                                    \
         }                                                                                        \
     }
 
-DEF_PANEL_32(q4_0, block_q4_0, udec_q4_0, 8, gemm_q4_0)
-DEF_PANEL_32(q5_0, block_q5_0, udec_q5_0, 16, gemm_q5_0)
-DEF_PANEL_32(q8_0, block_q8_0, udec_q8_0, 128, gemm_q8_0)
-DEF_PANEL_32(iq4_nl, block_iq4_nl, udec_iq4_nl, 128, gemm_iq4_nl)
+
+DEF_PANEL_32(q4_0, block_q4_0, udec_q4_0, 8, q8_0, d, gemm_q4_0)
+DEF_PANEL_32(q5_0, block_q5_0, udec_q5_0, 16, q8_0, d, gemm_q5_0)
+DEF_PANEL_32(q8_0, block_q8_0, udec_q8_0, 128, q8_0, d, gemm_q8_0)
+DEF_PANEL_32(iq4_nl, block_iq4_nl, udec_iq4_nl, 128, q8_0, d, gemm_iq4_nl)
+DEF_PANEL_32(q4_1, block_q4_1, dec_q4_1, 0, q8_1, m, gemm_q4_1)
+DEF_PANEL_32(q5_1, block_q5_1, dec_q5_1, 0, q8_1, m, gemm_q5_1)
 
 #define GEMM_Q4_0 gemmp_q4_0
 #define GEMM_Q5_0 gemmp_q5_0
 #define GEMM_Q8_0 gemmp_q8_0
 #define GEMM_IQ4_NL gemmp_iq4_nl
+#define GEMM_Q4_1 gemmp_q4_1
+#define GEMM_Q5_1 gemmp_q5_1
 
 /* ---- K-quants against Q8_K ----------------------------------------------
  * A super-block is 8 sub-blocks of 32.  Per row and sub-block the panel
@@ -228,8 +258,9 @@ DEF_PANEL_32(iq4_nl, block_iq4_nl, udec_iq4_nl, 128, gemm_iq4_nl)
  *   K_OFS2  Q6_K, Q3_K: codes carry an offset o (32, 4) under the same
  *           scale as their half, so each half's integer sum starts at
  *           -o * bsum16, as in the 32-element formats
- *   K_MIN2  Q2_K: a scale and a min per 16 elements */
-enum { K_MIN1, K_OFS2, K_MIN2 };
+ *   K_MIN2  Q2_K: a scale and a min per 16 elements
+ *   K_OFS1  IQ4_XS: signed levels + 128 under one scale per 32 */
+enum { K_MIN1, K_OFS2, K_MIN2, K_OFS1 };
 
 INL void ptab_q8_K(const char *act, size_t as, int tn, int64_t s0, int ks, int mode, int o, ptab *t) {
     for (int c = 0; c < tn; c++) {
@@ -241,6 +272,7 @@ INL void ptab_q8_K(const char *act, size_t as, int tn, int64_t s0, int ks, int m
             if (mode == K_MIN1) t->sum[c][s] = q->d * (float)(lo + hi);
             if (mode == K_MIN2) t->sum[c][s] = q->d * (float)lo, t->sum_hi[c][s] = q->d * (float)hi;
             if (mode == K_OFS2) t->init_lo[c][s] = -o * lo, t->init_hi[c][s] = -o * hi;
+            if (mode == K_OFS1) t->init_lo[c][s] = -o * (lo + hi);
         }
     }
 }
@@ -256,7 +288,8 @@ INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, 
                 const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)(c0 + c) * as) + s0 / 8 + sb;
                 uint32_t a4[8];
                 memcpy(a4, y->qs + 32 * s, 32);
-                __m512i lo = mode == K_OFS2 ? _mm512_set1_epi32(t->init_lo[c0 + c][st]) : _mm512_setzero_si512();
+                __m512i lo = mode == K_OFS2 || mode == K_OFS1 ? _mm512_set1_epi32(t->init_lo[c0 + c][st])
+                                                              : _mm512_setzero_si512();
                 __m512i hi = mode == K_OFS2 ? _mm512_set1_epi32(t->init_hi[c0 + c][st]) : _mm512_setzero_si512();
                 for (int g = 0; g < 4; g++) {
                     lo = _mm512_dpbusd_epi32(lo, b->q[g], _mm512_set1_epi32((int)a4[g]));
@@ -264,9 +297,9 @@ INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, 
                 }
                 const __m512 da = _mm512_set1_ps(t->d[c0 + c][st]);
                 __m512 v = acc[c];
-                if (mode == K_MIN1) {
+                if (mode == K_MIN1 || mode == K_OFS1) {
                     v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), _mm512_mul_ps(b->d, da), v);
-                    v = _mm512_fnmadd_ps(b->m, _mm512_set1_ps(t->sum[c0 + c][st]), v);
+                    if (mode == K_MIN1) v = _mm512_fnmadd_ps(b->m, _mm512_set1_ps(t->sum[c0 + c][st]), v);
                 } else {
                     v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(b->d, da), v);
                     v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(b->d_hi, da), v);
@@ -296,6 +329,20 @@ INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, 
 DEF_PTILE_K(K_MIN1)
 DEF_PTILE_K(K_OFS2)
 DEF_PTILE_K(K_MIN2)
+DEF_PTILE_K(K_OFS1)
+
+/* IQ4_XS as a kdec: levels + 128, one 6-bit scale (minus 32) per 32. */
+INL void kdec_iq4_xs(const block_iq4_xs *x, kdec *u) {
+    const __m256i lut = lut_iq4(), flip = _mm256_set1_epi8((char)0x80);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const __m256i q = _mm256_shuffle_epi8(lut, nibbles32(x->qs + 16 * ib));
+        _mm256_store_si256((__m256i *)(void *)(u->q + 32 * ib), _mm256_xor_si256(q, flip));
+        u->sc[ib] = _mm256_set1_epi16((short)(plm_iq4_xs_scale(x, ib) - 32));
+    }
+    u->off = _mm256_setzero_si256();
+    u->d = h2f(x->d);
+    u->dm = 0.0f;
+}
 
 /* Scales and mins of sub-block s of a decoded super-block: lanes 0 and 8 of
  * sc[s] scale elements 0-15 and 16-31; off has one lane per 16 elements. */
@@ -365,9 +412,11 @@ DEF_PANEL_K(q3_K, block_q3_K, kdec_q3_K, K_OFS2, 4, gemm_q3_K)
 DEF_PANEL_K(q4_K, block_q4_K, kdec_q4_K, K_MIN1, 0, gemm_q4_K)
 DEF_PANEL_K(q5_K, block_q5_K, kdec_q5_K, K_MIN1, 0, gemm_q5_K)
 DEF_PANEL_K(q6_K, block_q6_K, kdec_q6_K, K_OFS2, 32, gemm_q6_K)
+DEF_PANEL_K(iq4_xs, block_iq4_xs, kdec_iq4_xs, K_OFS1, 128, gemm_iq4_xs)
 
 #define GEMM_Q2_K gemmp_q2_K
 #define GEMM_Q3_K gemmp_q3_K
 #define GEMM_Q4_K gemmp_q4_K
 #define GEMM_Q5_K gemmp_q5_K
 #define GEMM_Q6_K gemmp_q6_K
+#define GEMM_IQ4_XS gemmp_iq4_xs

@@ -159,6 +159,70 @@ DEF_VD_HALF(vd_f32, float, load_f32x8, f32_id)
 DEF_VD_HALF(vd_f16, plm_fp16_t, load_f16x8, plm_fp16_to_fp32)
 DEF_VD_HALF(vd_bf16, plm_bf16_t, load_bf16x8, plm_bf16_to_fp32)
 
+/* gemm for float weights: a tile of FR rows x FT tokens, each weight vector
+ * loaded (and widened) once for FT tokens.
+ *
+ * F16/BF16 (ftile_half): fused products summed in float for FCHUNK
+ * elements per lane, each partial sum then joining a double total, as
+ * llama.cpp sums its f16 dots in float.  F32 (ftile_exact) keeps vec_dot's
+ * arithmetic, products rounded to float and summed in double: summing even
+ * eight products per lane in float moved stories260K's logits 3x further
+ * from llama.cpp's (0.011 against 0.0034), its dot products cancel heavily.
+ * That costs F32 the speed-up (conversions, not loads, bound it). */
+enum { FR = 2, FT = 4, FCHUNK = 256 };
+
+/* Both tiles for one weight type; `exact` picks the arithmetic. */
+#define DEF_GEMM_FLOAT(NAME, T, LOAD8, TO32, EXACT)                                          \
+    INL void ftile_##NAME(int nr, int nt, int64_t k, const char *w, size_t ws, const char *act, \
+                          size_t as, float *out, int64_t os) {                               \
+        double tot[FR][FT] = {{0}};                                                          \
+        const int64_t k8 = k & ~(int64_t)7;                                                  \
+        for (int64_t i0 = 0; i0 < k8; i0 += FCHUNK) {                                        \
+            const int64_t i1 = i0 + FCHUNK < k8 ? i0 + FCHUNK : k8;                          \
+            __m256 acc[FR][FT];                                                              \
+            __m256d lo[FR][FT], hi[FR][FT];                                                  \
+            for (int r = 0; r < nr; r++)                                                     \
+                for (int t = 0; t < nt; t++) acc[r][t] = _mm256_setzero_ps(), lo[r][t] = hi[r][t] = _mm256_setzero_pd(); \
+            for (int64_t i = i0; i < i1; i += 8) {                                           \
+                __m256 wv[FR];                                                               \
+                for (int r = 0; r < nr; r++) wv[r] = LOAD8((const T *)(const void *)(w + r * ws) + i); \
+                for (int t = 0; t < nt; t++) {                                               \
+                    const __m256 av = _mm256_loadu_ps((const float *)(const void *)(act + t * as) + i); \
+                    for (int r = 0; r < nr; r++) {                                           \
+                        if (EXACT) WIDEN_ADD(lo[r][t], hi[r][t], _mm256_mul_ps(wv[r], av));  \
+                        else acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);              \
+                    }                                                                        \
+                }                                                                            \
+            }                                                                                \
+            for (int r = 0; r < nr; r++)                                                     \
+                for (int t = 0; t < nt; t++) {                                               \
+                    if (!EXACT) WIDEN_ADD(lo[r][t], hi[r][t], acc[r][t]);                    \
+                    tot[r][t] += hsum_pd(_mm256_add_pd(lo[r][t], hi[r][t]));                 \
+                }                                                                            \
+        }                                                                                    \
+        for (int r = 0; r < nr; r++)                                                         \
+            for (int t = 0; t < nt; t++) {                                                   \
+                const T *wr = (const T *)(const void *)(w + r * ws);                         \
+                const float *a = (const float *)(const void *)(act + t * as);                \
+                for (int64_t i = k8; i < k; i++) tot[r][t] += (double)(TO32(wr[i]) * a[i]);  \
+                out[t * os + r] = (float)tot[r][t];                                          \
+            }                                                                                \
+    }                                                                                        \
+    TGT static void gemmf_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
+                                 size_t as, int nt, float *out, int64_t os) {                \
+        for (int64_t r = 0; r < nr; r += FR)                                                 \
+            for (int t = 0; t < nt; t += FT) {                                               \
+                const int rn = nr - r < FR ? (int)(nr - r) : FR, tn = nt - t < FT ? nt - t : FT; \
+                const char *wr = (const char *)w + (size_t)r * ws, *at = (const char *)act + (size_t)t * as; \
+                if (rn == FR && tn == FT) ftile_##NAME(FR, FT, k, wr, ws, at, as, out + t * os + r, os); \
+                else ftile_##NAME(rn, tn, k, wr, ws, at, as, out + t * os + r, os);          \
+            }                                                                                \
+    }
+
+DEF_GEMM_FLOAT(f32, float, load_f32x8, f32_id, 1)
+DEF_GEMM_FLOAT(f16, plm_fp16_t, load_f16x8, plm_fp16_to_fp32, 0)
+DEF_GEMM_FLOAT(bf16, plm_bf16_t, load_bf16x8, plm_bf16_to_fp32, 0)
+
 /* ---- 32-element formats against Q8_0 ------------------------------------
  * Each decoder returns the block's 32 weights as signed bytes in element
  * order; the vec_dot and the gemm tile below are shared by all of them. */
@@ -228,6 +292,28 @@ INL __m256 blk_ss(__m256i w, const block_q8_0 *y) {
     return _mm256_cvtepi32_ps(dot_ss(_mm256_setzero_si256(), _mm256_abs_epi8(w), w, LOADU(y->qs)));
 }
 
+/* The row-by-row gemm around a tile (one weight row x up to GEMM_T tokens):
+ * rows in bands of GEMM_RB so a band of weights stays in cache while every
+ * token tile passes over it. */
+#define DEF_ROW_GEMM(NAME, BT, QB, TILE)                                                     \
+    TGT static void gemm_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
+                                size_t as, int nt, float *out, int64_t os) {                 \
+        const int64_t nb = k / (QB);                                                         \
+        const char *wr = w, *ar = act;                                                       \
+        for (int64_t r0 = 0; r0 < nr; r0 += GEMM_RB) {                                       \
+            const int64_t r1 = r0 + GEMM_RB < nr ? r0 + GEMM_RB : nr;                        \
+            int t = 0;                                                                       \
+            for (; t + GEMM_T <= nt; t += GEMM_T)                                            \
+                for (int64_t r = r0; r < r1; r++)                                            \
+                    TILE(GEMM_T, nb, (const BT *)(const void *)(wr + r * ws), ar + t * as, as, \
+                         out + t * os + r, os);                                              \
+            if (t < nt)                                                                      \
+                for (int64_t r = r0; r < r1; r++)                                            \
+                    TILE(nt - t, nb, (const BT *)(const void *)(wr + r * ws), ar + t * as, as, \
+                         out + t * os + r, os);                                              \
+        }                                                                                    \
+    }
+
 /* vec_dot and gemm for a signed-decoder format (two blocks per step). */
 #define DEF_32(NAME, BT, DEC)                                                                \
     __attribute__((unused)) TGT static void vd_##NAME(int64_t n, float *s, const void *vw, const void *va) {         \
@@ -270,23 +356,7 @@ INL __m256 blk_ss(__m256i w, const block_q8_0 *y) {
         }                                                                                    \
         for (int t = 0; t < nt; t++) out[t * os] = hsum_ps(acc[t]);                          \
     }                                                                                        \
-    TGT static void gemm_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
-                                size_t as, int nt, float *out, int64_t os) {                 \
-        const int64_t nb = k / 32;                                                           \
-        const char *wr = w, *ar = act;                                                       \
-        for (int64_t r0 = 0; r0 < nr; r0 += GEMM_RB) {                                       \
-            const int64_t r1 = r0 + GEMM_RB < nr ? r0 + GEMM_RB : nr;                        \
-            int t = 0;                                                                       \
-            for (; t + GEMM_T <= nt; t += GEMM_T)                                            \
-                for (int64_t r = r0; r < r1; r++)                                            \
-                    tile_##NAME(GEMM_T, nb, (const BT *)(const void *)(wr + r * ws),         \
-                                ar + t * as, as, out + t * os + r, os);                      \
-            if (t < nt)                                                                      \
-                for (int64_t r = r0; r < r1; r++)                                            \
-                    tile_##NAME(nt - t, nb, (const BT *)(const void *)(wr + r * ws),         \
-                                ar + t * as, as, out + t * os + r, os);                      \
-        }                                                                                    \
-    }
+    DEF_ROW_GEMM(NAME, BT, 32, tile_##NAME)
 
 DEF_32(q4_0, block_q4_0, dec_q4_0)
 DEF_32(q5_0, block_q5_0, dec_q5_0)
@@ -319,6 +389,31 @@ INL __m256i dec_q5_1(const block_q5_1 *b) {
 
 DEF_X1(q4_1, block_q4_1, dec_q4_1)
 DEF_X1(q5_1, block_q5_1, dec_q5_1)
+
+/* Row-by-row gemm for Q4_1/Q5_1 (the AVX2 table's, and small batches on
+ * AVX-512): each block decoded once for GEMM_T tokens. */
+#define DEF_X1_GEMM(NAME, BT, DEC)                                                           \
+    INL void tile_##NAME(int nt, int64_t nb, const BT *x, const char *act, size_t as,       \
+                         float *out, int64_t os) {                                           \
+        __m256 acc[GEMM_T];                                                                  \
+        float summ[GEMM_T];                                                                  \
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps(), summ[t] = 0.0f;          \
+        for (int64_t b = 0; b < nb; b++) {                                                   \
+            const __m256i u = DEC(&x[b]);                                                    \
+            const float dw = h2f(x[b].d), m = h2f(x[b].m);                                   \
+            for (int t = 0; t < nt; t++) {                                                   \
+                const block_q8_1 *y = (const block_q8_1 *)(const void *)(act + t * as) + b;  \
+                const __m256i p = dot_us(_mm256_setzero_si256(), u, LOADU(y->qs));           \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * h2f(y->d)), acc[t]); \
+                summ[t] += m * h2f(y->s);                                                    \
+            }                                                                                \
+        }                                                                                    \
+        for (int t = 0; t < nt; t++) out[t * os] = hsum_ps(acc[t]) + summ[t];                \
+    }                                                                                        \
+    DEF_ROW_GEMM(NAME, BT, 32, tile_##NAME)
+
+DEF_X1_GEMM(q4_1, block_q4_1, dec_q4_1)
+DEF_X1_GEMM(q5_1, block_q5_1, dec_q5_1)
 
 /* ---- K-quants against Q8_K ----------------------------------------------
  * A super-block decodes to kdec: 256 unsigned codes in element order, one
@@ -509,23 +604,7 @@ INL __m256 kdot(const kdec *u, const block_q8_K *y, __m256 acc) {
         }                                                                                    \
         for (int t = 0; t < nt; t++) out[t * os] = hsum_ps(acc[t]);                          \
     }                                                                                        \
-    TGT static void gemm_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
-                                size_t as, int nt, float *out, int64_t os) {                 \
-        const int64_t nb = k / QK_K;                                                         \
-        const char *wr = w, *ar = act;                                                       \
-        for (int64_t r0 = 0; r0 < nr; r0 += GEMM_RB) {                                       \
-            const int64_t r1 = r0 + GEMM_RB < nr ? r0 + GEMM_RB : nr;                        \
-            int t = 0;                                                                       \
-            for (; t + GEMM_T <= nt; t += GEMM_T)                                            \
-                for (int64_t r = r0; r < r1; r++)                                            \
-                    tilek_##NAME(GEMM_T, nb, (const BT *)(const void *)(wr + r * ws),        \
-                                 ar + t * as, as, out + t * os + r, os);                     \
-            if (t < nt)                                                                      \
-                for (int64_t r = r0; r < r1; r++)                                            \
-                    tilek_##NAME(nt - t, nb, (const BT *)(const void *)(wr + r * ws),        \
-                                 ar + t * as, as, out + t * os + r, os);                     \
-        }                                                                                    \
-    }
+    DEF_ROW_GEMM(NAME, BT, QK_K, tilek_##NAME)
 
 DEF_K(q2_K, block_q2_K, kdec_q2_K)
 DEF_K(q3_K, block_q3_K, kdec_q3_K)
@@ -550,6 +629,35 @@ TGT static void vd_iq4_xs(int64_t n, float *s, const void *vw, const void *va) {
     }
     *s = hsum_ps(acc);
 }
+
+/* Its row-by-row gemm: a super-block's levels, their magnitudes and scales
+ * decoded once for GEMM_T tokens. */
+INL void tile_iq4_xs(int nt, int64_t nb, const block_iq4_xs *x, const char *act, size_t as, float *out,
+                     int64_t os) {
+    const __m256i lut = lut_iq4();
+    __m256 acc[GEMM_T];
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i w[QK_K / 32], wabs[QK_K / 32], sc[QK_K / 32];
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            w[ib] = _mm256_shuffle_epi8(lut, nibbles32(x[b].qs + 16 * ib));
+            wabs[ib] = _mm256_abs_epi8(w[ib]);
+            sc[ib] = _mm256_set1_epi32(plm_iq4_xs_scale(&x[b], ib) - 32);
+        }
+        const float dw = h2f(x[b].d);
+        for (int t = 0; t < nt; t++) {
+            const block_q8_K *y = (const block_q8_K *)(const void *)(act + t * as) + b;
+            __m256i isum = _mm256_setzero_si256();
+            for (int ib = 0; ib < QK_K / 32; ib++) {
+                const __m256i p = dot_ss(_mm256_setzero_si256(), wabs[ib], w[ib], LOADU(y->qs + 32 * ib));
+                isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, sc[ib]));
+            }
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * y->d), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t * os] = hsum_ps(acc[t]);
+}
+DEF_ROW_GEMM(iq4_xs, block_iq4_xs, QK_K, tile_iq4_xs)
 
 /* ---- activation quantizers ----------------------------------------------
  * Bit-identical to quantize.c for finite inputs: the same float scale
@@ -752,6 +860,9 @@ DEF_NIB_ZMM(iq4_nl, block_iq4_nl, 1, 0x80, vd_iq4_nl)
 #define GEMM_Q4_K gemm_q4_K
 #define GEMM_Q5_K gemm_q5_K
 #define GEMM_Q6_K gemm_q6_K
+#define GEMM_Q4_1 gemm_q4_1
+#define GEMM_Q5_1 gemm_q5_1
+#define GEMM_IQ4_XS gemm_iq4_xs
 #endif
 
 /* ---- attention over the f16 KV cache ------------------------------------- */
@@ -812,6 +923,12 @@ static const plm_kernels x86_table = {
         [PLM_TYPE_Q4_K] = GEMM_Q4_K,
         [PLM_TYPE_Q5_K] = GEMM_Q5_K,
         [PLM_TYPE_Q6_K] = GEMM_Q6_K,
+        [PLM_TYPE_Q4_1] = GEMM_Q4_1,
+        [PLM_TYPE_Q5_1] = GEMM_Q5_1,
+        [PLM_TYPE_IQ4_XS] = GEMM_IQ4_XS,
+        [PLM_TYPE_F32] = gemmf_f32,
+        [PLM_TYPE_F16] = gemmf_f16,
+        [PLM_TYPE_BF16] = gemmf_bf16,
     },
     .quantize_row = {
         [PLM_TYPE_F32] = plm_quantize_row_f32,
