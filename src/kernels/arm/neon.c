@@ -1,8 +1,9 @@
 /*
- * The baseline ARMv8-A NEON table: float-format dots (F32, F16, BF16), the
- * activation quantizers (Q8_0, Q8_1, Q8_K) and the F16 row conversions used
- * by the KV cache, plus the integer dots of quants_tmpl.h with a widening
- * multiply (SMULL + SADALP) for CPUs without SDOT.
+ * The baseline ARMv8-A NEON table: float-format dots (F32, F16, BF16) and
+ * F16/BF16 gemms, the activation quantizers (Q8_0, Q8_1, Q8_K) and the F16
+ * row conversions used by the KV cache, plus the integer dots and gemms of
+ * quants_tmpl.h with a widening multiply (SMULL + SADALP) for CPUs without
+ * SDOT.
  */
 #include "kernels/arm/arm.h"
 
@@ -11,6 +12,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "kernels/arm/unpack.h"
 #include "quant/quant.h"
 
 /* acc += a * b over 16 int8 lanes: eight products per SMULL fit int16
@@ -86,6 +88,83 @@ static void vec_dot_bf16(int64_t n, float *s, const void *vw, const void *va) {
     for (; i < n; i++) sum += (double)(plm_bf16_to_fp32(w[i]) * a[i]);
     *s = (float)sum;
 }
+
+/* gemm for F16/BF16 weights: a tile of FR rows x FT tokens in which every
+ * 8 weights are loaded and widened once for the FT tokens.  Products are
+ * summed with FMLA in float for FCHUNK elements per row (64 per lane), and
+ * each chunk's sum joins a double total: llama.cpp sums its f16 dots in
+ * float, and the x86 tables' float gemm does the same.  Per 8 weights and
+ * token: 2 activation loads and 2 FMLA, where vec_dot spends a multiply, two
+ * widenings to double and two double adds per 4.  F32 has no gemm: its
+ * products must be summed in double as vec_dot does (stories260K's logits
+ * move visibly otherwise, its dot products cancel heavily), and with that
+ * arithmetic a tile would save only the weight loads.
+ * Rows go in bands as the integer gemms (quants_tmpl.h), so a tile of 4
+ * activation rows is reused by a band's rows from L1/L2. */
+enum { FR = 2, FT = 4, FCHUNK = 256 };
+
+static inline __attribute__((always_inline)) float32x4x2_t load8_f16(const plm_fp16_t *p) {
+    const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
+    return (float32x4x2_t){{vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)}};
+}
+
+static inline __attribute__((always_inline)) float32x4x2_t load8_bf16(const plm_bf16_t *p) {
+    const uint16x8_t b = vld1q_u16(p);
+    return (float32x4x2_t){{vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(b), 16)),
+                            vreinterpretq_f32_u32(vshll_high_n_u16(b, 16))}};
+}
+
+#define DEF_GEMM_HALF(NAME, T, LOAD8, TO32)                                                         \
+    static inline __attribute__((always_inline)) void ftile_##NAME(int nr, int nt, int64_t k, const char *w, \
+                                                                   size_t ws, const char *act, size_t as,    \
+                                                                   float *out, int64_t os) {                 \
+        double tot[FR][FT] = {{0}};                                                                 \
+        const int64_t k8 = k & ~(int64_t)7;                                                         \
+        for (int64_t i0 = 0; i0 < k8; i0 += FCHUNK) {                                               \
+            const int64_t i1 = k8 - i0 < FCHUNK ? k8 : i0 + FCHUNK;                                 \
+            float32x4_t acc[FR][FT];                                                                \
+            for (int r = 0; r < nr; r++)                                                            \
+                for (int t = 0; t < nt; t++) acc[r][t] = vdupq_n_f32(0.0f);                         \
+            for (int64_t i = i0; i < i1; i += 8) {                                                  \
+                float32x4x2_t wv[FR];                                                               \
+                for (int r = 0; r < nr; r++) wv[r] = LOAD8((const T *)(const void *)(w + r * ws) + i); \
+                for (int t = 0; t < nt; t++) {                                                      \
+                    const float *a = (const float *)(const void *)(act + t * as) + i;               \
+                    const float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);                     \
+                    for (int r = 0; r < nr; r++)                                                    \
+                        acc[r][t] = vfmaq_f32(vfmaq_f32(acc[r][t], wv[r].val[0], a0), wv[r].val[1], a1); \
+                }                                                                                   \
+            }                                                                                       \
+            for (int r = 0; r < nr; r++)                                                            \
+                for (int t = 0; t < nt; t++)                                                        \
+                    tot[r][t] += vaddvq_f64(vaddq_f64(vcvt_f64_f32(vget_low_f32(acc[r][t])),        \
+                                                      vcvt_high_f64_f32(acc[r][t])));               \
+        }                                                                                           \
+        for (int r = 0; r < nr; r++)                                                                \
+            for (int t = 0; t < nt; t++) {                                                          \
+                const T *wr = (const T *)(const void *)(w + r * ws);                                \
+                const float *a = (const float *)(const void *)(act + t * as);                       \
+                for (int64_t i = k8; i < k; i++) tot[r][t] += (double)(TO32(wr[i]) * a[i]);         \
+                out[t * os + r] = (float)tot[r][t];                                                 \
+            }                                                                                       \
+    }                                                                                               \
+    static void gemm_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as, \
+                            int nt, float *out, int64_t os) {                                       \
+        for (int64_t b0 = 0; b0 < nr; b0 += PLM_ARM_GEMM_RB) {                                      \
+            const int64_t b1 = nr - b0 < PLM_ARM_GEMM_RB ? nr : b0 + PLM_ARM_GEMM_RB;               \
+            for (int t = 0; t < nt; t += FT)                                                        \
+                for (int64_t r = b0; r < b1; r += FR) {                                             \
+                    const int rn = b1 - r < FR ? (int)(b1 - r) : FR, tn = nt - t < FT ? nt - t : FT; \
+                    const char *wr = (const char *)w + (size_t)r * ws, *at = (const char *)act + (size_t)t * as; \
+                    if (rn == FR && tn == FT) ftile_##NAME(FR, FT, k, wr, ws, at, as, out + t * os + r, os); \
+                    else ftile_##NAME(rn, tn, k, wr, ws, at, as, out + t * os + r, os);             \
+                }                                                                                   \
+        }                                                                                           \
+    }
+
+DEF_GEMM_HALF(f16, plm_fp16_t, load8_f16, plm_arm_h2f)
+DEF_GEMM_HALF(bf16, plm_bf16_t, load8_bf16, plm_bf16_to_fp32)
+#undef DEF_GEMM_HALF
 
 /* F16 rows (the KV cache): FCVTN rounds to nearest even, keeps subnormals
  * (FPCR.FZ16 is off) and quiets NaNs keeping their top payload bits, which
@@ -222,6 +301,8 @@ void plm_arm_fill_neon(plm_kernels *t) {
     t->vec_dot[PLM_TYPE_F32] = vec_dot_f32;
     t->vec_dot[PLM_TYPE_F16] = vec_dot_f16;
     t->vec_dot[PLM_TYPE_BF16] = vec_dot_bf16;
+    t->gemm[PLM_TYPE_F16] = gemm_f16;
+    t->gemm[PLM_TYPE_BF16] = gemm_bf16;
     t->quantize_row[PLM_TYPE_F16] = quantize_row_f16;
     t->dequantize_row[PLM_TYPE_F16] = dequantize_row_f16;
     t->quantize_row[PLM_TYPE_Q8_0] = quantize_row_q8_0;

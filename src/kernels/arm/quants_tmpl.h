@@ -19,33 +19,13 @@
  * Layouts are those of quant/blocks.h; the comments say which bits go where.
  */
 
+#include "kernels/arm/unpack.h"
+
 #define PLM_CAT_(a, b) a##b
 #define PLM_CAT(a, b) PLM_CAT_(a, b)
 #define FN(name) PLM_CAT(name##_, PLM_SFX)
 
-/* Byte j of a 16-byte vector selects bit (j % 8). */
-static const uint8_t FN(bit_of_byte)[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-
 /* ---- 32-element formats ------------------------------------------------- */
-
-/* The 32 nibbles of qs as two int8x16: low nibbles are elements 0..15, high
- * nibbles elements 16..31. */
-PLM_FN_ATTR static inline void FN(nibbles)(const uint8_t *qs, uint8x16_t *lo, uint8x16_t *hi) {
-    const uint8x16_t q = vld1q_u8(qs);
-    *lo = vandq_u8(q, vdupq_n_u8(0x0f));
-    *hi = vshrq_n_u8(q, 4);
-}
-
-/* Fifth bits of a Q5 block: qh is a little-endian u32 whose bit j belongs to
- * element j; returns 0x10 in the bytes whose bit is set, for elements 0..15
- * (lo) and 16..31 (hi). */
-PLM_FN_ATTR static inline void FN(q5_high)(const uint8_t qh[4], uint8x16_t *lo, uint8x16_t *hi) {
-    const uint8x16_t bit = vld1q_u8(FN(bit_of_byte));
-    const uint8x16_t b01 = vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1]));
-    const uint8x16_t b23 = vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3]));
-    *lo = vandq_u8(vtstq_u8(b01, bit), vdupq_n_u8(0x10));
-    *hi = vandq_u8(vtstq_u8(b23, bit), vdupq_n_u8(0x10));
-}
 
 /* Integer dot of 32 weights (w0: elements 0..15, w1: 16..31) with q8[32]. */
 PLM_FN_ATTR static inline int32x4_t FN(dot32)(int8x16_t w0, int8x16_t w1, const int8_t *q8) {
@@ -53,33 +33,19 @@ PLM_FN_ATTR static inline int32x4_t FN(dot32)(int8x16_t w0, int8x16_t w1, const 
     return PLM_DOT(acc, w1, vld1q_s8(q8 + 16));
 }
 
-PLM_FN_ATTR static inline int32x4_t FN(block_q4_0)(const block_q4_0 *x, const int8_t *q8) {
-    uint8x16_t lo, hi;
-    FN(nibbles)(x->qs, &lo, &hi);
-    const int8x16_t k8 = vdupq_n_s8(8);
-    return FN(dot32)(vsubq_s8(vreinterpretq_s8_u8(lo), k8), vsubq_s8(vreinterpretq_s8_u8(hi), k8), q8);
+/* Integer dot of block b of a 32-element weight row (plm_arm_unpack32: type
+ * is a constant at every call) with q8[32]. */
+PLM_ARM_INL PLM_FN_ATTR int32x4_t FN(block32)(plm_type type, const void *row, int64_t b, const int8_t *q8) {
+    int8x16_t e0, e1;
+    float m;
+    (void)plm_arm_unpack32(type, row, b, &e0, &e1, &m);
+    return FN(dot32)(e0, e1, q8);
 }
 
-PLM_FN_ATTR static inline int32x4_t FN(block_q4_1)(const block_q4_1 *x, const int8_t *q8) {
-    uint8x16_t lo, hi;
-    FN(nibbles)(x->qs, &lo, &hi);
-    return FN(dot32)(vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), q8);
-}
-
-/* Q5_0: 5-bit values minus 16; Q5_1: 5-bit values as they are. */
-PLM_FN_ATTR static inline int32x4_t FN(block_q5)(const uint8_t *qs, const uint8_t *qh, int bias,
-                                                   const int8_t *q8) {
-    uint8x16_t lo, hi, hlo, hhi;
-    FN(nibbles)(qs, &lo, &hi);
-    FN(q5_high)(qh, &hlo, &hhi);
-    const int8x16_t b = vdupq_n_s8((int8_t)bias);
-    return FN(dot32)(vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hlo)), b),
-                     vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(hi, hhi)), b), q8);
-}
-
+/* IQ4_NL levels of 32 nibbles (IQ4_XS sub-blocks) with q8[32]. */
 PLM_FN_ATTR static inline int32x4_t FN(block_iq4_nl)(const uint8_t *qs, int8x16_t levels, const int8_t *q8) {
     uint8x16_t lo, hi;
-    FN(nibbles)(qs, &lo, &hi);
+    plm_arm_nibbles(qs, &lo, &hi);
     return FN(dot32)(vqtbl1q_s8(levels, lo), vqtbl1q_s8(levels, hi), q8);
 }
 
@@ -99,7 +65,7 @@ PLM_FN_ATTR static inline int32x4_t FN(block_iq4_nl)(const uint8_t *qs, int8x16_
 PLM_FN_ATTR static void FN(vec_dot_q4_0)(int64_t n, float *s, const void *vw, const void *va) {
     const block_q4_0 *x = vw;
     const block_q8_0 *y = va;
-#define BLOCK(i) FN(block_q4_0)(&x[i], y[i].qs)
+#define BLOCK(i) FN(block32)(PLM_TYPE_Q4_0, x, i, y[i].qs)
 #define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
     PLM_LOOP_32(n / QK4_0, BLOCK, SCALE);
 #undef BLOCK
@@ -110,7 +76,7 @@ PLM_FN_ATTR static void FN(vec_dot_q4_0)(int64_t n, float *s, const void *vw, co
 PLM_FN_ATTR static void FN(vec_dot_q8_0)(int64_t n, float *s, const void *vw, const void *va) {
     const block_q8_0 *x = vw;
     const block_q8_0 *y = va;
-#define BLOCK(i) FN(dot32)(vld1q_s8(x[i].qs), vld1q_s8(x[i].qs + 16), y[i].qs)
+#define BLOCK(i) FN(block32)(PLM_TYPE_Q8_0, x, i, y[i].qs)
 #define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
     PLM_LOOP_32(n / QK8_0, BLOCK, SCALE);
 #undef BLOCK
@@ -121,7 +87,7 @@ PLM_FN_ATTR static void FN(vec_dot_q8_0)(int64_t n, float *s, const void *vw, co
 PLM_FN_ATTR static void FN(vec_dot_q5_0)(int64_t n, float *s, const void *vw, const void *va) {
     const block_q5_0 *x = vw;
     const block_q8_0 *y = va;
-#define BLOCK(i) FN(block_q5)(x[i].qs, x[i].qh, 16, y[i].qs)
+#define BLOCK(i) FN(block32)(PLM_TYPE_Q5_0, x, i, y[i].qs)
 #define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
     PLM_LOOP_32(n / QK5_0, BLOCK, SCALE);
 #undef BLOCK
@@ -132,8 +98,7 @@ PLM_FN_ATTR static void FN(vec_dot_q5_0)(int64_t n, float *s, const void *vw, co
 PLM_FN_ATTR static void FN(vec_dot_iq4_nl)(int64_t n, float *s, const void *vw, const void *va) {
     const block_iq4_nl *x = vw;
     const block_q8_0 *y = va;
-    const int8x16_t levels = vld1q_s8(kvalues_iq4nl);
-#define BLOCK(i) FN(block_iq4_nl)(x[i].qs, levels, y[i].qs)
+#define BLOCK(i) FN(block32)(PLM_TYPE_IQ4_NL, x, i, y[i].qs)
 #define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
     PLM_LOOP_32(n / QK4_NL, BLOCK, SCALE);
 #undef BLOCK
@@ -147,7 +112,7 @@ PLM_FN_ATTR static void FN(vec_dot_q4_1)(int64_t n, float *s, const void *vw, co
     const block_q8_1 *y = va;
     float mins = 0.0f;
     for (int64_t i = 0; i < n / QK4_1; i++) mins += plm_arm_h2f(x[i].m) * plm_arm_h2f(y[i].s);
-#define BLOCK(i) FN(block_q4_1)(&x[i], y[i].qs)
+#define BLOCK(i) FN(block32)(PLM_TYPE_Q4_1, x, i, y[i].qs)
 #define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
     PLM_LOOP_32(n / QK4_1, BLOCK, SCALE);
 #undef BLOCK
@@ -160,7 +125,7 @@ PLM_FN_ATTR static void FN(vec_dot_q5_1)(int64_t n, float *s, const void *vw, co
     const block_q8_1 *y = va;
     float mins = 0.0f;
     for (int64_t i = 0; i < n / QK5_1; i++) mins += plm_arm_h2f(x[i].m) * plm_arm_h2f(y[i].s);
-#define BLOCK(i) FN(block_q5)(x[i].qs, x[i].qh, 0, y[i].qs)
+#define BLOCK(i) FN(block32)(PLM_TYPE_Q5_1, x, i, y[i].qs)
 #define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
     PLM_LOOP_32(n / QK5_1, BLOCK, SCALE);
 #undef BLOCK
@@ -227,19 +192,8 @@ PLM_FN_ATTR static void FN(vec_dot_q3_K)(int64_t n, float *s, const void *vw, co
     const int8x16_t four = vdupq_n_s8(4);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        /* scales: low 4 bits from the nibbles of bytes 0..7 (low nibbles are
-         * scales 0..7, high nibbles 8..15), top 2 bits from bytes 8..11,
-         * byte 8 + (j & 3) at shift 2 * (j >> 2); done 4 bytes at a time */
-        uint32_t a, b, c, w[4];
-        memcpy(&a, x[i].scales, 4);
-        memcpy(&b, x[i].scales + 4, 4);
-        memcpy(&c, x[i].scales + 8, 4);
-        w[0] = (a & 0x0f0f0f0fu) | ((c & 0x03030303u) << 4);
-        w[1] = (b & 0x0f0f0f0fu) | (((c >> 2) & 0x03030303u) << 4);
-        w[2] = ((a >> 4) & 0x0f0f0f0fu) | (((c >> 4) & 0x03030303u) << 4);
-        w[3] = ((b >> 4) & 0x0f0f0f0fu) | (((c >> 6) & 0x03030303u) << 4);
         int8_t scale[16];
-        vst1q_s8(scale, vsubq_s8(vreinterpretq_s8_u32(vld1q_u32(w)), vdupq_n_s8(32)));
+        vst1q_s8(scale, plm_arm_q3_K_scales(x[i].scales));
 
         uint8x16_t h0 = vld1q_u8(x[i].hmask), h1 = vld1q_u8(x[i].hmask + 16);
         int32x4_t isum = vdupq_n_s32(0);
@@ -266,30 +220,13 @@ PLM_FN_ATTR static void FN(vec_dot_q3_K)(int64_t n, float *s, const void *vw, co
     *s = sum;
 }
 
-/* Q4_K/Q5_K scales: 8 six-bit scales and mins in 12 bytes.  Bytes 0..3 hold
- * scales 0..3 and bytes 4..7 mins 0..3 in their low 6 bits; scales/mins 4..7
- * take their low 4 bits from the low/high nibbles of bytes 8..11 and their
- * top 2 bits from the top bits of bytes 0..3 / 4..7.  Four bytes at a time:
- * out[0..7] = scales, out[8..15] = mins. */
-static inline void FN(k4_scales)(const uint8_t *s12, uint8_t out[16]) {
-    uint32_t w0, w1, w2, o[4];
-    memcpy(&w0, s12, 4);
-    memcpy(&w1, s12 + 4, 4);
-    memcpy(&w2, s12 + 8, 4);
-    o[0] = w0 & 0x3f3f3f3fu;
-    o[1] = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
-    o[2] = w1 & 0x3f3f3f3fu;
-    o[3] = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
-    memcpy(out, o, 16);
-}
-
 /* Q4_K/Q5_K: sub-block 2j is the low nibbles of qs[32j .. 32j+31], 2j+1 the
  * high nibbles; Q5_K's fifth bits are bit 2j / 2j+1 of qh[0..31] (qh NULL
  * for Q4_K).  d * isum - dmin * sum(bsums * mins), as the reference. */
 PLM_FN_ATTR static inline float FN(dot_q45_K)(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
                                               float d, float dmin, const block_q8_K *y) {
     uint8_t sm[16];
-    FN(k4_scales)(scales, sm);
+    plm_arm_k4_scales(scales, sm);
     /* mins pair with the sums of each 32 activations (two bsums) */
     const int16x8_t b0 = vld1q_s16(y->bsums), b1 = vld1q_s16(y->bsums + 8);
     const int16x8_t bsum32 = vpaddq_s16(b0, b1);
@@ -400,7 +337,127 @@ PLM_FN_ATTR static void FN(vec_dot_iq4_xs)(int64_t n, float *s, const void *vw, 
     *s = sum;
 }
 
-/* The integer-dot entries of a table. */
+/* ---- prefill gemm: decode once, dot with four tokens ---------------------
+ * A tile is one weight row against four tokens, over all of k.  Each block
+ * (K-quants: super-block) is decoded once (unpack.h) and dotted with the
+ * four tokens' activations.  Each token's integer sum is spread over the
+ * four lanes of its own int32x4; three pairwise adds (ADDP) gather the four
+ * tokens' totals into one vector, so the float work of a block (convert,
+ * scale, accumulate) is one instruction each for four tokens, and so is the
+ * product of weight and activation scales.  Lane t of the float accumulator
+ * is token t's sum, taken in block order.
+ *
+ * Instructions per 32 weights and token: 2 SDOT (the NEON table's widening
+ * dot: 2 x (SMULL, SMULL2, 2 SADALP) = 8) and 2 activation loads; the decode
+ * (3 to 10 instructions per 32 weights) is paid once for four tokens.
+ *   32-element formats, per block and 4 tokens: 3 ADDP, SCVTF, FMUL, FMLA
+ *     and the gather of the 4 activation scales (4 lane loads, FCVTL);
+ *     Q4_1/Q5_1 one more FMLA with the Q8_1 sums.
+ *   K-quants, per 16 weights and 4 tokens: one load of decoded weights, 4
+ *     SDOT; per sub-block (16 or 32 weights): 3 ADDP and one MLA by its
+ *     integer scale (none for Q2_K, whose scales are folded into the decoded
+ *     codes); the mins and the float work once per 256 weights, in vec_dot's
+ *     float expression (plm_arm_k_accum), so K-quant results equal vec_dot's
+ *     to the bit.
+ * The vec_dot loop pays the decode, the horizontal add and the float work
+ * for every (row, token).
+ *
+ * Rows go in bands of PLM_ARM_GEMM_RB: every 4-token tile of activation rows
+ * (4 x k bytes, L1) passes over the band's rows (L2) before the next band.
+ * A last tile of 2 or 3 tokens repeats its last token in the spare lanes
+ * (computed, not stored); a last single token takes the vec_dot. */
+
+PLM_ARM_INL PLM_FN_ATTR float32x4_t FN(tile32)(plm_type type, int64_t nb, const void *w, const char *const a[4]) {
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        int8x16_t e0, e1;
+        float m;
+        const float d = plm_arm_unpack32(type, w, b, &e0, &e1, &m);
+        const plm_fp16_t *da[4], *sa[4];
+        int32x4_t s[4];
+        for (int t = 0; t < 4; t++) s[t] = FN(dot32)(e0, e1, plm_arm_act32(type, a[t], b, &da[t], &sa[t]));
+        acc = vfmaq_f32(acc, vcvtq_f32_s32(plm_arm_reduce4(s)), vmulq_n_f32(plm_arm_h2f4(da), d));
+        if (plm_arm_has_min32(type)) acc = vfmaq_n_f32(acc, plm_arm_h2f4(sa), m);
+    }
+    return acc;
+}
+
+PLM_ARM_INL PLM_FN_ATTR float32x4_t FN(tilek)(plm_type type, int64_t nb, const void *w, const char *const a[4]) {
+    const int sub = plm_arm_k_sub(type);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    plm_arm_kdec u;
+    for (int64_t b = 0; b < nb; b++) {
+        plm_arm_unpack_k(type, w, b, &u);
+        const block_q8_K *y[4];
+        for (int t = 0; t < 4; t++) y[t] = (const block_q8_K *)(const void *)a[t] + b;
+        int32x4_t isum = vdupq_n_s32(0);
+        for (int j = 0; j < QK_K / sub; j++) {
+            int32x4_t s[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+            for (int e = j * sub; e < (j + 1) * sub; e += 16) {
+                const int8x16_t q = vld1q_s8(u.q + e);
+                for (int t = 0; t < 4; t++) s[t] = PLM_DOT(s[t], q, vld1q_s8(y[t]->qs + e));
+            }
+            isum = sub == QK_K ? plm_arm_reduce4(s) : vmlaq_n_s32(isum, plm_arm_reduce4(s), u.sc[j]);
+        }
+        const float32x4_t da = {y[0]->d, y[1]->d, y[2]->d, y[3]->d};
+        int32x4_t summ = vdupq_n_s32(0);
+        if (plm_arm_k_has_min(type)) {
+            int32x4_t m[4];
+            for (int t = 0; t < 4; t++) m[t] = plm_arm_mins_dot(u.mn, y[t]->bsums);
+            summ = plm_arm_reduce4(m);
+        }
+        acc = plm_arm_k_accum(acc, isum, vmulq_n_f32(da, u.d), plm_arm_k_has_min(type), summ,
+                              vmulq_n_f32(da, u.dmin));
+    }
+    return acc;
+}
+
+/* The plm_gemm_fn of `type` (a constant at every call); dot1 is its vec_dot. */
+PLM_ARM_INL PLM_FN_ATTR void FN(gemm)(plm_type type, plm_vec_dot_fn dot1, int64_t k, const void *w, size_t ws,
+                                      int64_t nr, const void *act, size_t as, int nt, float *out, int64_t os) {
+    const int64_t nb = plm_arm_is_k(type) ? k / QK_K : k / 32;
+    const char *wc = w, *ac = act;
+    for (int64_t r0 = 0; r0 < nr; r0 += PLM_ARM_GEMM_RB) {
+        const int64_t r1 = nr - r0 < PLM_ARM_GEMM_RB ? nr : r0 + PLM_ARM_GEMM_RB;
+        for (int t0 = 0; t0 < nt; t0 += PLM_ARM_GEMM_T) {
+            const int n = nt - t0 < PLM_ARM_GEMM_T ? nt - t0 : PLM_ARM_GEMM_T;
+            if (n == 1) {
+                for (int64_t r = r0; r < r1; r++)
+                    dot1(k, &out[(int64_t)t0 * os + r], wc + (size_t)r * ws, ac + (size_t)t0 * as);
+                continue;
+            }
+            const char *a[4];
+            for (int i = 0; i < 4; i++) a[i] = ac + (size_t)(t0 + (i < n ? i : n - 1)) * as;
+            for (int64_t r = r0; r < r1; r++) {
+                const void *wr = wc + (size_t)r * ws;
+                float v[4];
+                vst1q_f32(v, plm_arm_is_k(type) ? FN(tilek)(type, nb, wr, a) : FN(tile32)(type, nb, wr, a));
+                for (int i = 0; i < n; i++) out[(int64_t)(t0 + i) * os + r] = v[i];
+            }
+        }
+    }
+}
+
+#define PLM_DEF_GEMM(name, TYPE)                                                                   \
+    PLM_FN_ATTR static void FN(gemm_##name)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
+                                            size_t as, int nt, float *out, int64_t os) {           \
+        FN(gemm)(TYPE, FN(vec_dot_##name), k, w, ws, nr, act, as, nt, out, os);                     \
+    }
+PLM_DEF_GEMM(q4_0, PLM_TYPE_Q4_0)
+PLM_DEF_GEMM(q4_1, PLM_TYPE_Q4_1)
+PLM_DEF_GEMM(q5_0, PLM_TYPE_Q5_0)
+PLM_DEF_GEMM(q5_1, PLM_TYPE_Q5_1)
+PLM_DEF_GEMM(q8_0, PLM_TYPE_Q8_0)
+PLM_DEF_GEMM(iq4_nl, PLM_TYPE_IQ4_NL)
+PLM_DEF_GEMM(q2_K, PLM_TYPE_Q2_K)
+PLM_DEF_GEMM(q3_K, PLM_TYPE_Q3_K)
+PLM_DEF_GEMM(q4_K, PLM_TYPE_Q4_K)
+PLM_DEF_GEMM(q5_K, PLM_TYPE_Q5_K)
+PLM_DEF_GEMM(q6_K, PLM_TYPE_Q6_K)
+PLM_DEF_GEMM(iq4_xs, PLM_TYPE_IQ4_XS)
+#undef PLM_DEF_GEMM
+
+/* The integer-dot and gemm entries of a table. */
 static void FN(fill_quants)(plm_kernels *t) {
     t->vec_dot[PLM_TYPE_Q4_0] = FN(vec_dot_q4_0);
     t->vec_dot[PLM_TYPE_Q4_1] = FN(vec_dot_q4_1);
@@ -414,6 +471,18 @@ static void FN(fill_quants)(plm_kernels *t) {
     t->vec_dot[PLM_TYPE_Q5_K] = FN(vec_dot_q5_K);
     t->vec_dot[PLM_TYPE_Q6_K] = FN(vec_dot_q6_K);
     t->vec_dot[PLM_TYPE_IQ4_XS] = FN(vec_dot_iq4_xs);
+    t->gemm[PLM_TYPE_Q4_0] = FN(gemm_q4_0);
+    t->gemm[PLM_TYPE_Q4_1] = FN(gemm_q4_1);
+    t->gemm[PLM_TYPE_Q5_0] = FN(gemm_q5_0);
+    t->gemm[PLM_TYPE_Q5_1] = FN(gemm_q5_1);
+    t->gemm[PLM_TYPE_Q8_0] = FN(gemm_q8_0);
+    t->gemm[PLM_TYPE_IQ4_NL] = FN(gemm_iq4_nl);
+    t->gemm[PLM_TYPE_Q2_K] = FN(gemm_q2_K);
+    t->gemm[PLM_TYPE_Q3_K] = FN(gemm_q3_K);
+    t->gemm[PLM_TYPE_Q4_K] = FN(gemm_q4_K);
+    t->gemm[PLM_TYPE_Q5_K] = FN(gemm_q5_K);
+    t->gemm[PLM_TYPE_Q6_K] = FN(gemm_q6_K);
+    t->gemm[PLM_TYPE_IQ4_XS] = FN(gemm_iq4_xs);
 }
 
 #undef PLM_LOOP_32
