@@ -64,9 +64,11 @@ static void *worker_main(void *arg) {
         if (atomic_load(&p->stop)) break;
         /* Join, then check the caller has not finished this task already:
          * with both sides seq_cst, either we see `closed` or the caller sees
-         * us in `active` and waits — never neither. */
+         * us in `active` and waits — never neither.  `closed` may be past
+         * `seen` too (this worker was descheduled through whole tasks; fn and
+         * arg then belong to a later one): run only while `seen` is open. */
         atomic_fetch_add(&p->active, 1);
-        if (atomic_load(&p->closed) != seen) p->fn(p->arg, w->ith, p->n);
+        if ((int)(seen - atomic_load(&p->closed)) > 0) p->fn(p->arg, w->ith, p->n);
         atomic_fetch_sub(&p->active, 1);
     }
     return NULL;
