@@ -9,7 +9,8 @@
  *     above 100%, far outside the per-type bounds below.
  *  2. llama.cpp's bytes: quantizing the f16 source with our reference
  *     quantizers must reproduce the file byte for byte (Q8_0, Q4_0, Q4_1,
- *     Q5_0, Q5_1, IQ4_NL).
+ *     Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: every tensor of
+ *     those types in the pure files and in the K-quant mixtures).
  *  3. Half precision: exhaustive f16 decoding against ldexp, and f32->f16 /
  *     f32->bf16 against a nearest-value search done in double.
  * Self-consistency: vec_dot(w, a) == dot(dequant(w), dequant(a)) on random
@@ -438,7 +439,8 @@ static double type_bound(plm_type t) {
 
 static bool has_exact_quantizer(plm_type t) {
     return t == PLM_TYPE_Q8_0 || t == PLM_TYPE_Q4_0 || t == PLM_TYPE_Q4_1 || t == PLM_TYPE_Q5_0 ||
-           t == PLM_TYPE_Q5_1 || t == PLM_TYPE_IQ4_NL;
+           t == PLM_TYPE_Q5_1 || t == PLM_TYPE_IQ4_NL || t == PLM_TYPE_Q2_K || t == PLM_TYPE_Q3_K ||
+           t == PLM_TYPE_Q4_K || t == PLM_TYPE_Q5_K || t == PLM_TYPE_Q6_K;
 }
 
 typedef struct {

@@ -11,5 +11,7 @@ int cmd_plan(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_kld(int argc, char **argv);
 
 #endif

@@ -21,6 +21,8 @@ static const subcommand subcommands[] = {
     {"probe", cmd_probe, "measure this device: cores, RAM, memory bandwidth, file read speed"},
     {"tune", cmd_tune, "search thread count and batch size; save the best as this device's defaults"},
     {"bench", cmd_bench, "time prompt processing and generation, llama-bench style"},
+    {"perplexity", cmd_perplexity, "score a text: perplexity, llama-perplexity style; --kld-save a base"},
+    {"kld", cmd_kld, "KL divergence of a model or KV cache type against a saved base"},
 };
 
 static void usage(FILE *out) {

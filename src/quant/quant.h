@@ -47,6 +47,12 @@ void plm_quantize_row_q8_1(const float *x, void *y, int64_t n);
 void plm_quantize_row_q8_K(const float *x, void *y, int64_t n);
 /* llama-quantize's IQ4_NL (scale search, 7 tries each way, x^2 weights). */
 void plm_quantize_row_iq4_nl(const float *x, void *y, int64_t n);
+/* K-quants (quantize_k.c): ggml's quantize_row_qN_K_ref, scale searches and all. */
+void plm_quantize_row_q2_K(const float *x, void *y, int64_t n);
+void plm_quantize_row_q3_K(const float *x, void *y, int64_t n);
+void plm_quantize_row_q4_K(const float *x, void *y, int64_t n);
+void plm_quantize_row_q5_K(const float *x, void *y, int64_t n);
+void plm_quantize_row_q6_K(const float *x, void *y, int64_t n);
 
 /* Dispatch by type; false when the type has no such function here. */
 typedef void (*plm_dequantize_fn)(const void *x, float *y, int64_t n);

@@ -12,6 +12,7 @@
 
 #include "quant/blocks.h"
 #include "quant/quant.h"
+#include "quant/rounding.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -23,15 +24,6 @@
 static inline int8_t to_i8(float v) {
     if (!(v > -129.0f && v < 128.0f)) return v > 0 ? 127 : (v < 0 ? -128 : 0);
     return (int8_t)v;
-}
-
-/* Round half to even for |v| < 2^22 by letting the FPU round v + 1.5*2^23
- * to an integer-spaced float, as ggml's nearest_int does. */
-static inline int nearest_int(float v) {
-    const float big = v + 12582912.0f;
-    uint32_t u;
-    memcpy(&u, &big, sizeof u);
-    return (int)(u & 0x007fffffu) - 0x00400000;
 }
 
 void plm_quantize_row_f32(const float *x, void *y, int64_t n) {
@@ -191,7 +183,7 @@ void plm_quantize_row_q8_K(const float *x, void *vy, int64_t n) {
         const float iscale = -127.0f / max;
         for (int j = 0; j < QK_K; j++) {
             const float v = iscale * x[j];
-            const int q = fabsf(v) < 4194303.0f ? nearest_int(v) : (v > 0 ? 127 : -128);
+            const int q = fabsf(v) < 4194303.0f ? plm_nearest_int(v) : (v > 0 ? 127 : -128);
             y[i].qs[j] = (int8_t)(q < 127 ? (q > -128 ? q : -128) : 127);
         }
         for (int j = 0; j < QK_K / 16; j++) {
@@ -285,6 +277,11 @@ plm_quantize_fn plm_get_quantize(plm_type type) {
     case PLM_TYPE_Q8_0: return plm_quantize_row_q8_0;
     case PLM_TYPE_Q8_1: return plm_quantize_row_q8_1;
     case PLM_TYPE_Q8_K: return plm_quantize_row_q8_K;
+    case PLM_TYPE_Q2_K: return plm_quantize_row_q2_K;
+    case PLM_TYPE_Q3_K: return plm_quantize_row_q3_K;
+    case PLM_TYPE_Q4_K: return plm_quantize_row_q4_K;
+    case PLM_TYPE_Q5_K: return plm_quantize_row_q5_K;
+    case PLM_TYPE_Q6_K: return plm_quantize_row_q6_K;
     case PLM_TYPE_IQ4_NL: return plm_quantize_row_iq4_nl;
     default: return NULL;
     }

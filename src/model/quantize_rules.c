@@ -1,0 +1,237 @@
+/*
+ * llama-quantize's per-tensor type rules for the K-quant mixtures
+ * (llama_tensor_get_type in llama.cpp's src/llama-quant.cpp), for dense
+ * models.  Checked against the fixtures (llama.cpp of February 2025) and
+ * against the llama.cpp node-llama-cpp ships (bench/quantize-vs-llamacpp.sh);
+ * where the two versions differ — Q2_K/Q3_K's fallback for short rows —
+ * this follows the newer.
+ *
+ * The mixtures spend extra bits where quantization hurts most: the output
+ * matrix (Q6_K), attn_v (few rows per layer: cheap to widen) and ffn_down in
+ * a spread of layers chosen by use_more_bits (the first and last eighth,
+ * and every third layer between).  llama.cpp counts attn_v and ffn_down
+ * tensors in the order it visits them: sorted by layer number, then by name.
+ * That order is replayed here, so the counters — and the types — are
+ * llama.cpp's whatever order the tensors have in the input file.
+ */
+#include "model/quantize_rules.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+bool plm_is_weight_matrix(const gguf_tensor *t) {
+    const char *suffix = ".weight";
+    const size_t n = strlen(suffix);
+    return t->n_dims == 2 && t->name.len > n && !memcmp(t->name.ptr + t->name.len - n, suffix, n);
+}
+
+/* What llama.cpp knows about the model when choosing types. */
+typedef struct mix_state {
+    uint32_t ftype;
+    bool falcon, is_70b, has_output;
+    int n_gqa, n_layer, n_attention_wv;
+    int i_attention_wv, i_ffn_down;  /* visited so far */
+} mix_state;
+
+/* The layers that get more bits: the first and last eighth, and every third
+ * one between. */
+static bool use_more_bits(int i_layer, int n_layer) {
+    return i_layer < n_layer / 8 || i_layer >= 7 * n_layer / 8 || (i_layer - n_layer / 8) % 3 == 2;
+}
+
+static bool contains(const char *name, const char *part) { return strstr(name, part) != NULL; }
+
+static plm_type output_type(const mix_state *s, const gguf_tensor *t, plm_type type) {
+    if (s->falcon || plm_row_size(type, (int64_t)t->ne[0]) == 0) return PLM_TYPE_Q8_0;
+    return type != PLM_TYPE_Q8_0 ? PLM_TYPE_Q6_K : type;
+}
+
+static plm_type attn_v_type(mix_state *s, plm_type type) {
+    const int i = s->i_attention_wv++;
+    switch (s->ftype) {
+    case PLM_FTYPE_Q2_K: type = s->n_gqa >= 4 ? PLM_TYPE_Q4_K : PLM_TYPE_Q3_K; break;
+    case PLM_FTYPE_Q3_K_M: type = i < 2 ? PLM_TYPE_Q5_K : PLM_TYPE_Q4_K; break;
+    case PLM_FTYPE_Q3_K_L: type = PLM_TYPE_Q5_K; break;
+    case PLM_FTYPE_Q4_K_M:
+    case PLM_FTYPE_Q5_K_M:
+        if (use_more_bits(i, s->n_attention_wv)) type = PLM_TYPE_Q6_K;
+        break;
+    case PLM_FTYPE_Q4_K_S:
+        if (i < 4) type = PLM_TYPE_Q5_K;
+        break;
+    default: break;
+    }
+    /* 70B: 8 query heads share each V head, so attn_v is 8x smaller than
+     * attn_q and more bits there cost almost nothing */
+    if (s->is_70b && (type == PLM_TYPE_Q3_K || type == PLM_TYPE_Q4_K)) type = PLM_TYPE_Q5_K;
+    return type;
+}
+
+static plm_type ffn_down_type(mix_state *s, plm_type type) {
+    const int i = s->i_ffn_down++, n = s->n_layer;
+    switch (s->ftype) {
+    case PLM_FTYPE_Q2_K: return PLM_TYPE_Q3_K;
+    case PLM_FTYPE_Q3_K_M:
+        if (i < n / 16) return PLM_TYPE_Q5_K;
+        return !s->falcon || use_more_bits(i, n) ? PLM_TYPE_Q4_K : PLM_TYPE_Q3_K;
+    case PLM_FTYPE_Q3_K_L: return s->falcon ? PLM_TYPE_Q4_K : PLM_TYPE_Q5_K;
+    case PLM_FTYPE_Q4_K_M:
+        if (s->falcon) return i < n / 16 ? PLM_TYPE_Q6_K : use_more_bits(i, n) ? PLM_TYPE_Q5_K : PLM_TYPE_Q4_K;
+        return use_more_bits(i, n) ? PLM_TYPE_Q6_K : type;
+    case PLM_FTYPE_Q5_K_M: return use_more_bits(i, n) ? PLM_TYPE_Q6_K : type;
+    case PLM_FTYPE_Q4_K_S: return !s->falcon && i < n / 8 ? PLM_TYPE_Q5_K : type;
+    default: return type;
+    }
+}
+
+static plm_type attn_output_type(const mix_state *s, plm_type type) {
+    if (s->falcon) return s->ftype == PLM_FTYPE_Q3_K_L ? PLM_TYPE_Q4_K : type;
+    switch (s->ftype) {
+    case PLM_FTYPE_Q2_K: return PLM_TYPE_Q3_K;
+    case PLM_FTYPE_Q3_K_M: return PLM_TYPE_Q4_K;
+    case PLM_FTYPE_Q3_K_L: return PLM_TYPE_Q5_K;
+    default: return type;
+    }
+}
+
+static plm_type attn_qkv_type(const mix_state *s, plm_type type) {
+    switch (s->ftype) {
+    case PLM_FTYPE_Q3_K_M:
+    case PLM_FTYPE_Q3_K_L: return PLM_TYPE_Q4_K;
+    case PLM_FTYPE_Q4_K_M: return PLM_TYPE_Q5_K;
+    case PLM_FTYPE_Q5_K_M: return PLM_TYPE_Q6_K;
+    default: return type;
+    }
+}
+
+/* A row that is not whole blocks of the chosen type falls back to a
+ * 32-element format of similar size, or F16 if even that does not fit.
+ * (Q2_K and Q3_K fell back to IQ4_NL in llama.cpp until 2025; current
+ * llama.cpp, the one the oracle tests run, uses Q4_0.) */
+static plm_type fallback_type(const gguf_tensor *t, plm_type type) {
+    if (plm_row_size(type, (int64_t)t->ne[0]) != 0) return type;
+    switch (type) {
+    case PLM_TYPE_Q2_K:
+    case PLM_TYPE_Q3_K: type = PLM_TYPE_Q4_0; break;
+    case PLM_TYPE_Q4_K: type = PLM_TYPE_Q5_0; break;
+    case PLM_TYPE_Q5_K: type = PLM_TYPE_Q5_1; break;
+    case PLM_TYPE_Q6_K: type = PLM_TYPE_Q8_0; break;
+    default: break;
+    }
+    return plm_row_size(type, (int64_t)t->ne[0]) != 0 ? type : PLM_TYPE_F16;
+}
+
+/* llama_tensor_get_type for one weight matrix, in visiting order. */
+static plm_type mixture_type(mix_state *s, const gguf_tensor *t, const char *name, plm_type type) {
+    if (!strcmp(name, "output.weight") || (!s->has_output && !strcmp(name, "token_embd.weight")))
+        type = output_type(s, t, type);
+    else if (!strcmp(name, "token_embd.weight"))
+        ;  /* no rule for the K-quant file types */
+    else if (contains(name, "attn_v.weight"))
+        type = attn_v_type(s, type);
+    else if (contains(name, "attn_k.weight") || contains(name, "attn_q.weight"))
+        ;  /* rules only for IQ file types and 8-expert models */
+    else if (contains(name, "ffn_down"))
+        type = ffn_down_type(s, type);
+    else if (contains(name, "attn_output.weight"))
+        type = attn_output_type(s, type);
+    else if (contains(name, "attn_qkv.weight"))
+        type = attn_qkv_type(s, type);
+    return fallback_type(t, type);
+}
+
+/* ---- visiting order ------------------------------------------------------ */
+
+typedef struct named_tensor {
+    char name[256];
+    int layer;  /* N of "blk.N.", -1 for the others */
+    uint64_t index;
+} named_tensor;
+
+static int by_layer_then_name(const void *a, const void *b) {
+    const named_tensor *x = a, *y = b;
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static uint32_t arch_u32(const gguf_file *in, const char *arch, const char *suffix, uint32_t fallback) {
+    char key[160];
+    uint32_t v;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return gguf_get_u32(in, key, &v) ? v : fallback;
+}
+
+/* The hyperparameters and tensor counts the rules look at, refused where
+ * llama.cpp would refuse (or where its rules need what we do not do). */
+static plm_status read_model(const gguf_file *in, const named_tensor *list, uint64_t n, mix_state *s,
+                             plm_error *err) {
+    gguf_str a;
+    char arch[64] = "";
+    if (gguf_get_str(in, "general.architecture", &a)) gguf_str_copy(a, arch, sizeof arch);
+    const uint32_t n_layer = arch_u32(in, arch, "block_count", 0);
+    if (!arch[0] || n_layer == 0 || n_layer > 100000)
+        return plm_fail(err, PLM_ERR_FORMAT, "no general.architecture or %s.block_count: the mixture rules need them",
+                        arch[0] ? arch : "ARCH");
+    if (arch_u32(in, arch, "expert_count", 0) > 1)
+        return plm_fail(err, PLM_ERR_UNSUPPORTED,
+                        "mixture-of-experts model: the K-quant mixture rules are implemented for dense models only "
+                        "(use --pure)");
+    const uint32_t n_head = arch_u32(in, arch, "attention.head_count", 0);
+    const uint32_t n_head_kv = arch_u32(in, arch, "attention.head_count_kv", n_head);
+    s->falcon = !strcmp(arch, "falcon");
+    s->n_layer = (int)n_layer;
+    s->n_gqa = n_head_kv ? (int)(n_head / n_head_kv) : 0;
+    /* llama.cpp's model size class "70B" (80 layers, grouped-query attention) */
+    s->is_70b = n_layer == 80 && ((!strcmp(arch, "llama") && n_head != n_head_kv) || !strcmp(arch, "qwen2"));
+    for (uint64_t i = 0; i < n; i++) {
+        const char *name = list[i].name;
+        if (contains(name, "attn_v.weight") || contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight"))
+            s->n_attention_wv++;
+        else if (!strcmp(name, "output.weight"))
+            s->has_output = true;
+    }
+    if (s->n_attention_wv != 0 && s->n_attention_wv != s->n_layer)
+        return plm_fail(err, PLM_ERR_FORMAT, "%d attention V tensors for %d layers: not a model the mixture rules fit",
+                        s->n_attention_wv, s->n_layer);
+    return PLM_OK;
+}
+
+static plm_status list_tensors(const gguf_file *in, named_tensor *list, plm_error *err) {
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const gguf_tensor *t = &in->tensors[i];
+        if (t->name.len >= sizeof list[i].name)
+            return plm_fail(err, PLM_ERR_FORMAT, "tensor name of %llu bytes is too long",
+                            (unsigned long long)t->name.len);
+        gguf_str_copy(t->name, list[i].name, sizeof list[i].name);
+        list[i].index = i;
+        if (sscanf(list[i].name, "blk.%d.", &list[i].layer) != 1) list[i].layer = -1;
+    }
+    qsort(list, in->n_tensors, sizeof *list, by_layer_then_name);
+    return PLM_OK;
+}
+
+plm_status plm_choose_tensor_types(const gguf_file *in, plm_type base, uint32_t ftype, bool pure,
+                                   uint32_t *out_type, plm_error *err) {
+    const plm_type_info *bi = plm_type_info_get(base);
+    const bool quantized = bi && bi->block_size > 1;  /* F16/BF16/F32 take every row as it is */
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const gguf_tensor *t = &in->tensors[i];
+        out_type[i] = !plm_is_weight_matrix(t) ? t->type : quantized ? fallback_type(t, base) : base;
+    }
+    if (pure || !quantized || in->n_tensors == 0) return PLM_OK;
+
+    named_tensor *list = malloc(in->n_tensors * sizeof *list);
+    if (!list) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
+    mix_state s = {.ftype = ftype};
+    plm_status st = list_tensors(in, list, err);
+    if (!st) st = read_model(in, list, in->n_tensors, &s, err);
+    for (uint64_t k = 0; !st && k < in->n_tensors; k++) {
+        const gguf_tensor *t = &in->tensors[list[k].index];
+        if (plm_is_weight_matrix(t)) out_type[list[k].index] = mixture_type(&s, t, list[k].name, base);
+    }
+    free(list);
+    return st;
+}
