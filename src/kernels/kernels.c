@@ -15,6 +15,7 @@ typedef const plm_kernels *(*kernels_getter)(void);
 
 static const kernels_getter candidates[] = {
     plm_kernels_avx512,
+    plm_kernels_avxvnni,  /* AVX-VNNI without AVX-512 (Alder Lake and later) */
     plm_kernels_avx2,
     plm_kernels_i8mm,     /* arm64: NEON + sdot + smmla */
     plm_kernels_dotprod,  /* arm64: NEON + sdot */

@@ -57,6 +57,7 @@ const plm_kernels *plm_kernels_ref(void);
  * entries without a SIMD version point at the reference functions. */
 const plm_kernels *plm_kernels_avx2(void);     /* AVX2 + FMA + F16C */
 const plm_kernels *plm_kernels_avx512(void);   /* AVX-512 F/BW/VL(+VNNI) */
+const plm_kernels *plm_kernels_avxvnni(void);  /* AVX2 + AVX-VNNI */
 const plm_kernels *plm_kernels_neon(void);     /* ARMv8 NEON */
 const plm_kernels *plm_kernels_dotprod(void);  /* NEON + sdot */
 const plm_kernels *plm_kernels_i8mm(void);     /* NEON + sdot + smmla */

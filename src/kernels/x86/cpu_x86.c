@@ -22,6 +22,8 @@
 #define CPUID7_AVX512BW (1u << 30)
 #define CPUID7_AVX512VL (1u << 31)
 #define CPUID7C_AVX512VNNI (1u << 11)
+/* cpuid leaf 7 subleaf 1, EAX */
+#define CPUID71A_AVXVNNI (1u << 4)
 /* XCR0: state components the OS saves */
 #define XCR0_SSE_AVX 0x06u     /* XMM and upper YMM halves */
 #define XCR0_AVX512 0xe0u      /* opmask, upper ZMM0-15 halves, ZMM16-31 */
@@ -34,18 +36,19 @@ static uint64_t xgetbv0(void) {
 }
 
 typedef struct {
-    uint32_t ecx1, ebx7, ecx7;
+    uint32_t ecx1, ebx7, ecx7, eax71;
     uint64_t xcr0;
 } x86_caps;
 
 static x86_caps probe(void) {
-    x86_caps c = {0, 0, 0, 0};
+    x86_caps c = {0, 0, 0, 0, 0};
     unsigned a, b, cx, d;
     if (!__get_cpuid(1, &a, &b, &cx, &d)) return c;
     c.ecx1 = cx;
     if (__get_cpuid_max(0, (unsigned *)0) >= 7 && __get_cpuid_count(7, 0, &a, &b, &cx, &d)) {
         c.ebx7 = b;
         c.ecx7 = cx;
+        if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &cx, &d)) c.eax71 = a;
     }
     if (c.ecx1 & CPUID1_OSXSAVE) c.xcr0 = xgetbv0();
     return c;
@@ -69,9 +72,15 @@ bool plm_x86_has_avx512(void) {
            (c.xcr0 & XCR0_AVX512) == XCR0_AVX512;
 }
 
+bool plm_x86_has_avxvnni(void) {
+    const x86_caps c = probe();
+    return avx2_ok(&c) && (c.eax71 & CPUID71A_AVXVNNI);
+}
+
 #else
 
 bool plm_x86_has_avx2(void) { return false; }
 bool plm_x86_has_avx512(void) { return false; }
+bool plm_x86_has_avxvnni(void) { return false; }
 
 #endif

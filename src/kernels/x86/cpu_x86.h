@@ -13,5 +13,7 @@
 bool plm_x86_has_avx2(void);
 /* AVX2 set plus AVX-512 F/BW/VL/VNNI, with ZMM/opmask state enabled. */
 bool plm_x86_has_avx512(void);
+/* AVX2 set plus AVX-VNNI (VEX-encoded vpdpbusd on YMM). */
+bool plm_x86_has_avxvnni(void);
 
 #endif

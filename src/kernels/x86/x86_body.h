@@ -4,7 +4,8 @@
  *
  *   X86_TGT     the function attribute naming the instruction set, e.g.
  *               __attribute__((target("avx2,fma,f16c")))
- *   X86_VNNI    1 to sum byte products with vpdpbusd (AVX-512 VNNI on
+ *   X86_VNNI    2 to sum byte products with the VEX vpdpbusd (AVX-VNNI),
+ *               1 with the EVEX one (AVX-512 VNNI on
  *               256-bit registers), 0 for the AVX2 maddubs/madd pair
  *   X86_ZMM     1 to add the 512-bit decode kernels (needs AVX-512 BW+VNNI)
  *   X86_GEMM_T  tokens per gemm tile (register budget: 16 or 32 vectors)
@@ -72,7 +73,9 @@ INL float h2f(plm_fp16_t h) { return _cvtsh_ss(h); }
 
 /* acc + (sums of 4 adjacent products u[i] * s[i]), u unsigned, s signed. */
 INL __m256i dot_us(__m256i acc, __m256i u, __m256i s) {
-#if X86_VNNI
+#if X86_VNNI == 2
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#elif X86_VNNI
     return _mm256_dpbusd_epi32(acc, u, s);
 #else
     const __m256i p16 = _mm256_maddubs_epi16(u, s);
