@@ -7,6 +7,11 @@
  *            bandwidth of a plain memory sweep of the same size: decode
  *            reads every weight once per token, so that sweep is the
  *            ceiling.
+ *   int8 peak  vpdpbusd throughput alone (x86 with AVX-512 VNNI): 24
+ *            independent chains on 256- and 512-bit registers.  Prefill on
+ *            int8 activations cannot beat it: it is the ceiling the gemm
+ *            column is measured against.
+ *
  * Times are thread CPU time (best of a few runs), to be robust on a shared
  * machine.
  *
@@ -82,7 +87,39 @@ __attribute__((target("avx2"))) static uint64_t sweep(const void *p, size_t byte
     a0 = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
     return (uint64_t)_mm256_extract_epi64(a0, 0) ^ (uint64_t)_mm256_extract_epi64(a0, 2);
 }
+
+/* Multiply-adds per second of vpdpbusd alone (one instruction: 4 byte
+ * products per int32 lane), W-bit registers; 0 when the CPU lacks VNNI. */
+#define DPBUSD_CHAINS 24
+#define DEF_PEAK(NAME, VEC, SET1, DP, LANES)                                                   \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) static double NAME(long n) { \
+        VEC acc[DPBUSD_CHAINS];                                                                 \
+        for (int i = 0; i < DPBUSD_CHAINS; i++) acc[i] = SET1(i);                               \
+        VEC u = SET1(0x03030303), s = SET1(0x05050505);                                          \
+        const double t0 = now();                                                                \
+        for (long i = 0; i < n; i++) {                                                          \
+            for (int j = 0; j < DPBUSD_CHAINS; j++) acc[j] = DP(acc[j], u, s);                  \
+            __asm__ volatile("" : "+v"(u));                                                     \
+        }                                                                                       \
+        const double dt = now() - t0;                                                           \
+        int sink = 0;                                                                           \
+        for (int i = 0; i < DPBUSD_CHAINS; i++) {                                               \
+            int lane[LANES];                                                                    \
+            memcpy(lane, &acc[i], sizeof lane);                                                 \
+            sink ^= lane[0];                                                                    \
+        }                                                                                       \
+        return sink == 12345 ? 0 : (double)n * DPBUSD_CHAINS * LANES * 4 / dt;                  \
+    }
+DEF_PEAK(peak_ymm, __m256i, _mm256_set1_epi32, _mm256_dpbusd_epi32, 8)
+DEF_PEAK(peak_zmm, __m512i, _mm512_set1_epi32, _mm512_dpbusd_epi32, 16)
+
+static void int8_peak(void) {
+    if (!__builtin_cpu_supports("avx512vnni")) return;
+    printf("int8 peak: vpdpbusd %.1f GMAC/s on 256-bit, %.1f GMAC/s on 512-bit registers (1 thread)\n",
+           peak_ymm(20000000) / 1e9, peak_zmm(20000000) / 1e9);
+}
 #else
+static void int8_peak(void) {}
 static uint64_t sweep(const void *p, size_t bytes) {
     const uint64_t *v = p;
     uint64_t a = 0, b = 0;
@@ -128,6 +165,7 @@ int main(int argc, char **argv) {
     }
     const double sweep_gbs = BIG / best / 1e9;
     printf("memory sweep: %.1f GB/s (best of 5, %zu MiB, 1 thread)\n", sweep_gbs, BIG >> 20);
+    int8_peak();
     printf("%-7s %-7s %9s %7s %12s %12s\n", "table", "format", "decode", "of mem", "prefill", "(no gemm)");
     printf("%-7s %-7s %9s %7s %12s %12s\n", "", "", "GB/s", "", "GMAC/s", "GMAC/s");
 

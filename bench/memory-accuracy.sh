@@ -2,10 +2,12 @@
 # Predicted (pocketlm plan) vs measured (/usr/bin/time -v) peak RSS with the
 # context filled: for each -c and KV type, a prompt of c-16 tokens is
 # evaluated and generation runs until the context is full.
-# usage: bench/memory-accuracy.sh MODEL.gguf [threads=2]
+# usage: bench/memory-accuracy.sh MODEL.gguf [threads=2] [--no-mmap]
+#   --no-mmap: weights read into anonymous memory, in the plan and the run.
 set -euo pipefail
 model=$1
 threads=${2:-2}
+mmap_flag=${3:-}
 bin=${POCKETLM_BIN:-$(dirname "$0")/../build/pocketlm}
 readme=$(dirname "$0")/../README.md
 tmp=$(mktemp -d)
@@ -29,16 +31,18 @@ open(f'{tmp}/p{limit}.txt', 'w').write(' '.join(words[:lo]))
 PY
 }
 
-echo "| -c | KV | predicted | measured | error |"
-echo "|---|---|---|---|---|"
+weights=mmap
+[ "$mmap_flag" = "--no-mmap" ] && weights=no-mmap
+echo "| -c | KV | weights | predicted | measured | error |"
+echo "|---|---|---|---|---|---|"
 for c in 512 2048 4096; do
   make_prompt $((c - 16))
   for kv in f16 q8_0 q4_0; do
-    pred=$("$bin" plan -m "$model" -c "$c" -b 512 -t "$threads" --cache-type-k $kv --cache-type-v $kv --bandwidth 1 -o json |
+    pred=$("$bin" plan -m "$model" -c "$c" -b 512 -t "$threads" --cache-type-k $kv --cache-type-v $kv --bandwidth 1 $mmap_flag -o json |
            python3 -c 'import json,sys; print(json.load(sys.stdin)["bill"]["peak_rss"])')
-    meas=$( { /usr/bin/time -v "$bin" run -m "$model" -c "$c" -b 512 -t "$threads" -ctk $kv -ctv $kv \
+    meas=$( { /usr/bin/time -v "$bin" run -m "$model" -c "$c" -b 512 -t "$threads" -ctk $kv -ctv $kv $mmap_flag \
               -f "$tmp/p$((c - 16)).txt" -n 100000 --ignore-eos --no-display-prompt >/dev/null; } 2>&1 |
             awk '/Maximum resident/ {print $6 * 1024}')
-    python3 -c "p,m=$pred,$meas; print(f'| $c | $kv | {p/2**20:.1f} MiB | {m/2**20:.1f} MiB | {(p-m)/m*100:+.1f}% |')"
+    python3 -c "p,m=$pred,$meas; print(f'| $c | $kv | $weights | {p/2**20:.1f} MiB | {m/2**20:.1f} MiB | {(p-m)/m*100:+.1f}% |')"
   done
 done
