@@ -80,6 +80,10 @@ INL void panel_transpose(__m256i r[PANEL_R], pblk *p) {
     for (int g = 0; g < 8; g++) p->q[g] = _mm512_inserti64x4(_mm512_castsi256_si512(r[g]), r[8 + g], 1);
 }
 
+/* Four activation bytes in all 16 lanes, straight from memory (a broadcast
+ * load; going through a general register costs a cross-domain move). */
+INL __m512i bcast4(const void *p) { return _mm512_broadcastd_epi32(_mm_loadu_si32(p)); }
+
 /* 16 f16 scales -> one float vector. */
 INL __m512 panel_scales(const plm_fp16_t h[PANEL_R]) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)h));
@@ -129,19 +133,14 @@ INL void ptab_q8_1(const char *act, size_t as, int tn, int64_t b0, int kb, int o
 INL void ptile_32(int C, int q8_1, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
                   int64_t b0, __m512 *acc) {
     const size_t ab = q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);  /* qs is last in both */
-    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int b = 0; b < kb; b++) {
-        for (int c = 0; c < C; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
             const char *qs = act + (size_t)(c0 + c) * as + (size_t)(b0 + b + 1) * ab - 32;
-            uint32_t a4[8];
-            memcpy(a4, qs, 32);
-            __m512i s0 = _mm512_set1_epi32(t->init_lo[c0 + c][b]), s1 = _mm512_setzero_si512();
-            for (int g = 0; g < 8; g += 2) {
-                s0 = _mm512_dpbusd_epi32(s0, p[b].q[g], _mm512_set1_epi32((int)a4[g]));
-                s1 = _mm512_dpbusd_epi32(s1, p[b].q[g + 1], _mm512_set1_epi32((int)a4[g + 1]));
-            }
+            __m512i s0 = _mm512_set1_epi32(t->init_lo[c0 + c][b]);
+            for (int g = 0; g < 8; g++) s0 = _mm512_dpbusd_epi32(s0, p[b].q[g], bcast4(qs + 4 * g));
             const __m512 scale = _mm512_mul_ps(p[b].d, _mm512_set1_ps(t->d[c0 + c][b]));
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[c]);
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), scale, acc[c]);
             if (q8_1) acc[c] = _mm512_fmadd_ps(p[b].m, _mm512_set1_ps(t->sum[c0 + c][b]), acc[c]);
         }
     }
@@ -150,7 +149,7 @@ INL void ptile_32(int C, int q8_1, const pblk *p, int kb, const ptab *t, int c0,
 /* Store (first slice) or add (later slices) 16 rows x C tokens. */
 INL void panel_store(int C, const __m512 *acc, float *out, int64_t os, int rn, bool add) {
     const __mmask16 m = (__mmask16)((1u << rn) - 1);
-    for (int c = 0; c < C; c++) {
+    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
         float *o = out + c * os;
         _mm512_mask_storeu_ps(o, m, add ? _mm512_add_ps(acc[c], _mm512_maskz_loadu_ps(m, o)) : acc[c]);
     }
@@ -279,21 +278,20 @@ INL void ptab_q8_K(const char *act, size_t as, int tn, int64_t s0, int ks, int m
 
 INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, const char *act, size_t as,
                  int64_t s0, __m512 *acc) {
-    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int sb = 0; sb < ks / 8; sb++) {
         for (int s = 0; s < 8; s++) {
             const pblk *b = &p[8 * sb + s];
             const int st = 8 * sb + s;
-            for (int c = 0; c < C; c++) {
+            _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
                 const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)(c0 + c) * as) + s0 / 8 + sb;
-                uint32_t a4[8];
-                memcpy(a4, y->qs + 32 * s, 32);
+                const int8_t *qs = y->qs + 32 * s;
                 __m512i lo = mode == K_OFS2 || mode == K_OFS1 ? _mm512_set1_epi32(t->init_lo[c0 + c][st])
                                                               : _mm512_setzero_si512();
                 __m512i hi = mode == K_OFS2 ? _mm512_set1_epi32(t->init_hi[c0 + c][st]) : _mm512_setzero_si512();
                 for (int g = 0; g < 4; g++) {
-                    lo = _mm512_dpbusd_epi32(lo, b->q[g], _mm512_set1_epi32((int)a4[g]));
-                    hi = _mm512_dpbusd_epi32(hi, b->q[g + 4], _mm512_set1_epi32((int)a4[g + 4]));
+                    lo = _mm512_dpbusd_epi32(lo, b->q[g], bcast4(qs + 4 * g));
+                    hi = _mm512_dpbusd_epi32(hi, b->q[g + 4], bcast4(qs + 4 * g + 16));
                 }
                 const __m512 da = _mm512_set1_ps(t->d[c0 + c][st]);
                 __m512 v = acc[c];
