@@ -11,6 +11,11 @@
  *       h = rmsnorm(x) * ffn_norm
  *       x += Wdown (silu(Wgate h) * Wup h)
  *   logits = Woutput (rmsnorm(x) * output_norm)
+ *
+ * Each line is one step over all the batch's tokens, split over the thread
+ * pool, with the passes fused where that saves a trip through memory: the
+ * rmsnorm and the quantization of its output (row by row, still in L1),
+ * Q/K/V as one step, gate/up/SiLU as one step.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -268,12 +273,22 @@ static void matmul_task(void *arg, int ith, int nth) {
     }
 }
 
+/* RMSNorm in front of a matmul step: x = rmsnorm(raw) * w, row by row. */
+typedef struct row_norm {
+    const float *raw;
+    const float *w;
+    float eps;
+} row_norm;
+
 /* Converts n rows of k floats (x_stride apart) for the job's weights: into
  * the activation slots when a weight dots quantized rows, or used as they
- * are for F32/F16/BF16 weights.  Each format is converted once. */
+ * are for F32/F16/BF16 weights.  Each format is converted once.  With a
+ * norm, each row is normalized into x first and quantized while it is
+ * still in L1 (and the norms run on every thread). */
 typedef struct quant_job {
     const plm_kernels *kt;
-    const float *x;
+    const row_norm *norm;
+    float *x;
     int64_t k, x_stride;
     int n;
     int n_slots;
@@ -286,14 +301,19 @@ typedef struct quant_job {
 static void quant_task(void *arg, int ith, int nth) {
     (void)ith, (void)nth;
     quant_job *q = arg;
-    for (int t; (t = atomic_fetch_add_explicit(&q->next, 1, memory_order_relaxed)) < q->n;)
+    for (int t; (t = atomic_fetch_add_explicit(&q->next, 1, memory_order_relaxed)) < q->n;) {
+        if (q->norm)
+            plm_rmsnorm(q->x + t * q->x_stride, q->norm->raw + t * q->x_stride, q->norm->w, (int)q->k,
+                        q->norm->eps);
         for (int s = 0; s < q->n_slots; s++)
             q->kt->quantize_row[q->type[s]](q->x + t * q->x_stride, (char *)q->dst[s] + t * q->dst_stride, q->k);
+    }
 }
 
-static void prepare_inputs(plm_context *ctx, matmul_job *j, const float *x, int n, int64_t x_stride) {
+static void prepare_inputs(plm_context *ctx, matmul_job *j, const row_norm *norm, float *x, int n,
+                           int64_t x_stride) {
     plm_scratch *s = &ctx->s;
-    quant_job q = {.kt = ctx->kt, .x = x, .k = j->w[0]->cols, .x_stride = x_stride, .n = n,
+    quant_job q = {.kt = ctx->kt, .norm = norm, .x = x, .k = j->w[0]->cols, .x_stride = x_stride, .n = n,
                    .dst_stride = s->act_row_cap};
     for (int i = 0; i < j->n_w; i++) {
         const plm_type vt = plm_type_info_get(j->w[i]->type)->vec_dot_type;
@@ -312,15 +332,16 @@ static void prepare_inputs(plm_context *ctx, matmul_job *j, const float *x, int 
         j->act[i] = s->act[slot];
         j->act_stride[i] = s->act_row_cap;
     }
-    if (q.n_slots == 0) return;
+    if (q.n_slots == 0 && !norm) return;
     atomic_init(&q.next, 0);
     if (n == 1) quant_task(&q, 0, 1);  /* one row: not worth waking the pool */
     else plm_pool_run(ctx->pool, quant_task, &q);
 }
 
-/* out_i = W_i x for up to three weights sharing input x ([n][k], x_stride apart). */
-static void matmul_step(plm_context *ctx, const float *x, int n, int64_t x_stride, bool swiglu, int n_w,
-                        const plm_weight *const *w, float *const *out) {
+/* out_i = W_i x for up to three weights sharing input x ([n][k], x_stride
+ * apart); with a norm, x is first written as the normalized norm->raw. */
+static void matmul_step(plm_context *ctx, const row_norm *norm, float *x, int n, int64_t x_stride, bool swiglu,
+                        int n_w, const plm_weight *const *w, float *const *out) {
     matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu};
     int64_t rows = 0;
     for (int i = 0; i < n_w; i++) {
@@ -328,7 +349,7 @@ static void matmul_step(plm_context *ctx, const float *x, int n, int64_t x_strid
         j.out[i] = out[i];
         rows += w[i]->rows;
     }
-    prepare_inputs(ctx, &j, x, n, x_stride);
+    prepare_inputs(ctx, &j, norm, x, n, x_stride);
     /* About four chunks per thread balances uneven cores without making
      * chunks so small that the per-chunk overhead shows. */
     const int nth = plm_pool_size(ctx->pool);
@@ -339,8 +360,8 @@ static void matmul_step(plm_context *ctx, const float *x, int n, int64_t x_strid
     plm_pool_run(ctx->pool, matmul_task, &j);
 }
 
-static void matmul1(plm_context *ctx, const float *x, int n, int64_t x_stride, const plm_weight *w, float *out) {
-    matmul_step(ctx, x, n, x_stride, false, 1, &w, &out);
+static void matmul1(plm_context *ctx, float *x, int n, int64_t x_stride, const plm_weight *w, float *out) {
+    matmul_step(ctx, NULL, x, n, x_stride, false, 1, &w, &out);
 }
 
 static void add_bias(float *y, const float *b, int n_rows, int64_t dim) {
@@ -485,10 +506,6 @@ void plm_llama_rerotate_keys(plm_context *ctx, uint32_t first, uint32_t n, int d
     }
 }
 
-static void rmsnorm_rows(float *out, const float *x, const float *w, int n, int dim, float eps) {
-    for (int t = 0; t < n; t++) plm_rmsnorm(out + (int64_t)t * dim, x + (int64_t)t * dim, w, dim, eps);
-}
-
 static void add_rows(float *x, const float *y, int64_t count) {
     for (int64_t i = 0; i < count; i++) x[i] += y[i];
 }
@@ -499,10 +516,10 @@ static void layer_forward(plm_context *ctx, int il, int n, uint32_t pos0) {
     plm_scratch *s = &ctx->s;
     const int E = hp->n_embd, q_dim = hp->n_head * hp->head_dim, kv_dim = ctx->kv.kv_dim;
 
-    rmsnorm_rows(s->xn, s->x, L->attn_norm, n, E, hp->rms_eps);
+    const row_norm attn_norm = {s->x, L->attn_norm, hp->rms_eps};
     const plm_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *qkv_out[3] = {s->q, s->k, s->v};
-    matmul_step(ctx, s->xn, n, E, false, 3, qkv, qkv_out);
+    matmul_step(ctx, &attn_norm, s->xn, n, E, false, 3, qkv, qkv_out);
     add_bias(s->q, L->bq, n, q_dim);
     add_bias(s->k, L->bk, n, kv_dim);
     add_bias(s->v, L->bv, n, kv_dim);
@@ -513,10 +530,10 @@ static void layer_forward(plm_context *ctx, int il, int n, uint32_t pos0) {
     matmul1(ctx, s->xn, n, q_dim, &L->wo, s->gate);  /* gate is free until the FFN */
     add_rows(s->x, s->gate, (int64_t)n * E);
 
-    rmsnorm_rows(s->xn, s->x, L->ffn_norm, n, E, hp->rms_eps);
+    const row_norm ffn_norm = {s->x, L->ffn_norm, hp->rms_eps};
     const plm_weight *gate_up[2] = {&L->w_gate, &L->w_up};
     float *gate_up_out[2] = {s->gate, s->up};
-    matmul_step(ctx, s->xn, n, E, true, 2, gate_up, gate_up_out);
+    matmul_step(ctx, &ffn_norm, s->xn, n, E, true, 2, gate_up, gate_up_out);
     matmul1(ctx, s->gate, n, hp->n_ff, &L->w_down, s->up);  /* up is free after swiglu */
     add_rows(s->x, s->up, (int64_t)n * E);
 }
@@ -532,6 +549,7 @@ void plm_llama_forward(plm_context *ctx, const plm_token *tokens, int n, uint32_
     if (first_logit >= n) return;
 
     const int n_out = n - first_logit;
-    rmsnorm_rows(s->xn, s->x + (int64_t)first_logit * E, m->output_norm, n_out, E, m->hp.rms_eps);
-    matmul1(ctx, s->xn, n_out, E, &m->output, out_logits);
+    const row_norm out_norm = {s->x + (int64_t)first_logit * E, m->output_norm, m->hp.rms_eps};
+    const plm_weight *output = &m->output;
+    matmul_step(ctx, &out_norm, s->xn, n_out, E, false, 1, &output, &out_logits);
 }
