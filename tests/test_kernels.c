@@ -322,36 +322,52 @@ static void test_select(const plm_kernels **list, int n) {
 
 /* The attention primitives over f16 keys/values, for head sizes that are
  * and are not multiples of the SIMD width. */
+/* Attention over an f16 cache: n_keys rows of hd values at a padded
+ * stride, against the reference.  Scores: the dot tolerance.  Values: the
+ * weights are rounded to f16 on both sides (exactly, the same rounding), so
+ * the outputs differ only in the order of the fused sums: the bound is the
+ * dot tolerance on sum_j |f16(w_j) v_j|. */
 static void test_attention_f16(const plm_kernels *kt) {
     const plm_kernels *ref = plm_kernels_ref();
-    const int sizes[] = {1, 7, 8, 16, 31, 64, 128, 200};
-    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-        const int n = sizes[s];
-        uint16_t a[256], b[256];
-        float y0[256], y1[256], x[256];
-        random_floats(x, n);
-        plm_fp32_to_fp16_row(x, a, n);
-        random_floats(x, n);
-        plm_fp32_to_fp16_row(x, b, n);
-        float y_in[256];
-        random_floats(y_in, n);
-        memcpy(y0, y_in, sizeof(float) * (size_t)n);
-        memcpy(y1, y_in, sizeof(float) * (size_t)n);
-        double mag = 0;
-        for (int i = 0; i < n; i++) mag += fabs(plm_fp16_to_fp32(a[i]) * plm_fp16_to_fp32(b[i]));
-        const float got = kt->dot_f16(a, b, n), want = ref->dot_f16(a, b, n);
-        CHECK(close_enough(got, want, mag), "%s dot_f16 n=%d: %g vs %g", kt->name, n, got, want);
-        kt->axpy_f16(y0, 0.37f, a, n);
-        ref->axpy_f16(y1, 0.37f, a, n);
-        /* A fused multiply-add rounds once where the reference rounds twice:
-         * allow two roundings of the operands' size. */
-        float worst = 0;
-        for (int i = 0; i < n; i++) {
-            const float size = fabsf(y_in[i]) + fabsf(0.37f * plm_fp16_to_fp32(a[i]));
-            worst = fmaxf(worst, fabsf(y0[i] - y1[i]) / (2 * FLT_EPSILON * size + 1e-30f));
+    const int dims[] = {1, 7, 8, 16, 31, 64, 128, 200};
+    const int keys[] = {1, 3, 4, 5, 9, 33};
+    enum { MAXD = 200, MAXK = 33, STRIDE = (MAXD + 3) * 2 };
+    static uint8_t kc[MAXK * STRIDE], vc[MAXK * STRIDE];
+    static float x[MAXK * MAXD];
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (size_t kk = 0; kk < sizeof keys / sizeof keys[0]; kk++) {
+            const int hd = dims[d], nk = keys[kk];
+            uint16_t q[MAXD];
+            float w[MAXK], s0[MAXK], s1[MAXK], o0[MAXD], o1[MAXD];
+            random_floats(x, hd);
+            plm_fp32_to_fp16_row(x, q, hd);
+            for (int j = 0; j < nk; j++) {
+                random_floats(x, hd);
+                plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(kc + j * STRIDE), hd);
+                random_floats(x, hd);
+                plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(vc + j * STRIDE), hd);
+                w[j] = (float)(rng_u32() % 1000) / 999.0f;
+            }
+            kt->attn_scores_f16(s0, q, kc, STRIDE, nk, hd, 0.125f);
+            ref->attn_scores_f16(s1, q, kc, STRIDE, nk, hd, 0.125f);
+            for (int j = 0; j < nk; j++) {
+                const uint16_t *kj = (const uint16_t *)(const void *)(kc + j * STRIDE);
+                double mag = 0;
+                for (int i = 0; i < hd; i++) mag += fabs(plm_fp16_to_fp32(q[i]) * plm_fp16_to_fp32(kj[i]));
+                CHECK(close_enough(s0[j], s1[j], 0.125 * mag), "%s attn_scores_f16 hd=%d keys=%d [%d]: %g vs %g",
+                      kt->name, hd, nk, j, s0[j], s1[j]);
+            }
+            kt->attn_values_f16(o0, w, vc, STRIDE, nk, hd);
+            ref->attn_values_f16(o1, w, vc, STRIDE, nk, hd);
+            for (int i = 0; i < hd; i++) {
+                double mag = 0;
+                for (int j = 0; j < nk; j++)
+                    mag += fabs(plm_fp16_to_fp32(plm_fp32_to_fp16(w[j])) *
+                                plm_fp16_to_fp32(((const uint16_t *)(const void *)(vc + j * STRIDE))[i]));
+                CHECK(close_enough(o0[i], o1[i], mag), "%s attn_values_f16 hd=%d keys=%d [%d]: %g vs %g", kt->name,
+                      hd, nk, i, o0[i], o1[i]);
+            }
         }
-        CHECK(worst <= 1.0f, "%s axpy_f16 n=%d: %g roundings apart", kt->name, n, worst);
-    }
 }
 
 int main(void) {

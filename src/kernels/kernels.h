@@ -33,15 +33,18 @@ typedef void (*plm_gemm_fn)(int64_t k, const void *w, size_t w_stride, int64_t n
                             const void *act, size_t act_stride, int n_tok,
                             float *out, int64_t out_stride);
 
-/* Attention over an f16 KV cache: sum of f16(a[i]) * f16(b[i]) in f32, and
- * y[i] += a * f16(x[i]). */
-typedef float (*plm_dot_f16_fn)(const uint16_t *a, const uint16_t *b, int n);
-typedef void (*plm_axpy_f16_fn)(float *y, float a, const uint16_t *x, int n);
+/* Attention over an f16 KV cache, one head against every key at once (see
+ * plm_attn_scores_f16 / plm_attn_values_f16 in ops.h for the arithmetic):
+ * a kernel keeps its partial sums in registers across keys. */
+typedef void (*plm_attn_scores_f16_fn)(float *scores, const uint16_t *q, const void *k, size_t k_stride,
+                                       int n_keys, int hd, float scale);
+typedef void (*plm_attn_values_f16_fn)(float *o, const float *w, const void *v, size_t v_stride, int n_keys,
+                                       int hd);
 
 typedef struct plm_kernels {
     const char *name;                                  /* "ref", "avx2", ... */
-    plm_dot_f16_fn dot_f16;
-    plm_axpy_f16_fn axpy_f16;
+    plm_attn_scores_f16_fn attn_scores_f16;
+    plm_attn_values_f16_fn attn_values_f16;
     plm_vec_dot_fn vec_dot[PLM_TYPE_COUNT];            /* by weight type */
     plm_gemm_fn gemm[PLM_TYPE_COUNT];                  /* by weight type; NULL: loop vec_dot */
     plm_quantize_row_fn quantize_row[PLM_TYPE_COUNT];  /* by target type */

@@ -64,3 +64,16 @@ float plm_dot_f16(const uint16_t *a, const uint16_t *b, int n) {
 void plm_axpy_f16(float *y, float a, const uint16_t *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * plm_fp16_to_fp32(x[i]);
 }
+
+void plm_attn_scores_f16(float *scores, const uint16_t *q, const void *k, size_t k_stride, int n_keys, int hd,
+                         float scale) {
+    for (int j = 0; j < n_keys; j++)
+        scores[j] = plm_dot_f16(q, (const uint16_t *)(const void *)((const char *)k + (size_t)j * k_stride), hd) * scale;
+}
+
+void plm_attn_values_f16(float *o, const float *w, const void *v, size_t v_stride, int n_keys, int hd) {
+    for (int i = 0; i < hd; i++) o[i] = 0.0f;
+    for (int j = 0; j < n_keys; j++)
+        plm_axpy_f16(o, plm_fp16_to_fp32(plm_fp32_to_fp16(w[j])),
+                     (const uint16_t *)(const void *)((const char *)v + (size_t)j * v_stride), hd);
+}

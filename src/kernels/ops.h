@@ -4,6 +4,7 @@
 #ifndef PLM_KERNELS_OPS_H
 #define PLM_KERNELS_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* out = x / rms(x) * w  (w may be NULL: no scaling) */
@@ -28,5 +29,15 @@ void plm_swiglu(float *g, const float *u, int n);
 float plm_dot_f16(const uint16_t *a, const uint16_t *b, int n);
 /* y[i] += a * f16(x[i]) */
 void plm_axpy_f16(float *y, float a, const uint16_t *x, int n);
+
+/* Attention over an f16 cache, one query head against n_keys rows (k_stride
+ * / v_stride bytes apart, hd values each):
+ *   scores[j] = scale * plm_dot_f16(q, k_j)
+ *   o[i]      = sum_j f16(w[j]) * v_j[i]   (the weights rounded to f16 first,
+ *                                           as llama.cpp does before its f16
+ *                                           product with the cache) */
+void plm_attn_scores_f16(float *scores, const uint16_t *q, const void *k, size_t k_stride, int n_keys, int hd,
+                         float scale);
+void plm_attn_values_f16(float *o, const float *w, const void *v, size_t v_stride, int n_keys, int hd);
 
 #endif

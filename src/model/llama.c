@@ -408,14 +408,13 @@ static void key_scores(const plm_context *ctx, const float *q, const uint8_t *K,
     uint8_t qbuf[2048];  /* head_dim <= 1024 as f16, or as Q8_0 blocks (1088 bytes) */
     const plm_type qt = kv->type_k == PLM_TYPE_F16 ? PLM_TYPE_F16 : plm_type_info_get(kv->type_k)->vec_dot_type;
     ctx->kt->quantize_row[qt](q, qbuf, hd);
+    if (kv->type_k == PLM_TYPE_F16) {
+        ctx->kt->attn_scores_f16(scores, (const uint16_t *)(const void *)qbuf, K + k_off, kv->k_row, n_keys, hd, scale);
+        return;
+    }
     for (int j = 0; j < n_keys; j++) {
-        const uint8_t *key = K + (size_t)j * kv->k_row + k_off;
-        if (kv->type_k == PLM_TYPE_F16) {
-            scores[j] = ctx->kt->dot_f16((const uint16_t *)qbuf, (const uint16_t *)key, hd) * scale;
-        } else {
-            ctx->kt->vec_dot[kv->type_k](hd, &scores[j], key, qbuf);
-            scores[j] *= scale;
-        }
+        ctx->kt->vec_dot[kv->type_k](hd, &scores[j], K + (size_t)j * kv->k_row + k_off, qbuf);
+        scores[j] *= scale;
     }
 }
 
@@ -433,17 +432,16 @@ static void attend_one(const attn_job *a, int t, int h, float *scores) {
     key_scores(ctx, ctx->s.q + (int64_t)t * q_dim + h * hd, K, row_offset(kv->type_k, kv_off), n_keys, scores);
     plm_softmax(scores, n_keys);
     float *o = a->out + (int64_t)t * q_dim + h * hd;
+    if (kv->type_v == PLM_TYPE_F16) {
+        ctx->kt->attn_values_f16(o, scores, V + v_off, kv->v_row, n_keys, hd);
+        return;
+    }
     float vrow[1024];
     for (int i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int j = 0; j < n_keys; j++) {
+    for (int j = 0; j < n_keys; j++) {  /* one value row at a time: never a dequantized copy of the cache */
         const float w = plm_fp16_to_fp32(plm_fp32_to_fp16(scores[j]));
-        const uint8_t *val = V + (size_t)j * kv->v_row + v_off;
-        if (kv->type_v == PLM_TYPE_F16) {
-            ctx->kt->axpy_f16(o, w, (const uint16_t *)val, hd);
-        } else {  /* one value row at a time: never a dequantized copy of the cache */
-            ctx->kt->dequantize_row[kv->type_v](val, vrow, hd);
-            for (int i = 0; i < hd; i++) o[i] += w * vrow[i];
-        }
+        ctx->kt->dequantize_row[kv->type_v](V + (size_t)j * kv->v_row + v_off, vrow, hd);
+        for (int i = 0; i < hd; i++) o[i] += w * vrow[i];
     }
 }
 
