@@ -23,7 +23,14 @@
  * code and data pages of the binary, libc, libm, PCRE2 and utf8proc that a
  * run touches, the main stack, stdio buffers and the allocator's own pages.
  * How it was measured: docs/MEMORY.md. */
-#define PLAN_OVERHEAD_BYTES (2570u * 1024u)
+#define PLAN_OVERHEAD_BYTES (2770u * 1024u)
+/* Stack of a prefill gemm on quantized weights, per thread: the AVX-512
+ * panel kernel's packed 16-row panel (24 KiB), its activation table (80 KiB)
+ * and K-quant decode buffers (9 KiB), rounded up; the other tables use less.
+ * Touched once a batch reaches GEMM_STACK_MIN_BATCH tokens (the panel
+ * kernel's threshold; smaller batches go row by row). */
+#define PLAN_GEMM_STACK_BYTES (128u * 1024u)
+#define GEMM_STACK_MIN_BATCH 16u
 /* A worker thread of the pool: touched stack pages, TLS, guard bookkeeping. */
 #define PLAN_THREAD_BYTES (24u * 1024u)
 /* PCRE2 patterns compiled (with JIT) for a BPE pre-tokenizer: an estimate. */
@@ -169,6 +176,7 @@ static void finish(plm_plan *p) {
     for (int i = 0; i < PLM_PLAN_ACT_SLOTS; i++)
         s += i < p->act_slots ? rows_touched(b->act, pp->n_batch, b->act_row, p->act_used[i])
                                : (b->act < MMAP_THRESHOLD ? alloc_resident(b->act) : 0);
+    if (p->act_slots > 0 && pp->n_batch >= GEMM_STACK_MIN_BATCH) s += (uint64_t)pp->n_threads * PLAN_GEMM_STACK_BYTES;
     p->scratch_bytes = s;
 
     /* Weights.  mmap: the header was parsed (touched), every tensor is read
@@ -495,6 +503,7 @@ uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batc
     for (int i = 0; i < PLM_PLAN_ACT_SLOTS; i++)
         s += i < p->act_slots ? rows_touched(b->act, rows, b->act_row, p->act_used[i])
                               : (b->act < MMAP_THRESHOLD ? alloc_resident(b->act) : 0);
+    if (p->act_slots > 0 && rows >= GEMM_STACK_MIN_BATCH) s += (uint64_t)pp->n_threads * PLAN_GEMM_STACK_BYTES;
     uint64_t w = p->weights_resident;
     if (pp->use_mmap && !p->tied_output && p->embd_bytes) {
         uint64_t per_row = round_up(p->embd_row_bytes, PLM_PLAN_PAGE) +
