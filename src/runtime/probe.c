@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,12 +344,18 @@ typedef struct bw_start {
     bool go;
 } bw_start;
 
+/* Threads take 1 MiB chunks from a shared counter, as decode hands out
+ * rows: with fixed halves the pass lasted as long as the slower thread, and
+ * two threads measured 37.6 GB/s where an F16 decode then read 44. */
+#define BW_CHUNK ((size_t)1 << 20)
+
 typedef struct bw_worker {
     pthread_t thread;
     bw_start *start;
     sum_fn sum;
     const uint8_t *p;
     size_t n;
+    atomic_size_t *next;
     uint64_t result;
 } bw_worker;
 
@@ -357,7 +364,8 @@ static void *bw_run(void *arg) {
     pthread_mutex_lock(&w->start->mu);
     while (!w->start->go) pthread_cond_wait(&w->start->cv, &w->start->mu);
     pthread_mutex_unlock(&w->start->mu);
-    w->result = w->sum(w->p, w->n);
+    for (size_t off; (off = atomic_fetch_add(w->next, BW_CHUNK)) < w->n;)
+        w->result += w->sum(w->p + off, w->n - off < BW_CHUNK ? w->n - off : BW_CHUNK);
     return NULL;
 }
 
@@ -372,7 +380,7 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* One timed pass: t threads each sum a slice.  Returns seconds, < 0 when
+/* One timed pass: t threads sum the buffer, chunk by chunk.  Returns seconds, < 0 when
  * the threads could not be started. */
 static double bw_pass(const uint8_t *buf, size_t bytes, uint32_t t, sum_fn sum, uint64_t *sink) {
     bw_worker *w = calloc(t, sizeof *w);
@@ -380,10 +388,10 @@ static double bw_pass(const uint8_t *buf, size_t bytes, uint32_t t, sum_fn sum, 
     bw_start start = {.go = false};
     pthread_mutex_init(&start.mu, NULL);
     pthread_cond_init(&start.cv, NULL);
-    size_t slice = bytes / t / SUM_STEP * SUM_STEP;
+    atomic_size_t next = 0;
     uint32_t started = 0;
     for (uint32_t i = 0; i < t; i++) {
-        w[i] = (bw_worker){.start = &start, .sum = sum, .p = buf + (size_t)i * slice, .n = slice};
+        w[i] = (bw_worker){.start = &start, .sum = sum, .p = buf, .n = bytes / SUM_STEP * SUM_STEP, .next = &next};
         if (pthread_create(&w[i].thread, NULL, bw_run, &w[i]) != 0) break;
         started++;
     }
