@@ -9,8 +9,9 @@
  * work of a block (convert, scale, accumulate) is paid once per 16 rows
  * instead of once per row.  Decoding a panel block and transposing it to
  * that layout costs a few dozen instructions, spread over every token of a
- * group (up to PANEL_TG).  On a core that issues one vpdpbusd per cycle or
- * less, this moves prefill from float-bound to close to the int8 limit.
+ * group (up to PANEL_TG).  This moved prefill from float-bound to about
+ * half of the int8 peak (118-123 of 233 GMAC/s a core on Zen 4: the
+ * block's scale work still shares the vector pipes; docs/BENCHMARKS.md).
  *
  * Codes become unsigned: a 32-element block stores u = w + o (o = 8 for
  * Q4_0, 16 for Q5_0, 128 for Q8_0 and IQ4_NL), and the offset comes back
@@ -20,9 +21,10 @@
  *
  * Working set.  k is cut in slices (PANEL_KS elements), tokens in groups of
  * PANEL_TG whose activation sums and scales are tabled once per slice, rows
- * in panels of 16: the packed panel (about 40 KiB) and the table (up to
- * 32 KiB) live on the stack and in L1/L2, small enough for a phone's 1 MiB
- * thread stacks.  The first slice writes the output, later slices add.
+ * in panels of 16: the packed panel (24 KiB), the table (80 KiB) and the
+ * K-quant decode buffers (9 KiB) live on the stack and in L1/L2, small
+ * enough for a phone's 1 MiB thread stacks (the memory plan counts 128 KiB
+ * a thread).  The first slice writes the output, later slices add.
  * Small batches (fewer than PANEL_MIN_TOK tokens) keep the row-by-row gemm:
  * packing a panel would cost more than it saves.
  */
@@ -128,8 +130,9 @@ INL void ptab_q8_1(const char *act, size_t as, int tn, int64_t b0, int kb, int o
 }
 
 /* Tokens c0..c0+C-1 of the group against one packed panel: 16 rows x C
- * tokens of float sums in acc.  A 32-block is two chains of four vpdpbusd
- * so the latency of one chain hides behind the other tokens'. */
+ * tokens of float sums in acc.  A 32-block is one chain of eight vpdpbusd;
+ * the C tokens' chains are independent, which hides the latency (two
+ * chains a token measured the same). */
 INL void ptile_32(int C, int q8_1, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
                   int64_t b0, __m512 *acc) {
     const size_t ab = q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);  /* qs is last in both */
