@@ -10,7 +10,7 @@
  * instead of once per row.  Decoding a panel block and transposing it to
  * that layout costs a few dozen instructions, spread over every token of a
  * group (up to PANEL_TG).  This moved prefill from float-bound to about
- * half of the int8 peak (118-123 of 233 GMAC/s a core on Zen 4: the
+ * half of the int8 peak (120-140 of 233 GMAC/s a core on Zen 4: the
  * block's scale work still shares the vector pipes; docs/BENCHMARKS.md).
  *
  * Codes become unsigned: a 32-element block stores u = w + o (o = 8 for
