@@ -188,6 +188,38 @@ TGT static void ptile_q8_1(int C, const pblk *p, int kb, const ptab *t, int c0, 
     PANEL_CASES(RUN_TILE_32, 1, p, kb, t, c0, act, as, b0, out, os, rn, add)
 }
 
+/* The three steps of a panel gemm, per format: table the activations of a
+ * token group for a k slice, pack 16 weight rows of that slice, run a tile
+ * of up to PANEL_C tokens.  Slices and groups are counted in 32-element
+ * sub-blocks for every format. */
+typedef void (*ptab_fn)(const char *act, size_t as, int tn, int64_t s0, int ks, ptab *t);
+typedef void (*pack_fn)(const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p);
+typedef void (*ptile_fn)(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act, size_t as,
+                         int64_t s0, float *out, int64_t os, int rn, bool add);
+
+/* k in slices, tokens in groups, rows in panels (see the top of the file). */
+INL void panel_gemm(ptab_fn tabulate, pack_fn pack, ptile_fn tile, int64_t k, const void *w, size_t ws,
+                    int64_t nr, const void *act, size_t as, int nt, float *out, int64_t os) {
+    _Alignas(64) pblk panel[PANEL_SB];
+    _Alignas(64) ptab tab;
+    const int64_t ns = k / 32;
+    for (int64_t s0 = 0; s0 < ns; s0 += PANEL_SB) {
+        const int ks = (int)(ns - s0 < PANEL_SB ? ns - s0 : PANEL_SB);
+        for (int t0 = 0; t0 < nt; t0 += PANEL_TG) {
+            const int tn = nt - t0 < PANEL_TG ? nt - t0 : PANEL_TG;
+            const char *at = (const char *)act + (size_t)t0 * as;
+            tabulate(at, as, tn, s0, ks, &tab);
+            for (int64_t r0 = 0; r0 < nr; r0 += PANEL_R) {
+                const int rn = (int)(nr - r0 < PANEL_R ? nr - r0 : PANEL_R);
+                pack((const char *)w + (size_t)r0 * ws, ws, rn, s0, ks, panel);
+                for (int c = 0; c < tn; c += PANEL_C)
+                    tile(tn - c < PANEL_C ? tn - c : PANEL_C, panel, ks, &tab, c, at, as, s0, out + (t0 + c) * os + r0,
+                         os, rn, s0 > 0);
+            }
+        }
+    }
+}
+
 /* The gemm for a 32-element format: UDEC gives a block's codes + OFS as
  * unsigned bytes in element order; ACT is the activation format (q8_0, or
  * q8_1 for the formats with a min, MIN the min's field or `d` as a dummy);
@@ -208,32 +240,14 @@ TGT static void ptile_q8_1(int C, const pblk *p, int kb, const ptab *t, int c0, 
             p[b].m = panel_scales(m);                                                            \
         }                                                                                        \
     }                                                                                            \
+    INL void tab_##NAME(const char *act, size_t as, int tn, int64_t b0, int kb, ptab *t) {         \
+        ptab_##ACT(act, as, tn, b0, kb, OFS, t);                                                 \
+    }                                                                                            \
     TGT static void gemmp_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
                                  size_t as, int nt, float *out, int64_t os) {                    \
-        if (nt < PANEL_MIN_TOK) {                                                                \
-            SMALL(k, w, ws, nr, act, as, nt, out, os);                                           \
-            return;                                                                              \
-        }                                                                                        \
-        _Alignas(64) pblk panel[PANEL_SB];                                                       \
-        _Alignas(64) ptab tab;                                                                   \
-        const int64_t nb = k / 32;                                                               \
-        for (int64_t b0 = 0; b0 < nb; b0 += PANEL_SB) {                                          \
-            const int kb = (int)(nb - b0 < PANEL_SB ? nb - b0 : PANEL_SB);                       \
-            for (int t0 = 0; t0 < nt; t0 += PANEL_TG) {                                          \
-                const int tn = nt - t0 < PANEL_TG ? nt - t0 : PANEL_TG;                          \
-                const char *at = (const char *)act + (size_t)t0 * as;                            \
-                ptab_##ACT(at, as, tn, b0, kb, OFS, &tab);                                       \
-                for (int64_t r0 = 0; r0 < nr; r0 += PANEL_R) {                                   \
-                    const int rn = (int)(nr - r0 < PANEL_R ? nr - r0 : PANEL_R);                 \
-                    pack_##NAME((const char *)w + (size_t)r0 * ws, ws, rn, b0, kb, panel);       \
-                    for (int c = 0; c < tn; c += PANEL_C)                                        \
-                        ptile_##ACT(tn - c < PANEL_C ? tn - c : PANEL_C, panel, kb, &tab, c, at, as, b0, \
-                                     out + (t0 + c) * os + r0, os, rn, b0 > 0);                  \
-                }                                                                                \
-            }                                                                                    \
-        }                                                                                        \
+        if (nt < PANEL_MIN_TOK) SMALL(k, w, ws, nr, act, as, nt, out, os);                       \
+        else panel_gemm(tab_##NAME, pack_##NAME, ptile_##ACT, k, w, ws, nr, act, as, nt, out, os); \
     }
-
 
 DEF_PANEL_32(q4_0, block_q4_0, udec_q4_0, 8, q8_0, d, gemm_q4_0)
 DEF_PANEL_32(q5_0, block_q5_0, udec_q5_0, 16, q8_0, d, gemm_q5_0)
@@ -382,30 +396,13 @@ INL void kdec_sub(const kdec *u, int s, float *S_lo, float *S_hi, float *M_lo, f
             }                                                                                    \
         }                                                                                        \
     }                                                                                            \
+    INL void tabk_##NAME(const char *act, size_t as, int tn, int64_t s0, int ks, ptab *t) {        \
+        ptab_q8_K(act, as, tn, s0, ks, MODE, OFS, t);                                            \
+    }                                                                                            \
     TGT static void gemmp_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
                                  size_t as, int nt, float *out, int64_t os) {                    \
-        if (nt < PANEL_MIN_TOK) {                                                                \
-            SMALL(k, w, ws, nr, act, as, nt, out, os);                                           \
-            return;                                                                              \
-        }                                                                                        \
-        _Alignas(64) pblk panel[PANEL_SB];                                                       \
-        _Alignas(64) ptab tab;                                                                   \
-        const int64_t ns = k / 32;                                                               \
-        for (int64_t s0 = 0; s0 < ns; s0 += PANEL_SB) {                                          \
-            const int ks = (int)(ns - s0 < PANEL_SB ? ns - s0 : PANEL_SB);                       \
-            for (int t0 = 0; t0 < nt; t0 += PANEL_TG) {                                          \
-                const int tn = nt - t0 < PANEL_TG ? nt - t0 : PANEL_TG;                          \
-                const char *at = (const char *)act + (size_t)t0 * as;                            \
-                ptab_q8_K(at, as, tn, s0, ks, MODE, OFS, &tab);                                  \
-                for (int64_t r0 = 0; r0 < nr; r0 += PANEL_R) {                                   \
-                    const int rn = (int)(nr - r0 < PANEL_R ? nr - r0 : PANEL_R);                 \
-                    packk_##NAME((const char *)w + (size_t)r0 * ws, ws, rn, s0, ks, panel);      \
-                    for (int c = 0; c < tn; c += PANEL_C)                                        \
-                        ptile_k##MODE(tn - c < PANEL_C ? tn - c : PANEL_C, panel, ks, &tab, c, at, as, s0, \
-                                      out + (t0 + c) * os + r0, os, rn, s0 > 0);                 \
-                }                                                                                \
-            }                                                                                    \
-        }                                                                                        \
+        if (nt < PANEL_MIN_TOK) SMALL(k, w, ws, nr, act, as, nt, out, os);                       \
+        else panel_gemm(tabk_##NAME, packk_##NAME, ptile_k##MODE, k, w, ws, nr, act, as, nt, out, os); \
     }
 
 DEF_PANEL_K(q2_K, block_q2_K, kdec_q2_K, K_MIN2, 0, gemm_q2_K)
