@@ -51,6 +51,10 @@ typedef struct plm_kernels {
     plm_dequantize_row_fn dequantize_row[PLM_TYPE_COUNT];
 } plm_kernels;
 
+/* Points every entry t has no function for at base's: a SIMD table lists
+ * what it has code for and takes the rest from the reference. */
+void plm_kernels_fill_from(plm_kernels *t, const plm_kernels *base);
+
 /* The scalar reference table. */
 const plm_kernels *plm_kernels_ref(void);
 

@@ -16,7 +16,7 @@
 #define X86_NAME "avx2"
 #include "kernels/x86/x86_body.h"
 
-const plm_kernels *plm_kernels_avx2(void) { return plm_x86_has_avx2() ? &x86_table : NULL; }
+const plm_kernels *plm_kernels_avx2(void) { return plm_x86_has_avx2() ? x86_complete() : NULL; }
 
 #else
 

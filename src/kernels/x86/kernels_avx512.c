@@ -17,7 +17,7 @@
 #define X86_NAME "avx512"
 #include "kernels/x86/x86_body.h"
 
-const plm_kernels *plm_kernels_avx512(void) { return plm_x86_has_avx512() ? &x86_table : NULL; }
+const plm_kernels *plm_kernels_avx512(void) { return plm_x86_has_avx512() ? x86_complete() : NULL; }
 
 #else
 

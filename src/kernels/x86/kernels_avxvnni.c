@@ -21,7 +21,7 @@
 #define X86_NAME "avxvnni"
 #include "kernels/x86/x86_body.h"
 
-const plm_kernels *plm_kernels_avxvnni(void) { return plm_x86_has_avxvnni() ? &x86_table : NULL; }
+const plm_kernels *plm_kernels_avxvnni(void) { return plm_x86_has_avxvnni() ? x86_complete() : NULL; }
 
 #else
 

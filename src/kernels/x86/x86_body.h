@@ -34,9 +34,11 @@
  * held in registers (32-element formats) or in a small stack buffer
  * (K-quants, 256 decoded bytes plus scale vectors).  Rows are walked in
  * bands of GEMM_RB so a band of weights stays in L1/L2 while every token
- * tile passes over it.  No heap, no static mutable state: reentrant.
+ * tile passes over it.  No heap; the only static state is the complete
+ * table, built once (pthread_once) from x86_simd and the reference.
  */
 #include <immintrin.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -996,7 +998,10 @@ X86_TGT static void attn_values_x86(float *o, const float *w, const void *v, siz
 
 /* ---- the table ----------------------------------------------------------- */
 
-static const plm_kernels x86_table = {
+/* What this file has SIMD code for; the rest (row quantizers of the weight
+ * formats, dequantizers) comes from the reference table when the complete
+ * table is first asked for. */
+static const plm_kernels x86_simd = {
     .name = X86_NAME,
     .attn_scores_f16 = attn_scores_x86,
     .attn_values_f16 = attn_values_x86,
@@ -1035,35 +1040,21 @@ static const plm_kernels x86_table = {
         [PLM_TYPE_BF16] = gemmf_bf16,
     },
     .quantize_row = {
-        [PLM_TYPE_F32] = plm_quantize_row_f32,
-        [PLM_TYPE_F16] = plm_quantize_row_f16,
-        [PLM_TYPE_BF16] = plm_quantize_row_bf16,
-        [PLM_TYPE_Q4_0] = plm_quantize_row_q4_0,
-        [PLM_TYPE_Q4_1] = plm_quantize_row_q4_1,
-        [PLM_TYPE_Q5_0] = plm_quantize_row_q5_0,
-        [PLM_TYPE_Q5_1] = plm_quantize_row_q5_1,
         [PLM_TYPE_Q8_0] = qr_q8_0,
         [PLM_TYPE_Q8_1] = qr_q8_1,
         [PLM_TYPE_Q8_K] = qr_q8_K,
-        [PLM_TYPE_IQ4_NL] = plm_quantize_row_iq4_nl,
-    },
-    .dequantize_row = {
-        [PLM_TYPE_F32] = plm_dequantize_row_f32,
-        [PLM_TYPE_F16] = plm_dequantize_row_f16,
-        [PLM_TYPE_BF16] = plm_dequantize_row_bf16,
-        [PLM_TYPE_Q4_0] = plm_dequantize_row_q4_0,
-        [PLM_TYPE_Q4_1] = plm_dequantize_row_q4_1,
-        [PLM_TYPE_Q5_0] = plm_dequantize_row_q5_0,
-        [PLM_TYPE_Q5_1] = plm_dequantize_row_q5_1,
-        [PLM_TYPE_Q8_0] = plm_dequantize_row_q8_0,
-        [PLM_TYPE_Q8_1] = plm_dequantize_row_q8_1,
-        [PLM_TYPE_Q2_K] = plm_dequantize_row_q2_K,
-        [PLM_TYPE_Q3_K] = plm_dequantize_row_q3_K,
-        [PLM_TYPE_Q4_K] = plm_dequantize_row_q4_K,
-        [PLM_TYPE_Q5_K] = plm_dequantize_row_q5_K,
-        [PLM_TYPE_Q6_K] = plm_dequantize_row_q6_K,
-        [PLM_TYPE_Q8_K] = plm_dequantize_row_q8_K,
-        [PLM_TYPE_IQ4_NL] = plm_dequantize_row_iq4_nl,
-        [PLM_TYPE_IQ4_XS] = plm_dequantize_row_iq4_xs,
     },
 };
+
+static plm_kernels x86_table;
+static pthread_once_t x86_once = PTHREAD_ONCE_INIT;
+
+static void x86_build(void) {
+    x86_table = x86_simd;
+    plm_kernels_fill_from(&x86_table, plm_kernels_ref());
+}
+
+static const plm_kernels *x86_complete(void) {
+    pthread_once(&x86_once, x86_build);
+    return &x86_table;
+}
