@@ -5,7 +5,10 @@
 # process on each side measuring one pp and one tg sample after a warm-up.
 # Prints the medians over the rounds and the ratios ours / llama.cpp.
 #
-#   bench/compare-llamacpp.sh MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-b 512] [-r 5]
+#   bench/compare-llamacpp.sh MODEL.gguf [-p 512] [-n 128] [-t THREADS] [-b 512] [-r 5] [-fa 0|1]
+#
+# -fa 1 runs both sides with flash attention (llama.cpp's flash_attn, our
+# one-pass softmax); the default 0 runs both without.
 #
 # llama.cpp is node-llama-cpp@3.21.1's prebuilt CPU binary (tests/oracle/,
 # installed by scripts/test.sh).  POCKETLM_BIN overrides build/pocketlm.
@@ -14,11 +17,11 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${POCKETLM_BIN:-$root/build/pocketlm}"
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
 [ $# -ge 1 ] || usage
 case "$1" in -h|--help) usage 0 ;; esac
 model="$1"; shift
-p=512 n=128 t="" b=512 r=5
+p=512 n=128 t="" b=512 r=5 fa=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -p) p="$2"; shift 2 ;;
@@ -26,6 +29,7 @@ while [ $# -gt 0 ]; do
     -t) t="$2"; shift 2 ;;
     -b) b="$2"; shift 2 ;;
     -r) r="$2"; shift 2 ;;
+    -fa) fa="$2"; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "compare-llamacpp: unknown option $1" >&2; usage ;;
   esac
@@ -46,14 +50,15 @@ ours="$dir/pocketlm.jsonl" theirs="$dir/llamacpp.jsonl"
 
 # Measure the bandwidth once so that every round of ours does not.
 bw="$("$bin" probe -o json | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).bandwidth.best_gbps))')"
-echo "compare-llamacpp: $model, pp$p tg$n, $t threads, batch $b, $r rounds; memory read bandwidth $bw GB/s" >&2
+echo "compare-llamacpp: $model, pp$p tg$n, $t threads, batch $b, flash attention $fa, $r rounds;" \
+  "memory read bandwidth $bw GB/s" >&2
 
 run_ours() {
-  "$bin" bench -m "$model" -p "$p" -n "$n" -t "$t" -b "$b" -r 1 -o json --bandwidth "$bw" |
+  "$bin" bench -m "$model" -p "$p" -n "$n" -t "$t" -b "$b" -fa "$fa" -r 1 -o json --bandwidth "$bw" |
     node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(JSON.parse(s))))' >> "$ours"
 }
 run_theirs() {
-  node "$root/bench/llamacpp-bench.mjs" -m "$model" -p "$p" -n "$n" -t "$t" -b "$b" -r 1 >> "$theirs"
+  node "$root/bench/llamacpp-bench.mjs" -m "$model" -p "$p" -n "$n" -t "$t" -b "$b" -fa "$fa" -r 1 >> "$theirs"
 }
 for i in $(seq 1 "$r"); do
   if [ $((i % 4)) -eq 1 ] || [ $((i % 4)) -eq 0 ]; then run_ours; run_theirs; else run_theirs; run_ours; fi

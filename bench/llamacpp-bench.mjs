@@ -2,7 +2,7 @@
 // llama.cpp's side of bench/compare-llamacpp.sh, through node-llama-cpp (the
 // prebuilt CPU binary pinned in tests/oracle/package.json).
 //
-//   node bench/llamacpp-bench.mjs -m MODEL.gguf [-p 512] [-n 128] [-t 2] [-b 512] [-r 1]
+//   node bench/llamacpp-bench.mjs -m MODEL.gguf [-p 512] [-n 128] [-t 2] [-b 512] [-r 1] [-fa 0|1]
 //       prints a JSON array shaped like llama-bench's: one pp and one tg result
 //   node bench/llamacpp-bench.mjs --summarize OURS.jsonl LLAMA.jsonl
 //       reads the per-round results both sides wrote (one JSON array per line)
@@ -20,12 +20,13 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 function parseArgs(argv) {
-  const o = { p: 512, n: 128, t: os.availableParallelism?.() ?? os.cpus().length, b: 512, r: 1 };
+  const o = { p: 512, n: 128, t: os.availableParallelism?.() ?? os.cpus().length, b: 512, r: 1, fa: 0 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i], v = argv[i + 1];
     if (a === "--summarize") { o.summarize = [v, argv[i + 2]]; i += 2; }
     else if (a === "-m") { o.m = v; i++; }
     else if (["-p", "-n", "-t", "-b", "-r"].includes(a)) { o[a[1]] = Number(v); i++; }
+    else if (a === "-fa") { o.fa = Number(v); i++; }
     else if (a === "-h" || a === "--help") { o.help = true; }
     else throw new Error(`unknown argument ${a}`);
   }
@@ -52,7 +53,7 @@ function summarize(oursPath, llamaPath) {
   }
   const model = ours[0]?.model_type ?? "?", threads = ours[0]?.n_threads ?? "?";
   console.log(`model ${ours[0]?.model_filename} (${model}), ${threads} threads, ` +
-              `n_batch ${ours[0]?.n_batch}; medians of per-round t/s`);
+              `n_batch ${ours[0]?.n_batch}, flash attention ${ours[0]?.flash_attn ? 1 : 0}; medians of per-round t/s`);
   console.log("| test | pocketlm t/s | llama.cpp t/s | ours / llama.cpp | rounds |");
   console.log("| ---- | -----------: | ------------: | ---------------: | -----: |");
   for (const r of rows)
@@ -74,7 +75,7 @@ async function bench(o) {
     batchSize: o.b,
     threads: o.t,
     sequences: 1,
-    flashAttention: false,
+    flashAttention: o.fa === 1,
   });
   const seq = context.getSequence();
   let rng = 0x2545f491;
@@ -108,7 +109,7 @@ async function bench(o) {
     cpu_info: os.cpus()[0]?.model ?? "", gpu_info: "", backends: "CPU",
     model_filename: o.m, model_type: model.typeDescription, model_size: model.size, model_n_params: nParams,
     n_batch: o.b, n_ubatch: o.b, n_threads: o.t, type_k: "f16", type_v: "f16", n_gpu_layers: 0,
-    use_mmap: true, flash_attn: false, n_depth: 0,
+    use_mmap: true, flash_attn: o.fa === 1, n_depth: 0,
   };
   for (const [kind, k] of [["pp", o.p], ["tg", o.n]]) {
     if (!k) continue;

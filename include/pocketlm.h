@@ -109,6 +109,9 @@ typedef struct plm_context_params {
     bool logits_all;      /* keep logits of every token of a decode, not just the last */
     plm_kv_type type_k;   /* default PLM_KV_F16 */
     plm_kv_type type_v;   /* default PLM_KV_F16 */
+    bool flash_attn;      /* one-pass (flash) attention softmax: fewer key reads,
+                             f32 weights; default false: two passes with
+                             llama.cpp's f16-rounded weights (see ops.h) */
 } plm_context_params;
 
 plm_context_params plm_context_default_params(void);
@@ -358,7 +361,6 @@ typedef struct plm_plan_buffers {
     uint64_t q;                   /* [n_batch][q_dim] f32 */
     uint64_t k, v;                /* [n_batch][kv_dim] f32 each */
     uint64_t gate, up;            /* [n_batch][max(n_ff, n_embd)] f32 each */
-    uint64_t scores;              /* [n_threads][n_ctx] f32 */
     uint64_t act_row;             /* bytes of one quantized activation row */
     uint64_t act;                 /* each of PLM_PLAN_ACT_SLOTS slots: [n_batch][act_row] */
     uint64_t logits;              /* [logits_all ? n_batch : 1][n_vocab] f32 */

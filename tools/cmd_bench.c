@@ -29,7 +29,7 @@ typedef struct int_list {
 
 typedef struct bench_opts {
     arg_list models;
-    const char *n_prompt, *n_gen, *threads, *batch, *output;
+    const char *n_prompt, *n_gen, *threads, *batch, *flash_attn, *output;
     int reps;
     float bandwidth;
     bool no_warmup, verbose;
@@ -41,6 +41,7 @@ typedef struct bench_result {
     char model_type[96];
     uint64_t model_size, model_n_params;
     int n_batch, n_threads, n_prompt, n_gen, reps;
+    bool flash_attn;
     char test_time[32];
     const uint64_t *samples_ns;
     double bytes_per_token; /* weight bytes read per token, nominal */
@@ -219,12 +220,12 @@ static void print_json_result(const bench_result *r, const char *cpu, bool first
             "    \"cpu_mask\": \"0x0\",\n    \"cpu_strict\": false,\n    \"poll\": 0,\n"
             "    \"type_k\": \"f16\",\n    \"type_v\": \"f16\",\n    \"n_gpu_layers\": 0,\n"
             "    \"split_mode\": \"none\",\n    \"main_gpu\": 0,\n    \"no_kv_offload\": false,\n"
-            "    \"flash_attn\": false,\n    \"tensor_split\": \"0.00\",\n    \"use_mmap\": true,\n"
+            "    \"flash_attn\": %s,\n    \"tensor_split\": \"0.00\",\n    \"use_mmap\": true,\n"
             "    \"embeddings\": false,\n    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"n_depth\": 0,\n"
             "    \"test_time\": \"%s\",\n    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n"
             "    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n    \"samples_ns\": [ ",
-            r->model_size, r->model_n_params, r->n_batch, r->n_batch, r->n_threads, r->n_prompt, r->n_gen,
-            r->test_time, s.avg_ns, s.stddev_ns, s.avg_ts, s.stddev_ts);
+            r->model_size, r->model_n_params, r->n_batch, r->n_batch, r->n_threads, r->flash_attn ? "true" : "false",
+            r->n_prompt, r->n_gen, r->test_time, s.avg_ns, s.stddev_ns, s.avg_ts, s.stddev_ts);
     for (int i = 0; i < r->reps; i++) fprintf(o, "%s%" PRIu64, i ? ", " : "", r->samples_ns[i]);
     fprintf(o, " ],\n    \"samples_ts\": [ ");
     for (int i = 0; i < r->reps; i++) fprintf(o, "%s%g", i ? ", " : "", s.ts[i]);
@@ -238,7 +239,7 @@ static void print_json_result(const bench_result *r, const char *cpu, bool first
 
 static const char *const csv_fields =
     "build_commit,build_number,cpu_info,gpu_info,backends,model_filename,model_type,model_size,model_n_params,"
-    "n_batch,n_ubatch,n_threads,type_k,type_v,n_gpu_layers,use_mmap,n_prompt,n_gen,n_depth,test_time,avg_ns,"
+    "n_batch,n_ubatch,n_threads,type_k,type_v,n_gpu_layers,flash_attn,use_mmap,n_prompt,n_gen,n_depth,test_time,avg_ns,"
     "stddev_ns,avg_ts,stddev_ts,samples_ns,samples_ts,weight_bytes_per_token,bandwidth_gbps,bandwidth_share";
 
 static void print_csv_result(const bench_result *r, const char *cpu) {
@@ -252,9 +253,9 @@ static void print_csv_result(const bench_result *r, const char *cpu) {
     fputc(',', o);
     csv_str(o, r->model_type);
     fprintf(o,
-            ",\"%" PRIu64 "\",\"%" PRIu64 "\",\"%d\",\"%d\",\"%d\",\"f16\",\"f16\",\"0\",\"1\",\"%d\",\"%d\",\"0\","
-            "\"%s\",\"%.0f\",\"%.0f\",\"%.6f\",\"%.6f\",\"",
-            r->model_size, r->model_n_params, r->n_batch, r->n_batch, r->n_threads, r->n_prompt, r->n_gen,
+            ",\"%" PRIu64 "\",\"%" PRIu64 "\",\"%d\",\"%d\",\"%d\",\"f16\",\"f16\",\"0\",\"%d\",\"1\",\"%d\",\"%d\","
+            "\"0\",\"%s\",\"%.0f\",\"%.0f\",\"%.6f\",\"%.6f\",\"",
+            r->model_size, r->model_n_params, r->n_batch, r->n_batch, r->n_threads, r->flash_attn, r->n_prompt, r->n_gen,
             r->test_time, s.avg_ns, s.stddev_ns, s.avg_ts, s.stddev_ts);
     for (int i = 0; i < r->reps; i++) fprintf(o, "%s%" PRIu64, i ? ";" : "", r->samples_ns[i]);
     fprintf(o, "\",\"");
@@ -271,9 +272,9 @@ static void human_bytes(double b, char *out, size_t size) {
 }
 
 static void print_md_header(void) {
-    printf("| model                          |       size |     params | backend | threads | n_batch |"
+    printf("| model                          |       size |     params | backend | threads | n_batch | fa |"
            "            test |                  t/s |   weights/token | mem BW used |\n");
-    printf("| ------------------------------ | ---------: | ---------: | ------- | ------: | ------: |"
+    printf("| ------------------------------ | ---------: | ---------: | ------- | ------: | ------: | -: |"
            " --------------: | -------------------: | --------------: | ----------: |\n");
     fflush(stdout);
 }
@@ -294,8 +295,8 @@ static void print_md_result(const bench_result *r) {
     if (r->bandwidth_gbps > 0)
         snprintf(share, sizeof share, "%.1f%%", 100.0 * r->bytes_per_token * s.avg_ts / (r->bandwidth_gbps * 1e9));
     else snprintf(share, sizeof share, "?");
-    printf("| %-30s | %10s | %10s | %-7s | %7d | %7d | %15s | %20s | %15s | %11s |\n", r->model_type, size, params,
-           "CPU", r->n_threads, r->n_batch, test, ts, bpt, share);
+    printf("| %-30s | %10s | %10s | %-7s | %7d | %7d | %2d | %15s | %20s | %15s | %11s |\n", r->model_type, size,
+           params, "CPU", r->n_threads, r->n_batch, r->flash_attn, test, ts, bpt, share);
     fflush(stdout);
 }
 
@@ -325,7 +326,8 @@ static void stamp(char *out, size_t size) {
 
 /* All tests of one model at one batch size and thread count. */
 static int bench_config(bench_run *b, const char *path, plm_model *m, const char *model_type, double embd_bytes,
-                        double embd_rows, int n_batch, int n_threads, const int_list *pp, const int_list *tg) {
+                        double embd_rows, int n_batch, int n_threads, bool flash, const int_list *pp,
+                        const int_list *tg) {
     const bench_opts *o = b->o;
     int max_tok = 1;
     for (int i = 0; i < pp->n; i++) max_tok = pp->v[i] > max_tok ? pp->v[i] : max_tok;
@@ -334,6 +336,7 @@ static int bench_config(bench_run *b, const char *path, plm_model *m, const char
     cp.n_ctx = (uint32_t)max_tok;
     cp.n_batch = (uint32_t)n_batch;
     cp.n_threads = (uint32_t)n_threads;
+    cp.flash_attn = flash;
     plm_context *ctx;
     plm_error err;
     if (plm_context_new(m, &cp, &ctx, &err)) {
@@ -356,6 +359,7 @@ static int bench_config(bench_run *b, const char *path, plm_model *m, const char
     int rc = 0;
     bench_result r = {.model_filename = path, .model_size = plm_model_weight_bytes(m),
                       .model_n_params = plm_model_n_params(m), .n_batch = n_batch, .n_threads = n_threads,
+                      .flash_attn = flash,
                       .reps = o->reps, .samples_ns = samples, .bandwidth_gbps = b->bandwidth_gbps};
     snprintf(r.model_type, sizeof r.model_type, "%s", model_type);
 
@@ -402,13 +406,14 @@ int cmd_bench(int argc, char **argv) {
              have_tuned && tuned.threads ? (unsigned)tuned.threads : plm_default_threads());
     snprintf(default_batch, sizeof default_batch, "%d", have_tuned && tuned.batch ? tuned.batch : 512);
     bench_opts o = {.n_prompt = "512", .n_gen = "128", .threads = default_threads, .batch = default_batch,
-                    .output = "md", .reps = 5};
+                    .flash_attn = "0", .output = "md", .reps = 5};
     const arg_spec specs[] = {
         {"-m", "--model", ARG_LIST, &o.models, "PATH", "GGUF model to benchmark"},
         {"-p", "--n-prompt", ARG_STR, &o.n_prompt, "N[,N...]", "prompt tokens of a pp test, 0 = none"},
         {"-n", "--n-gen", ARG_STR, &o.n_gen, "N[,N...]", "generated tokens of a tg test, 0 = none"},
         {"-t", "--threads", ARG_STR, &o.threads, "N[,N...]", "threads; default: tuned, else the performance cores"},
         {"-b", "--batch-size", ARG_STR, &o.batch, "N[,N...]", "prompt tokens per forward pass"},
+        {"-fa", "--flash-attn", ARG_STR, &o.flash_attn, "0|1[,...]", "one-pass attention softmax (see pocketlm run)"},
         {"-r", "--repetitions", ARG_INT, &o.reps, "N", "repetitions of each test"},
         {NULL, "--bandwidth", ARG_FLOAT, &o.bandwidth, "GBPS", "memory read bandwidth, 0 = measure it once"},
         {"-o", "--output", ARG_STR, &o.output, "FMT", "md, json or csv (to stdout)"},
@@ -424,7 +429,7 @@ int cmd_bench(int argc, char **argv) {
         args_free(&parser);
         return rc == ARGS_HELP ? 0 : 1;
     }
-    int_list pp, tg, th, bs;
+    int_list pp, tg, th, bs, fa;
     bench_run b = {.o = &o};
     rc = 1;
     if (o.models.n == 0) {
@@ -432,8 +437,14 @@ int cmd_bench(int argc, char **argv) {
         goto out;
     }
     if (!parse_list(o.n_prompt, &pp, "-p", 0) || !parse_list(o.n_gen, &tg, "-n", 0) ||
-        !parse_list(o.threads, &th, "-t", 1) || !parse_list(o.batch, &bs, "-b", 1))
+        !parse_list(o.threads, &th, "-t", 1) || !parse_list(o.batch, &bs, "-b", 1) ||
+        !parse_list(o.flash_attn, &fa, "-fa", 0))
         goto out;
+    for (int i = 0; i < fa.n; i++)
+        if (fa.v[i] > 1) {
+            fprintf(stderr, "pocketlm bench: -fa takes 0 or 1, not %d\n", fa.v[i]);
+            goto out;
+        }
     if (o.reps < 1 || o.reps > 1024) {
         fprintf(stderr, "pocketlm bench: -r must be between 1 and 1024\n");
         goto out;
@@ -483,12 +494,14 @@ int cmd_bench(int argc, char **argv) {
         uint64_t embd_bytes, embd_rows;
         describe_model(path, m, model_type, sizeof model_type, &embd_bytes, &embd_rows);
         for (int bi = 0; bi < bs.n && rc == 0; bi++)
-            for (int ti = 0; ti < th.n && rc == 0; ti++) {
-                if (o.verbose)
-                    fprintf(stderr, "pocketlm bench: %s, n_batch %d, %d threads\n", model_type, bs.v[bi], th.v[ti]);
-                rc = bench_config(&b, path, m, model_type, (double)embd_bytes, (double)embd_rows, bs.v[bi], th.v[ti],
-                                  &pp, &tg);
-            }
+            for (int ti = 0; ti < th.n && rc == 0; ti++)
+                for (int fi = 0; fi < fa.n && rc == 0; fi++) {
+                    if (o.verbose)
+                        fprintf(stderr, "pocketlm bench: %s, n_batch %d, %d threads, fa %d\n", model_type, bs.v[bi],
+                                th.v[ti], fa.v[fi]);
+                    rc = bench_config(&b, path, m, model_type, (double)embd_bytes, (double)embd_rows, bs.v[bi],
+                                      th.v[ti], fa.v[fi] != 0, &pp, &tg);
+                }
         plm_model_free(m);
     }
     if (b.fmt == OUT_JSON) printf("%s]\n", b.n_printed ? "\n" : "");

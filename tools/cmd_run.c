@@ -22,7 +22,7 @@ typedef struct run_opts {
     const char *mem_log, *mem_plot, *mem_limit;
     int mem_every;
     int n_predict, n_ctx, n_batch, n_threads;
-    bool no_mmap, mlock, ignore_eos, no_display_prompt, ctx_shift;
+    bool no_mmap, mlock, ignore_eos, no_display_prompt, ctx_shift, flash_attn;
     int keep;
     plm_sampler_params sp;
     uint64_t seed;
@@ -45,6 +45,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
     cp.n_threads = (uint32_t)o->n_threads;
     cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
+    cp.flash_attn = o->flash_attn;
     if (!fit_context("run", o->model, !o->no_mmap, o->mem_limit, &cp)) return 1;
     plm_context *ctx;
     if (plm_context_new(model, &cp, &ctx, &err)) {
@@ -180,6 +181,9 @@ int cmd_run(int argc, char **argv) {
         {"-t", "--threads", ARG_INT, &o.n_threads, "N", "threads, 0 = tuned, else the performance cores"},
         {"-ctk", "--cache-type-k", ARG_STR, &o.cache_type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
         {"-ctv", "--cache-type-v", ARG_STR, &o.cache_type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
+        {"-fa", "--flash-attn", ARG_FLAG, &o.flash_attn, NULL,
+         "one-pass (flash) attention: reads the keys once, keeps the softmax weights in f32; default: two passes "
+         "with llama.cpp's f16-rounded weights"},
         {NULL, "--temp", ARG_FLOAT, &o.sp.temperature, "T", "temperature, 0 = greedy"},
         {NULL, "--top-k", ARG_INT, &o.sp.top_k, "K", "keep the K most likely tokens, 0 = off"},
         {NULL, "--top-p", ARG_FLOAT, &o.sp.top_p, "P", "nucleus sampling, 1 = off"},

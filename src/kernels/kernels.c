@@ -26,8 +26,8 @@ static const kernels_getter candidates[] = {
 enum { N_CANDIDATES = (int)(sizeof candidates / sizeof candidates[0]) };
 
 void plm_kernels_fill_from(plm_kernels *t, const plm_kernels *base) {
-    if (!t->attn_scores_f16) t->attn_scores_f16 = base->attn_scores_f16;
-    if (!t->attn_values_f16) t->attn_values_f16 = base->attn_values_f16;
+    if (!t->attn_f16) t->attn_f16 = base->attn_f16;
+    if (!t->swiglu) t->swiglu = base->swiglu;
     for (int i = 0; i < PLM_TYPE_COUNT; i++) {
         if (!t->vec_dot[i]) t->vec_dot[i] = base->vec_dot[i];
         if (!t->gemm[i]) t->gemm[i] = base->gemm[i];

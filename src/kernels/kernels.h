@@ -11,6 +11,7 @@
 #ifndef PLM_KERNELS_H
 #define PLM_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,18 +34,17 @@ typedef void (*plm_gemm_fn)(int64_t k, const void *w, size_t w_stride, int64_t n
                             const void *act, size_t act_stride, int n_tok,
                             float *out, int64_t out_stride);
 
-/* Attention over an f16 KV cache, one head against every key at once (see
- * plm_attn_scores_f16 / plm_attn_values_f16 in ops.h for the arithmetic):
- * a kernel keeps its partial sums in registers across keys. */
-typedef void (*plm_attn_scores_f16_fn)(float *scores, const uint16_t *q, const void *k, size_t k_stride,
-                                       int n_keys, int hd, float scale);
-typedef void (*plm_attn_values_f16_fn)(float *o, const float *w, const void *v, size_t v_stride, int n_keys,
-                                       int hd);
+/* Attention of n_q query heads sharing one KV head over an f16 cache, with
+ * an online softmax, exact or flash (plm_attn_f16 in ops.h is the arithmetic). */
+typedef void (*plm_attn_f16_fn)(float *o, const uint16_t *q, int n_q, const void *k, const void *v,
+                                size_t k_stride, size_t v_stride, int n_keys, int hd, float scale, bool flash);
+/* g[i] = silu(g[i]) * u[i] */
+typedef void (*plm_swiglu_fn)(float *g, const float *u, int n);
 
 typedef struct plm_kernels {
     const char *name;                                  /* "ref", "avx2", ... */
-    plm_attn_scores_f16_fn attn_scores_f16;
-    plm_attn_values_f16_fn attn_values_f16;
+    plm_attn_f16_fn attn_f16;
+    plm_swiglu_fn swiglu;
     plm_vec_dot_fn vec_dot[PLM_TYPE_COUNT];            /* by weight type */
     plm_gemm_fn gemm[PLM_TYPE_COUNT];                  /* by weight type; NULL: loop vec_dot */
     plm_quantize_row_fn quantize_row[PLM_TYPE_COUNT];  /* by target type */

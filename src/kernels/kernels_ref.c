@@ -284,8 +284,8 @@ void plm_ref_vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va)
 
 static const plm_kernels kernels_ref = {
     .name = "ref",
-    .attn_scores_f16 = plm_attn_scores_f16,
-    .attn_values_f16 = plm_attn_values_f16,
+    .attn_f16 = plm_attn_f16,
+    .swiglu = plm_swiglu,
     .vec_dot = {
         [PLM_TYPE_F32] = plm_ref_vec_dot_f32,
         [PLM_TYPE_F16] = plm_ref_vec_dot_f16,

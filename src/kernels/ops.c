@@ -38,19 +38,6 @@ void plm_rope_apply(float *x, int n_heads, int head_dim, int n_rot, const float 
     }
 }
 
-void plm_softmax(float *x, int n) {
-    float max = -INFINITY;
-    for (int i = 0; i < n; i++)
-        if (x[i] > max) max = x[i];
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++) x[i] *= inv;
-}
-
 void plm_swiglu(float *g, const float *u, int n) {
     for (int i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
@@ -65,15 +52,70 @@ void plm_axpy_f16(float *y, float a, const uint16_t *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * plm_fp16_to_fp32(x[i]);
 }
 
-void plm_attn_scores_f16(float *scores, const uint16_t *q, const void *k, size_t k_stride, int n_keys, int hd,
-                         float scale) {
-    for (int j = 0; j < n_keys; j++)
-        scores[j] = plm_dot_f16(q, (const uint16_t *)(const void *)((const char *)k + (size_t)j * k_stride), hd) * scale;
+void plm_scale(float *y, float a, int n) {
+    for (int i = 0; i < n; i++) y[i] *= a;
 }
 
-void plm_attn_values_f16(float *o, const float *w, const void *v, size_t v_stride, int n_keys, int hd) {
-    for (int i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int j = 0; j < n_keys; j++)
-        plm_axpy_f16(o, plm_fp16_to_fp32(plm_fp32_to_fp16(w[j])),
-                     (const uint16_t *)(const void *)((const char *)v + (size_t)j * v_stride), hd);
+void plm_softmax_run_block(plm_softmax_run *r, float *s, int n, float *o, int hd) {
+    float max = r->max;
+    for (int j = 0; j < n; j++)
+        if (s[j] > max) max = s[j];
+    if (max > r->max) {
+        /* exp(-inf) is 0: before the first block o and sum are 0 anyway. */
+        const float shrink = r->max == -INFINITY ? 0.0f : expf(r->max - max);
+        plm_scale(o, shrink, hd);
+        r->sum *= shrink;
+        r->max = max;
+    }
+    double sum = 0.0;
+    for (int j = 0; j < n; j++) {
+        s[j] = expf(s[j] - max);
+        sum += s[j];
+    }
+    r->sum += sum;
+}
+
+float plm_softmax_weight(float s, float max, float inv_sum) {
+    return plm_fp16_to_fp32(plm_fp32_to_fp16(expf(s - max) * inv_sum));
+}
+
+/* scale * q . k_j for the nb keys from j0 on. */
+static void block_scores(float *s, const uint16_t *q, const void *k, size_t k_stride, int j0, int nb, int hd,
+                         float scale) {
+    for (int j = 0; j < nb; j++)
+        s[j] = plm_dot_f16(q, (const uint16_t *)(const void *)((const char *)k + (size_t)(j0 + j) * k_stride), hd) *
+               scale;
+}
+
+static void block_values(float *o, const float *w, const void *v, size_t v_stride, int j0, int nb, int hd) {
+    for (int j = 0; j < nb; j++)
+        plm_axpy_f16(o, w[j], (const uint16_t *)(const void *)((const char *)v + (size_t)(j0 + j) * v_stride), hd);
+}
+
+void plm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t k_stride,
+                  size_t v_stride, int n_keys, int hd, float scale, bool flash) {
+    float s[PLM_ATTN_BLOCK];
+    for (int i = 0; i < n_q; i++) {
+        const uint16_t *qi = q + (size_t)i * hd;
+        float *oi = o + (size_t)i * hd;
+        plm_softmax_run run = {-INFINITY, 0.0};
+        for (int d = 0; d < hd; d++) oi[d] = 0.0f;
+        for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
+            const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
+            block_scores(s, qi, k, k_stride, j0, nb, hd, scale);
+            plm_softmax_run_block(&run, s, nb, oi, flash ? hd : 0);
+            if (flash) block_values(oi, s, v, v_stride, j0, nb, hd);
+        }
+        if (flash) {
+            plm_scale(oi, (float)(1.0 / run.sum), hd);
+            continue;
+        }
+        const float inv = (float)(1.0 / run.sum);
+        for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
+            const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
+            block_scores(s, qi, k, k_stride, j0, nb, hd, scale);
+            for (int j = 0; j < nb; j++) s[j] = plm_softmax_weight(s[j], run.max, inv);
+            block_values(oi, s, v, v_stride, j0, nb, hd);
+        }
+    }
 }

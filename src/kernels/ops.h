@@ -4,6 +4,7 @@
 #ifndef PLM_KERNELS_OPS_H
 #define PLM_KERNELS_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,9 +20,6 @@ void plm_rope_angles(float *cos_out, float *sin_out, int n_rot, float pos, float
 void plm_rope_apply(float *x, int n_heads, int head_dim, int n_rot, const float *cos_t,
                     const float *sin_t, int neox);
 
-/* In-place softmax of x[0..n). */
-void plm_softmax(float *x, int n);
-
 /* g[i] = silu(g[i]) * u[i] */
 void plm_swiglu(float *g, const float *u, int n);
 
@@ -29,15 +27,48 @@ void plm_swiglu(float *g, const float *u, int n);
 float plm_dot_f16(const uint16_t *a, const uint16_t *b, int n);
 /* y[i] += a * f16(x[i]) */
 void plm_axpy_f16(float *y, float a, const uint16_t *x, int n);
+/* y[i] *= a */
+void plm_scale(float *y, float a, int n);
 
-/* Attention over an f16 cache, one query head against n_keys rows (k_stride
- * / v_stride bytes apart, hd values each):
- *   scores[j] = scale * plm_dot_f16(q, k_j)
- *   o[i]      = sum_j f16(w[j]) * v_j[i]   (the weights rounded to f16 first,
- *                                           as llama.cpp does before its f16
- *                                           product with the cache) */
-void plm_attn_scores_f16(float *scores, const uint16_t *q, const void *k, size_t k_stride, int n_keys, int hd,
-                         float scale);
-void plm_attn_values_f16(float *o, const float *w, const void *v, size_t v_stride, int n_keys, int hd);
+/* Attention over the KV cache with an online softmax: keys are taken a
+ * block of PLM_ATTN_BLOCK at a time and only that block's scores ever
+ * exist, whatever the context; a running max and sum carry the softmax
+ * from block to block.  Two ways to use it:
+ *
+ *   exact (default)  two passes over the keys, as in Milakov & Gimelshein's
+ *                    online normalizer: the first finds the max and the
+ *                    sum, the second recomputes each score and weighs its
+ *                    value row by exp(s - max) / sum rounded to f16: what
+ *                    llama.cpp's (non-flash) attention computes, to the
+ *                    rounding.
+ *   flash            one pass, as in FlashAttention: each block's values are
+ *                    weighed by exp(s - running max) in f32, and the output
+ *                    rescaled whenever the max rises.  Half the key reads;
+ *                    no f16 rounding (closer to an exact softmax, further
+ *                    from llama.cpp's non-flash logits). */
+#define PLM_ATTN_BLOCK 64
+/* Query heads one call takes at most (the heads sharing a KV head). */
+#define PLM_ATTN_MAX_Q 16
+
+typedef struct plm_softmax_run {
+    float max;   /* largest score so far (-INFINITY before the first block) */
+    double sum;  /* sum of exp(score - max) so far */
+} plm_softmax_run;
+
+/* One block of n scores: s[j] becomes exp(s[j] - max) under the new running
+ * max; when the max rises, o[0..hd) and the sum are scaled down to match
+ * (o may be NULL with hd 0). */
+void plm_softmax_run_block(plm_softmax_run *r, float *s, int n, float *o, int hd);
+
+/* The exact mode's weight of a score once the run is complete:
+ * f16(exp(s - max) * inv_sum), inv_sum = (float)(1 / sum). */
+float plm_softmax_weight(float s, float max, float inv_sum);
+
+/* n_q query heads (q: n_q rows of hd f16 values, adjacent) against n_keys
+ * rows of an f16 cache (k_stride / v_stride bytes apart):
+ *   o_i = sum_j softmax_j(scale * q_i . k_j) v_j      (o: n_q rows of hd)
+ * Each q_i . k_j is summed in f32, as plm_dot_f16 sums it.  n_q <= PLM_ATTN_MAX_Q. */
+void plm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t k_stride,
+                  size_t v_stride, int n_keys, int hd, float scale, bool flash);
 
 #endif

@@ -268,7 +268,7 @@ static void matmul_task(void *arg, int ith, int nth) {
         matmul_rows(j, 1, r0, r1);
         for (int t = 0; t < j->n_tok; t++) {
             const int64_t off = (int64_t)t * j->w[0]->rows + r0;
-            plm_swiglu(j->out[0] + off, j->out[1] + off, (int)(r1 - r0));
+            j->kt->swiglu(j->out[0] + off, j->out[1] + off, (int)(r1 - r0));
         }
     }
 }
@@ -378,17 +378,21 @@ static void embed(plm_context *ctx, const plm_token *tokens, int n) {
 }
 
 /* Causal grouped-query attention of n new tokens (already in the cache)
- * over positions [0, pos0 + t], one (token, head) pair at a time.
- * Like llama.cpp, the query and the softmax weights are rounded to f16 (or
- * the query quantized, for a quantized cache) before they meet the cached
- * keys and values: matching that rounding keeps our logits within a few
- * thousandths of llama.cpp's. */
+ * over positions [0, pos0 + t], with an online softmax, exact or flash
+ * (ops.h): keys are met a block at a time, so the only score buffer is one
+ * block long.  A unit of work is one token and a group of query heads
+ * sharing a KV head, which then share each key and value row while it is
+ * in L1; the group is split when there would be too few units to keep
+ * every thread busy (decoding a single token).
+ * Like llama.cpp, the query is rounded to f16 (or quantized, for a
+ * quantized cache) before it meets the cached keys. */
 typedef struct attn_job {
     plm_context *ctx;
     int il, n;
     uint32_t pos0;
+    int heads_per_unit;   /* query heads per unit of work */
     float *out;           /* [n][q_dim] */
-    atomic_int next;      /* next (token, head) pair */
+    atomic_int next;      /* next unit */
 } attn_job;
 
 /* Bytes from the start of a cache row to kv-head element `off`. */
@@ -397,68 +401,111 @@ static size_t row_offset(plm_type type, int off) {
     return (size_t)(off / (int)ti->block_size) * ti->type_size;
 }
 
-/* scores[j] = q . key j for j < n_keys, in the cache's own format: f16 keys
- * meet an f16 query; quantized keys meet the query quantized to their
- * vec_dot format (Q8_0), as the weights do. */
-static void key_scores(const plm_context *ctx, const float *q, const uint8_t *K, size_t k_off, int n_keys,
-                       float *scores) {
+/* Scores of the nb keys from j0 on against a query in the keys' vec_dot format. */
+static void quantized_scores(const plm_context *ctx, const uint8_t *K, const void *qbuf, int j0, int nb, float *s) {
     const plm_kv_cache *kv = &ctx->kv;
     const int hd = ctx->model->hp.head_dim;
     const float scale = 1.0f / sqrtf((float)hd);
-    uint8_t qbuf[2048];  /* head_dim <= 1024 as f16, or as Q8_0 blocks (1088 bytes) */
-    const plm_type qt = kv->type_k == PLM_TYPE_F16 ? PLM_TYPE_F16 : plm_type_info_get(kv->type_k)->vec_dot_type;
-    ctx->kt->quantize_row[qt](q, qbuf, hd);
-    if (kv->type_k == PLM_TYPE_F16) {
-        ctx->kt->attn_scores_f16(scores, (const uint16_t *)(const void *)qbuf, K + k_off, kv->k_row, n_keys, hd, scale);
-        return;
-    }
-    for (int j = 0; j < n_keys; j++) {
-        ctx->kt->vec_dot[kv->type_k](hd, &scores[j], K + (size_t)j * kv->k_row + k_off, qbuf);
-        scores[j] *= scale;
+    for (int j = 0; j < nb; j++) {
+        ctx->kt->vec_dot[kv->type_k](hd, &s[j], K + (size_t)(j0 + j) * kv->k_row, qbuf);
+        s[j] *= scale;
     }
 }
 
-static void attend_one(const attn_job *a, int t, int h, float *scores) {
+/* o += sum_j w[j] v_j over the nb value rows from j0 on, each dequantized on
+ * its own: never a dequantized copy of the cache. */
+static void quantized_values(const plm_context *ctx, const uint8_t *V, const float *w, int j0, int nb, float *o) {
+    const plm_kv_cache *kv = &ctx->kv;
+    const int hd = ctx->model->hp.head_dim;
+    float vrow[1024];
+    for (int j = 0; j < nb; j++) {
+        ctx->kt->dequantize_row[kv->type_v](V + (size_t)(j0 + j) * kv->v_row, vrow, hd);
+        for (int i = 0; i < hd; i++) o[i] += w[j] * vrow[i];
+    }
+}
+
+/* One query head over a quantized cache (K and V at the head's offset): the
+ * keys meet the query quantized to their vec_dot format (Q8_0), as weights
+ * do.  The same two modes as plm_attn_f16. */
+static void attend_quantized(const plm_context *ctx, const float *q, const uint8_t *K, const uint8_t *V,
+                             int n_keys, float *o) {
+    const int hd = ctx->model->hp.head_dim;
+    const bool flash = ctx->params.flash_attn;
+    uint8_t qbuf[1088];  /* head_dim <= 1024 as Q8_0 blocks */
+    float s[PLM_ATTN_BLOCK];
+    ctx->kt->quantize_row[plm_type_info_get(ctx->kv.type_k)->vec_dot_type](q, qbuf, hd);
+    plm_softmax_run run = {-INFINITY, 0.0};
+    for (int i = 0; i < hd; i++) o[i] = 0.0f;
+    for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
+        const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
+        quantized_scores(ctx, K, qbuf, j0, nb, s);
+        plm_softmax_run_block(&run, s, nb, o, flash ? hd : 0);
+        if (flash) quantized_values(ctx, V, s, j0, nb, o);
+    }
+    const float inv = (float)(1.0 / run.sum);
+    if (flash) {
+        plm_scale(o, inv, hd);
+        return;
+    }
+    for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
+        const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
+        quantized_scores(ctx, K, qbuf, j0, nb, s);
+        for (int j = 0; j < nb; j++) s[j] = plm_softmax_weight(s[j], run.max, inv);
+        quantized_values(ctx, V, s, j0, nb, o);
+    }
+}
+
+/* Query values one unit holds at most (its f16 copy lives on the stack). */
+#define ATTN_UNIT_ELEMS 4096
+
+/* Query heads [h0, h0 + nh) of token t, all on one KV head. */
+static void attend_unit(const attn_job *a, int t, int h0, int nh) {
     const plm_context *ctx = a->ctx;
     const plm_kv_cache *kv = &ctx->kv;
     const plm_hparams *hp = &ctx->model->hp;
     const int hd = hp->head_dim, q_dim = hp->n_head * hd;
-    const int kv_off = (h / (hp->n_head / hp->n_head_kv)) * hd;
+    const int kv_off = (h0 / (hp->n_head / hp->n_head_kv)) * hd;
     const int n_keys = (int)a->pos0 + t + 1;
-    const uint8_t *K = kv->k + (size_t)a->il * kv->n_ctx * kv->k_row;
-    const uint8_t *V = kv->v + (size_t)a->il * kv->n_ctx * kv->v_row;
-    const size_t v_off = row_offset(kv->type_v, kv_off);
-
-    key_scores(ctx, ctx->s.q + (int64_t)t * q_dim + h * hd, K, row_offset(kv->type_k, kv_off), n_keys, scores);
-    plm_softmax(scores, n_keys);
-    float *o = a->out + (int64_t)t * q_dim + h * hd;
-    if (kv->type_v == PLM_TYPE_F16) {
-        ctx->kt->attn_values_f16(o, scores, V + v_off, kv->v_row, n_keys, hd);
+    const uint8_t *K = kv->k + (size_t)a->il * kv->n_ctx * kv->k_row + row_offset(kv->type_k, kv_off);
+    const uint8_t *V = kv->v + (size_t)a->il * kv->n_ctx * kv->v_row + row_offset(kv->type_v, kv_off);
+    const float *q = ctx->s.q + (int64_t)t * q_dim + h0 * hd;
+    float *o = a->out + (int64_t)t * q_dim + h0 * hd;
+    if (kv->type_k == PLM_TYPE_F16 && kv->type_v == PLM_TYPE_F16) {
+        uint16_t qh[ATTN_UNIT_ELEMS];
+        ctx->kt->quantize_row[PLM_TYPE_F16](q, qh, (int64_t)nh * hd);
+        ctx->kt->attn_f16(o, qh, nh, K, V, kv->k_row, kv->v_row, n_keys, hd, 1.0f / sqrtf((float)hd),
+                          ctx->params.flash_attn);
         return;
     }
-    float vrow[1024];
-    for (int i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int j = 0; j < n_keys; j++) {  /* one value row at a time: never a dequantized copy of the cache */
-        const float w = plm_fp16_to_fp32(plm_fp32_to_fp16(scores[j]));
-        ctx->kt->dequantize_row[kv->type_v](V + (size_t)j * kv->v_row + v_off, vrow, hd);
-        for (int i = 0; i < hd; i++) o[i] += w * vrow[i];
-    }
+    for (int h = 0; h < nh; h++) attend_quantized(ctx, q + h * hd, K, V, n_keys, o + h * hd);
 }
 
 static void attn_task(void *arg, int ith, int nth) {
-    (void)nth;
+    (void)ith, (void)nth;
     attn_job *a = arg;
-    const int n_head = a->ctx->model->hp.n_head;
-    float *scores = a->ctx->s.scores + (size_t)ith * a->ctx->kv.n_ctx;
+    const int n_head = a->ctx->model->hp.n_head, per = a->heads_per_unit, units = n_head / per;
     for (;;) {
         const int i = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
-        if (i >= a->n * n_head) return;
-        attend_one(a, i / n_head, i % n_head, scores);
+        if (i >= a->n * units) return;
+        attend_unit(a, i / units, (i % units) * per, per);
     }
 }
 
+/* The largest divisor of the group size that fits a unit (PLM_ATTN_MAX_Q
+ * heads, ATTN_UNIT_ELEMS values) and still leaves about four units per
+ * thread; one head per unit at the least (head_dim <= 1024 always fits). */
+static int heads_per_unit(const plm_hparams *hp, int n, int n_threads) {
+    const int group = hp->n_head / hp->n_head_kv;
+    for (int per = group; per > 1; per--)
+        if (group % per == 0 && per <= PLM_ATTN_MAX_Q && per * hp->head_dim <= ATTN_UNIT_ELEMS &&
+            n * (hp->n_head / per) >= 4 * n_threads)
+            return per;
+    return 1;
+}
+
 static void attention(plm_context *ctx, int il, int n, uint32_t pos0, float *out) {
-    attn_job a = {.ctx = ctx, .il = il, .n = n, .pos0 = pos0, .out = out};
+    attn_job a = {.ctx = ctx, .il = il, .n = n, .pos0 = pos0, .out = out,
+                  .heads_per_unit = heads_per_unit(&ctx->model->hp, n, plm_pool_size(ctx->pool))};
     atomic_init(&a.next, 0);
     plm_pool_run(ctx->pool, attn_task, &a);
 }

@@ -10,7 +10,7 @@
 
 plm_context_params plm_context_default_params(void) {
     return (plm_context_params){.n_ctx = 0, .n_batch = 512, .n_threads = 0, .logits_all = false,
-                                .type_k = PLM_KV_F16, .type_v = PLM_KV_F16};
+                                .type_k = PLM_KV_F16, .type_v = PLM_KV_F16, .flash_attn = false};
 }
 
 static void scratch_free(plm_scratch *s) {
@@ -21,7 +21,6 @@ static void scratch_free(plm_scratch *s) {
     free(s->v);
     free(s->gate);
     free(s->up);
-    free(s->scores);
     for (int i = 0; i < 3; i++) free(s->act[i]);
 }
 
@@ -36,10 +35,9 @@ static plm_status scratch_alloc(plm_scratch *s, const plm_plan_buffers *b, plm_e
     s->v = malloc(b->v);
     s->gate = malloc(b->gate);
     s->up = malloc(b->up);
-    s->scores = malloc(b->scores);
     bool acts_ok = true;
     for (int i = 0; i < 3; i++) acts_ok = (s->act[i] = malloc(b->act)) && acts_ok;
-    if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->gate || !s->up || !s->scores || !acts_ok)
+    if (!s->x || !s->xn || !s->q || !s->k || !s->v || !s->gate || !s->up || !acts_ok)
         return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating scratch buffers");
     return PLM_OK;
 }
@@ -78,7 +76,7 @@ static plm_status plan_buffers(const plm_hparams *hp, const plm_context_params *
     const plm_plan_dims d = {(uint32_t)hp->n_layer, (uint32_t)hp->n_embd, (uint32_t)hp->n_head,
                              (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim, (uint32_t)hp->n_ff,
                              (uint32_t)hp->n_vocab};
-    if (!plm_plan_buffers_for(&d, p->n_ctx, p->n_batch, p->n_threads, p->type_k, p->type_v, p->logits_all, b))
+    if (!plm_plan_buffers_for(&d, p->n_ctx, p->n_batch, p->type_k, p->type_v, p->logits_all, b))
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "a %s/%s KV cache needs a head size divisible by 32 (this model: %d)",
                         plm_kv_type_name(p->type_k), plm_kv_type_name(p->type_v), hp->head_dim);
     return PLM_OK;

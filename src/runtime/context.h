@@ -28,7 +28,6 @@ typedef struct plm_scratch {
     float *q;       /* [n_batch][q_dim] */
     float *k, *v;   /* [n_batch][kv_dim] */
     float *gate, *up; /* [n_batch][n_ff] */
-    float *scores;  /* [n_threads][n_ctx] attention weights, one head per thread */
     void *act[3];   /* [n_batch] input rows quantized for the dot products, one
                        slot per activation format a step needs (Q8_0/Q8_1/Q8_K) */
     size_t act_row_cap; /* bytes per row of an act slot */

@@ -31,11 +31,22 @@
  * kernel's threshold; smaller batches go row by row). */
 #define PLAN_GEMM_STACK_BYTES (128u * 1024u)
 #define GEMM_STACK_MIN_BATCH 16u
+/* Stack of the attention, per thread: a block of keys and one of values
+ * staged in f32 (32 KiB, x86), the query heads of a unit in f16 (8 KiB) and
+ * a block of scores, rounded up.  It reuses the pages a gemm's stack
+ * touched, so a thread counts the larger of the two. */
+#define PLAN_ATTN_STACK_BYTES (48u * 1024u)
 /* A worker thread of the pool: touched stack pages, TLS, guard bookkeeping. */
 #define PLAN_THREAD_BYTES (24u * 1024u)
 /* PCRE2 patterns compiled (with JIT) for a BPE pre-tokenizer: an estimate. */
 #define PLAN_PRETOK_BYTES (256u * 1024u)
 #define MMAP_THRESHOLD (128u * 1024u)
+
+/* Kernel stack pages a thread touches with batches of `batch` tokens. */
+static uint64_t stack_bytes(int act_slots, uint64_t batch, uint32_t n_threads) {
+    const bool gemm = act_slots > 0 && batch >= GEMM_STACK_MIN_BATCH;
+    return (uint64_t)n_threads * (gemm ? PLAN_GEMM_STACK_BYTES : PLAN_ATTN_STACK_BYTES);
+}
 
 static const plm_quant quants[] = {
     /* Average bits per weight of llama.cpp's mixtures, as its quantize README
@@ -107,7 +118,7 @@ plm_plan_params plm_plan_default_params(void) {
                              .type_v = PLM_KV_F16, .use_mmap = true, .logits_all = false};
 }
 
-bool plm_plan_buffers_for(const plm_plan_dims *d, uint32_t n_ctx, uint32_t n_batch, uint32_t n_threads,
+bool plm_plan_buffers_for(const plm_plan_dims *d, uint32_t n_ctx, uint32_t n_batch,
                           plm_kv_type type_k, plm_kv_type type_v, bool logits_all, plm_plan_buffers *o) {
     memset(o, 0, sizeof *o);
     const uint64_t B = n_batch, E = d->n_embd, q_dim = (uint64_t)d->n_head * d->head_dim,
@@ -123,7 +134,6 @@ bool plm_plan_buffers_for(const plm_plan_dims *d, uint32_t n_ctx, uint32_t n_bat
     o->q = B * q_dim * 4;
     o->k = o->v = B * kv_dim * 4;
     o->gate = o->up = B * ff * 4;
-    o->scores = (uint64_t)n_threads * n_ctx * 4;
     /* The widest input row, in the largest activation format (Q8_K). */
     o->act_row = (max_u64(max_u64(E, q_dim), ff) + 255) / 256 * 292;
     o->act = B * o->act_row;
@@ -166,17 +176,17 @@ static void step_use(act_use *u, const uint32_t *types, int n, uint64_t k) {
 static void finish(plm_plan *p) {
     const plm_plan_params *pp = &p->params;
     plm_plan_dims d = {p->n_layer, p->n_embd, p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab};
-    plm_plan_buffers_for(&d, pp->n_ctx, pp->n_batch, pp->n_threads, pp->type_k, pp->type_v, pp->logits_all,
+    plm_plan_buffers_for(&d, pp->n_ctx, pp->n_batch, pp->type_k, pp->type_v, pp->logits_all,
                          &p->buf);
     const plm_plan_buffers *b = &p->buf;
     p->kv_bytes = alloc_resident(b->kv_k) + alloc_resident(b->kv_v);
     uint64_t s = alloc_resident(b->x) + alloc_resident(b->xn) + alloc_resident(b->q) + alloc_resident(b->k) +
                  alloc_resident(b->v) + alloc_resident(b->gate) + alloc_resident(b->up) +
-                 alloc_resident(b->scores) + alloc_resident(b->logits);
+                 alloc_resident(b->logits);
     for (int i = 0; i < PLM_PLAN_ACT_SLOTS; i++)
         s += i < p->act_slots ? rows_touched(b->act, pp->n_batch, b->act_row, p->act_used[i])
                                : (b->act < MMAP_THRESHOLD ? alloc_resident(b->act) : 0);
-    if (p->act_slots > 0 && pp->n_batch >= GEMM_STACK_MIN_BATCH) s += (uint64_t)pp->n_threads * PLAN_GEMM_STACK_BYTES;
+    s += stack_bytes(p->act_slots, pp->n_batch, pp->n_threads);
     p->scratch_bytes = s;
 
     /* Weights.  mmap: the header was parsed (touched), every tensor is read
@@ -499,11 +509,11 @@ uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batc
                  alloc_touched(b->q, b->q / B * rows) + alloc_touched(b->k, b->k / B * rows) +
                  alloc_touched(b->v, b->v / B * rows) + alloc_touched(b->gate, b->gate / B * rows) +
                  alloc_touched(b->up, b->up / B * rows) +
-                 alloc_touched(b->scores, (uint64_t)n_tokens * 4) + alloc_resident(b->logits);
+                 alloc_resident(b->logits);
     for (int i = 0; i < PLM_PLAN_ACT_SLOTS; i++)
         s += i < p->act_slots ? rows_touched(b->act, rows, b->act_row, p->act_used[i])
                               : (b->act < MMAP_THRESHOLD ? alloc_resident(b->act) : 0);
-    if (p->act_slots > 0 && rows >= GEMM_STACK_MIN_BATCH) s += (uint64_t)pp->n_threads * PLAN_GEMM_STACK_BYTES;
+    s += stack_bytes(p->act_slots, rows, pp->n_threads);
     uint64_t w = p->weights_resident;
     if (pp->use_mmap && !p->tied_output && p->embd_bytes) {
         uint64_t per_row = round_up(p->embd_row_bytes, PLM_PLAN_PAGE) +

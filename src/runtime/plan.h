@@ -19,7 +19,7 @@ typedef struct plm_plan_dims {
  * for these dims and resolved params (n_ctx, n_batch, n_threads non-zero).
  * Returns false when a quantized KV type cannot store a row of kv_dim
  * (head_dim not a multiple of 32). */
-bool plm_plan_buffers_for(const plm_plan_dims *d, uint32_t n_ctx, uint32_t n_batch, uint32_t n_threads,
+bool plm_plan_buffers_for(const plm_plan_dims *d, uint32_t n_ctx, uint32_t n_batch,
                           plm_kv_type type_k, plm_kv_type type_v, bool logits_all, plm_plan_buffers *out);
 
 /* ggml type id of a KV cache type (F16, Q8_0, Q4_0). */

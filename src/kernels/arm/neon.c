@@ -95,10 +95,9 @@ static void vec_dot_bf16(int64_t n, float *s, const void *vw, const void *va) {
  * each chunk's sum joins a double total: llama.cpp sums its f16 dots in
  * float, and the x86 tables' float gemm does the same.  Per 8 weights and
  * token: 2 activation loads and 2 FMLA, where vec_dot spends a multiply, two
- * widenings to double and two double adds per 4.  F32 has no gemm: its
+ * widenings to double and two double adds per 4.  F32 is below: its
  * products must be summed in double as vec_dot does (stories260K's logits
- * move visibly otherwise, its dot products cancel heavily), and with that
- * arithmetic a tile would save only the weight loads.
+ * move visibly otherwise, its dot products cancel heavily).
  * Rows go in bands as the integer gemms (quants_tmpl.h), so a tile of 4
  * activation rows is reused by a band's rows from L1/L2. */
 enum { FR = 2, FT = 4, FCHUNK = 256 };
@@ -165,6 +164,45 @@ static inline __attribute__((always_inline)) float32x4x2_t load8_bf16(const plm_
 DEF_GEMM_HALF(f16, plm_fp16_t, load8_f16, plm_arm_h2f)
 DEF_GEMM_HALF(bf16, plm_bf16_t, load8_bf16, plm_bf16_to_fp32)
 #undef DEF_GEMM_HALF
+
+/* gemm for F32 weights: vec_dot_f32's arithmetic (float products, double
+ * sums in the same order, so the same bits) for up to FT tokens at once,
+ * each 8 weights loaded once for all of them: the tile saves the weight
+ * traffic, which is what a prefill over F32 weights is short of. */
+static inline __attribute__((always_inline)) void ftile_f32(int nt, int64_t k, const float *w, const char *act,
+                                                           size_t as, float *out, int64_t os) {
+    float64x2_t s[FT][4];
+    for (int t = 0; t < nt; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = vdupq_n_f64(0.0);
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        const float32x4_t w0 = vld1q_f32(w + i), w1 = vld1q_f32(w + i + 4);
+        for (int t = 0; t < nt; t++) {
+            const float *a = (const float *)(const void *)(act + t * as) + i;
+            s[t][0] = add_products(s[t][0], &s[t][1], vmulq_f32(w0, vld1q_f32(a)));
+            s[t][2] = add_products(s[t][2], &s[t][3], vmulq_f32(w1, vld1q_f32(a + 4)));
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        const float *a = (const float *)(const void *)(act + t * as);
+        double sum = vaddvq_f64(vaddq_f64(vaddq_f64(s[t][0], s[t][1]), vaddq_f64(s[t][2], s[t][3])));
+        for (int64_t j = i; j < k; j++) sum += (double)(w[j] * a[j]);
+        out[t * os] = (float)sum;
+    }
+}
+
+static void gemm_f32(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as, int nt,
+                     float *out, int64_t os) {
+    for (int64_t b0 = 0; b0 < nr; b0 += PLM_ARM_GEMM_RB) {
+        const int64_t b1 = nr - b0 < PLM_ARM_GEMM_RB ? nr : b0 + PLM_ARM_GEMM_RB;
+        for (int t = 0; t < nt; t += FT)
+            for (int64_t r = b0; r < b1; r++) {
+                const float *wr = (const float *)(const void *)((const char *)w + (size_t)r * ws);
+                const char *at = (const char *)act + (size_t)t * as;
+                if (nt - t >= FT) ftile_f32(FT, k, wr, at, as, out + t * os + r, os);
+                else ftile_f32(nt - t, k, wr, at, as, out + t * os + r, os);
+            }
+    }
+}
 
 /* F16 rows (the KV cache): FCVTN rounds to nearest even, keeps subnormals
  * (FPCR.FZ16 is off) and quiets NaNs keeping their top payload bits, which
@@ -301,6 +339,7 @@ void plm_arm_fill_neon(plm_kernels *t) {
     t->vec_dot[PLM_TYPE_F32] = vec_dot_f32;
     t->vec_dot[PLM_TYPE_F16] = vec_dot_f16;
     t->vec_dot[PLM_TYPE_BF16] = vec_dot_bf16;
+    t->gemm[PLM_TYPE_F32] = gemm_f32;
     t->gemm[PLM_TYPE_F16] = gemm_f16;
     t->gemm[PLM_TYPE_BF16] = gemm_bf16;
     t->quantize_row[PLM_TYPE_F16] = quantize_row_f16;

@@ -38,10 +38,12 @@
  * table, built once (pthread_once) from x86_simd and the reference.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include "kernels/ref.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
@@ -910,90 +912,232 @@ DEF_NIB_ZMM(iq4_nl, block_iq4_nl, 1, 0x80, vd_iq4_nl)
 
 /* ---- attention over the f16 KV cache ------------------------------------- */
 
-/* Four keys at a time: the query chunk is loaded once for the four, and
- * the four partial sums are reduced together.  Whole steps of 32 go through
- * SIMD, the rest is summed one by one in float, as the earlier one-key
- * kernel did: stories260K (heads of 8) is that sensitive to the order,
- * 0.0034 from llama.cpp's logits this way, 0.010 with one 8-lane step or
- * with a double sum. */
-INL float dot16_tail(const uint16_t *q, const uint16_t *k, int i, int hd) {
+/* Attention reads the cache a block of keys at a time, converted to f32 on
+ * the stack first (attn_f16_x86): each f16 is converted once for all the
+ * query heads that share it, and exactly, so the sums are the ones the f16
+ * rows would give. */
+
+/* Whole steps of 32 go through SIMD, the rest is summed one by one in
+ * float, as plm_dot_f16 sums it: stories260K (heads of 8) is that sensitive
+ * to the order, 0.0034 from llama.cpp's logits this way, 0.010 with one
+ * 8-lane step or with a double sum. */
+INL float dot_tail(const uint16_t *q, const float *k, int i, int hd) {
     float t = 0.0f;
-    for (; i < hd; i++) t += plm_fp16_to_fp32(q[i]) * plm_fp16_to_fp32(k[i]);
+    for (; i < hd; i++) t += plm_fp16_to_fp32(q[i]) * k[i];
     return t;
 }
 
-X86_TGT static void attn_scores_x86(float *scores, const uint16_t *q, const void *k, size_t ks, int n_keys,
-                                    int hd, float scale) {
+/* Four keys' partial sums (8 lanes each) -> their four sums: hadd twice
+ * leaves each key's lanes 0-3 in one half and 4-7 in the other. */
+INL __m128 sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* scores[j] = scale * q . k_j over rows of hd floats, eight keys at a time
+ * (eight independent FMA chains: fewer and the FMA latency, not its
+ * throughput, sets the pace), then one; each key's sum is reduced the same
+ * way. */
+INL void block_scores(float *scores, const uint16_t *q, const float *kb, int n_keys, int hd, float scale) {
     const int h8 = hd & ~31;
-    const char *kb = k;
     int j = 0;
-    for (; j + 4 <= n_keys; j += 4) {
-        const uint16_t *k0 = (const uint16_t *)(const void *)(kb + (size_t)j * ks);
-        const uint16_t *k1 = (const uint16_t *)(const void *)(kb + (size_t)(j + 1) * ks);
-        const uint16_t *k2 = (const uint16_t *)(const void *)(kb + (size_t)(j + 2) * ks);
-        const uint16_t *k3 = (const uint16_t *)(const void *)(kb + (size_t)(j + 3) * ks);
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; j + 8 <= n_keys; j += 8) {
+        const float *k0 = kb + (size_t)j * hd;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
         for (int i = 0; i < h8; i += 8) {
             const __m256 qv = load_f16x8(q + i);
-            a0 = _mm256_fmadd_ps(qv, load_f16x8(k0 + i), a0);
-            a1 = _mm256_fmadd_ps(qv, load_f16x8(k1 + i), a1);
-            a2 = _mm256_fmadd_ps(qv, load_f16x8(k2 + i), a2);
-            a3 = _mm256_fmadd_ps(qv, load_f16x8(k3 + i), a3);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + hd + i), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * hd + i), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * hd + i), a3);
+            a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 4 * hd + i), a4);
+            a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 5 * hd + i), a5);
+            a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 6 * hd + i), a6);
+            a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 7 * hd + i), a7);
         }
-        /* hadd twice: lanes 0-3 of each half are the four keys' partial sums */
-        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        if (h8 < hd)
-            s4 = _mm_add_ps(s4, _mm_setr_ps(dot16_tail(q, k0, h8, hd), dot16_tail(q, k1, h8, hd),
-                                            dot16_tail(q, k2, h8, hd), dot16_tail(q, k3, h8, hd)));
-        _mm_storeu_ps(scores + j, _mm_mul_ps(s4, _mm_set1_ps(scale)));
+        __m128 lo = sum4(a0, a1, a2, a3), hi = sum4(a4, a5, a6, a7);
+        if (h8 < hd) {
+            float t[8];
+            for (int u = 0; u < 8; u++) t[u] = dot_tail(q, k0 + u * hd, h8, hd);
+            lo = _mm_add_ps(lo, _mm_loadu_ps(t));
+            hi = _mm_add_ps(hi, _mm_loadu_ps(t + 4));
+        }
+        _mm_storeu_ps(scores + j, _mm_mul_ps(lo, _mm_set1_ps(scale)));
+        _mm_storeu_ps(scores + j + 4, _mm_mul_ps(hi, _mm_set1_ps(scale)));
     }
     for (; j < n_keys; j++) {
-        const uint16_t *kj = (const uint16_t *)(const void *)(kb + (size_t)j * ks);
+        const float *kj = kb + (size_t)j * hd;
         __m256 a0 = _mm256_setzero_ps();
-        for (int i = 0; i < h8; i += 8) a0 = _mm256_fmadd_ps(load_f16x8(q + i), load_f16x8(kj + i), a0);
-        scores[j] = (hsum_ps(a0) + dot16_tail(q, kj, h8, hd)) * scale;
+        for (int i = 0; i < h8; i += 8) a0 = _mm256_fmadd_ps(load_f16x8(q + i), _mm256_loadu_ps(kj + i), a0);
+        scores[j] = (hsum_ps(a0) + dot_tail(q, kj, h8, hd)) * scale;
     }
 }
 
-/* f -> nearest f16 (ties to even) -> f32, as plm_fp32_to_fp16 rounds. */
-INL float round_f16(float f) { return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+/* e^x in 8 lanes: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2
+ * is exact), e^r by its Taylor series to r^7 (error < 1e-8 relative), times
+ * 2^n built in the exponent bits.  Within 2 ulp of expf; 0 below -87.3
+ * (where expf turns subnormal), so padding lanes of -inf give 0; +inf above
+ * 88.37 (2^127), a little early. */
+INL __m256 exp_ps(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.37626f);
+    const __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ), over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 y = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+    return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
+}
 
-/* o in registers, 32 values at a time, across every key; the weights are
- * rounded to f16 on the way, as vcvtps2ph rounds (to nearest even). */
-X86_TGT static void attn_values_x86(float *o, const float *w, const void *v, size_t vs, int n_keys, int hd) {
-    const char *vb = v;
+/* plm_softmax_run_block with SIMD max and exp; s holds room for n rounded
+ * up to 8, the lanes past n padded with -inf (weight 0). */
+INL void softmax_run_block(plm_softmax_run *r, float *s, int n, float *o, int hd) {
+    const int n8 = (n + 7) & ~7;
+    for (int j = n; j < n8; j++) s[j] = -INFINITY;
+    __m256 vmax = _mm256_set1_ps(r->max);
+    for (int j = 0; j < n8; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
+    const float max = hmax_ps(vmax);
+    if (max > r->max) {
+        const float shrink = r->max == -INFINITY ? 0.0f : expf(r->max - max);
+        plm_scale(o, shrink, hd);
+        r->sum *= shrink;
+        r->max = max;
+    }
+    const __m256 m = _mm256_set1_ps(max);
+    __m256 sum = _mm256_setzero_ps();
+    for (int j = 0; j < n8; j += 8) {
+        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+        _mm256_storeu_ps(s + j, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    r->sum += hsum_ps(sum);
+}
+
+/* o += sum_j w[j] v_j over rows of hd floats, o in registers 64 values at
+ * a time across the keys (eight chains, as in block_scores), then 8, then
+ * one. */
+INL void block_values(float *o, const float *w, const float *vb, int n_keys, int hd) {
     int i0 = 0;
-    for (; i0 + 32 <= hd; i0 += 32) {
-        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+    for (; i0 + 64 <= hd; i0 += 64) {
+        __m256 o0 = _mm256_loadu_ps(o + i0), o1 = _mm256_loadu_ps(o + i0 + 8);
+        __m256 o2 = _mm256_loadu_ps(o + i0 + 16), o3 = _mm256_loadu_ps(o + i0 + 24);
+        __m256 o4 = _mm256_loadu_ps(o + i0 + 32), o5 = _mm256_loadu_ps(o + i0 + 40);
+        __m256 o6 = _mm256_loadu_ps(o + i0 + 48), o7 = _mm256_loadu_ps(o + i0 + 56);
         for (int j = 0; j < n_keys; j++) {
-            const __m256 wj = _mm256_set1_ps(round_f16(w[j]));
-            const uint16_t *vj = (const uint16_t *)(const void *)(vb + (size_t)j * vs) + i0;
-            o0 = _mm256_fmadd_ps(wj, load_f16x8(vj), o0);
-            o1 = _mm256_fmadd_ps(wj, load_f16x8(vj + 8), o1);
-            o2 = _mm256_fmadd_ps(wj, load_f16x8(vj + 16), o2);
-            o3 = _mm256_fmadd_ps(wj, load_f16x8(vj + 24), o3);
+            const __m256 wj = _mm256_set1_ps(w[j]);
+            const float *vj = vb + (size_t)j * hd + i0;
+            o0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), o0);
+            o1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), o1);
+            o2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), o2);
+            o3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), o3);
+            o4 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 32), o4);
+            o5 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 40), o5);
+            o6 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 48), o6);
+            o7 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 56), o7);
         }
         _mm256_storeu_ps(o + i0, o0);
         _mm256_storeu_ps(o + i0 + 8, o1);
         _mm256_storeu_ps(o + i0 + 16, o2);
         _mm256_storeu_ps(o + i0 + 24, o3);
+        _mm256_storeu_ps(o + i0 + 32, o4);
+        _mm256_storeu_ps(o + i0 + 40, o5);
+        _mm256_storeu_ps(o + i0 + 48, o6);
+        _mm256_storeu_ps(o + i0 + 56, o7);
     }
     for (; i0 + 8 <= hd; i0 += 8) {
-        __m256 o0 = _mm256_setzero_ps();
-        for (int j = 0; j < n_keys; j++) {
-            const __m256 wj = _mm256_set1_ps(round_f16(w[j]));
-            o0 = _mm256_fmadd_ps(wj, load_f16x8((const uint16_t *)(const void *)(vb + (size_t)j * vs) + i0), o0);
-        }
+        __m256 o0 = _mm256_loadu_ps(o + i0);
+        for (int j = 0; j < n_keys; j++)
+            o0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(vb + (size_t)j * hd + i0), o0);
         _mm256_storeu_ps(o + i0, o0);
     }
-    for (int i = i0; i < hd; i++) {
-        float t = 0.0f;
-        for (int j = 0; j < n_keys; j++)
-            t += plm_fp16_to_fp32(plm_fp32_to_fp16(w[j])) *
-                 plm_fp16_to_fp32(((const uint16_t *)(const void *)(vb + (size_t)j * vs))[i]);
-        o[i] = t;
+    for (int i = i0; i < hd; i++)
+        for (int j = 0; j < n_keys; j++) o[i] += w[j] * vb[(size_t)j * hd + i];
+}
+
+/* The exact mode's weights: f16(exp(s - max) * inv_sum), eight at a time. */
+INL void block_weights(float *s, int n, float max, float inv_sum) {
+    const __m256 m = _mm256_set1_ps(max), inv = _mm256_set1_ps(inv_sum);
+    for (int j = 0; j < n; j += 8) {
+        const __m256 w = _mm256_mul_ps(exp_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), m)), inv);
+        _mm256_storeu_ps(s + j, _mm256_cvtph_ps(_mm256_cvtps_ph(w, _MM_FROUND_TO_NEAREST_INT)));
     }
+}
+
+/* Floats of one staged block of keys (and one of values): 16 KiB each. */
+enum { ATTN_STAGE = 4096 };
+
+/* n rows of hd f16 values (stride bytes apart) -> n rows of hd floats. */
+INL void stage_rows(float *dst, const char *src, size_t stride, int n, int hd) {
+    for (int j = 0; j < n; j++, dst += hd) {
+        const uint16_t *r = (const uint16_t *)(const void *)(src + (size_t)j * stride);
+        int i = 0;
+        for (; i + 8 <= hd; i += 8) _mm256_storeu_ps(dst + i, load_f16x8(r + i));
+        for (; i < hd; i++) dst[i] = plm_fp16_to_fp32(r[i]);
+    }
+}
+
+/* One pass over the keys for every query head: pass 0 is flash; 1 and 2
+ * are the exact mode's (ops.h).  Not inlined: one copy, not one a pass. */
+__attribute__((noinline)) X86_TGT static void attn_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,
+                   int n_keys, int hd, float scale, plm_softmax_run *run, int pass) {
+    float s[PLM_ATTN_BLOCK], kst[ATTN_STAGE], vst[ATTN_STAGE];
+    const bool values = pass != 1;
+    const int bk = ATTN_STAGE / hd < PLM_ATTN_BLOCK ? ATTN_STAGE / hd : PLM_ATTN_BLOCK;  /* >= 4: hd <= 1024 */
+    for (int j0 = 0; j0 < n_keys; j0 += bk) {
+        const int nb = n_keys - j0 < bk ? n_keys - j0 : bk;
+        stage_rows(kst, k + (size_t)j0 * ks, ks, nb, hd);
+        if (values) stage_rows(vst, v + (size_t)j0 * vs, vs, nb, hd);
+        for (int i = 0; i < n_q; i++) {
+            float *oi = o + (size_t)i * hd;
+            block_scores(s, q + (size_t)i * hd, kst, nb, hd, scale);
+            if (pass == 2) {
+                for (int j = nb; j < ((nb + 7) & ~7); j++) s[j] = -INFINITY;
+                block_weights(s, nb, run[i].max, (float)(1.0 / run[i].sum));
+            } else {
+                softmax_run_block(&run[i], s, nb, oi, pass == 0 ? hd : 0);
+            }
+            if (values) block_values(oi, s, vst, nb, hd);
+        }
+    }
+}
+
+/* Block by block: within a block every query head of the group passes over
+ * the same keys and values, staged in f32 on the stack (at most ATTN_STAGE
+ * values, so fewer keys a block for wide heads). */
+X86_TGT static void attn_f16_x86(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t ks,
+                                 size_t vs, int n_keys, int hd, float scale, bool flash) {
+    plm_softmax_run run[PLM_ATTN_MAX_Q];
+    for (int i = 0; i < n_q; i++) run[i] = (plm_softmax_run){-INFINITY, 0.0};
+    memset(o, 0, (size_t)n_q * hd * sizeof *o);
+    if (flash) {
+        attn_pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 0);
+        for (int i = 0; i < n_q; i++) plm_scale(o + (size_t)i * hd, (float)(1.0 / run[i].sum), hd);
+        return;
+    }
+    attn_pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 1);
+    attn_pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 2);
+}
+
+/* g = silu(g) * u, eight at a time: g / (1 + e^-g) * u. */
+X86_TGT static void swiglu_x86(float *g, const float *u, int n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+    }
+    plm_swiglu(g + i, u + i, n - i);
 }
 
 /* ---- the table ----------------------------------------------------------- */
@@ -1003,8 +1147,8 @@ X86_TGT static void attn_values_x86(float *o, const float *w, const void *v, siz
  * table is first asked for. */
 static const plm_kernels x86_simd = {
     .name = X86_NAME,
-    .attn_scores_f16 = attn_scores_x86,
-    .attn_values_f16 = attn_values_x86,
+    .attn_f16 = attn_f16_x86,
+    .swiglu = swiglu_x86,
     .vec_dot = {
         [PLM_TYPE_F32] = vd_f32,
         [PLM_TYPE_F16] = vd_f16,
