@@ -7,10 +7,11 @@
  *            bandwidth of a plain memory sweep of the same size: decode
  *            reads every weight once per token, so that sweep is the
  *            ceiling.
- *   int8 peak  vpdpbusd throughput alone (x86 with AVX-512 VNNI): 24
+ *   int8 peak  vpdpbusd throughput alone (x86 with AVX-512 VNNI): 16
  *            independent chains on 256- and 512-bit registers.  Prefill on
  *            int8 activations cannot beat it: it is the ceiling the gemm
- *            column is measured against.
+ *            column is measured against.  Then the same with the panel
+ *            gemm's float work per block added (its structural ceiling).
  *
  * Times are thread CPU time (best of a few runs), to be robust on a shared
  * machine.
@@ -124,10 +125,37 @@ DEF_PEAK(peak_ymm, 8)
 #define LOW_T(v) _mm_cvtsi128_si32(_mm512_castsi512_si128(v))
 DEF_PEAK(peak_zmm, 16)
 
+/* The panel gemm's ceiling (x86/gemm_panel.h): per 32-element block and
+ * token it issues eight vpdpbusd and then the block's float work, an int ->
+ * float conversion, the product of the two scales and one fmadd, which
+ * share the vector pipes.  Eight independent chains, nothing else. */
+#define TILE_STEP(i) PEAK_STEP(i)
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) static double tile_zmm(long n) {
+    __m512i a0 = _mm512_set1_epi32(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    const __m512i u = _mm512_set1_epi32(0x03030303), s = _mm512_set1_epi32(0x05050505);
+    __m512 acc = _mm512_setzero_ps(), t;
+    const __m512 d = _mm512_set1_ps(1e-9f);
+    const double t0 = now();
+    for (long i = 0; i < n; i++) {
+        TILE_STEP(0) TILE_STEP(1) TILE_STEP(2) TILE_STEP(3) TILE_STEP(4) TILE_STEP(5) TILE_STEP(6) TILE_STEP(7)
+        __asm__ volatile("vcvtdq2ps %2, %1\n\tvmulps %3, %1, %1\n\tvfmadd231ps %1, %3, %0"
+                         : "+v"(acc), "=&v"(t)
+                         : "v"(a0), "v"(d));
+    }
+    const double dt = now() - t0;
+    peak_sink = _mm_cvtsi128_si32(_mm512_castsi512_si128(_mm512_add_epi32(
+                    _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                    _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7))))) ^
+                (int)_mm512_reduce_add_ps(acc);
+    return (double)n * 8 * 16 * 4 / dt;
+}
+
 static void int8_peak(void) {
     if (!__builtin_cpu_supports("avx512vnni")) return;
     printf("int8 peak: vpdpbusd %.1f GMAC/s on 256-bit, %.1f GMAC/s on 512-bit registers (1 thread)\n",
            peak_ymm(20000000) / 1e9, peak_zmm(20000000) / 1e9);
+    printf("panel tile ceiling: %.1f GMAC/s (8 vpdpbusd + cvt, mul, fmadd a block, 512-bit)\n",
+           tile_zmm(20000000) / 1e9);
 }
 #else
 static void int8_peak(void) {}

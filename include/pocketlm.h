@@ -397,7 +397,7 @@ typedef struct plm_plan {
     /* The bill, in resident bytes; peak_rss is the sum of the six. */
     uint64_t weights_resident;  /* mmap: file pages touched; else the anonymous copy of the file */
     uint64_t kv_bytes;          /* buf.kv_k + buf.kv_v, page-rounded */
-    uint64_t scratch_bytes;     /* every other context buffer, page-rounded */
+    uint64_t scratch_bytes;     /* every other context buffer, page-rounded, and the kernels' stacks */
     uint64_t vocab_bytes;       /* tokenizer tables and the parsed metadata */
     uint64_t model_bytes;       /* layer tables, norms converted to f32, thread stacks */
     uint64_t overhead_bytes;    /* process baseline: code, libc, stack, allocator */

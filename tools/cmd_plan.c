@@ -65,7 +65,7 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
     snprintf(what, sizeof what, "KV cache (K %s %s + V %s %s)", plm_kv_type_name(pp->type_k),
              human(p->buf.kv_k, a, sizeof a), plm_kv_type_name(pp->type_v), human(p->buf.kv_v, b, sizeof b));
     line(what, p->kv_bytes);
-    snprintf(what, sizeof what, "scratch buffers + logits (batch %u)", pp->n_batch);
+    snprintf(what, sizeof what, "scratch, logits, kernel stacks (batch %u)", pp->n_batch);
     line(what, p->scratch_bytes);
     line("tokenizer tables + parsed metadata", p->vocab_bytes);
     line("model tables, thread stacks", p->model_bytes);
