@@ -19,11 +19,15 @@
 #include "pocketlm_gguf.h"
 #include "quant/types.h"
 
-/* Process baseline of `pocketlm run`, measured on x86_64 Linux (glibc):
- * code and data pages of the binary, libc, libm, PCRE2 and utf8proc that a
- * run touches, the main stack, stdio buffers and the allocator's own pages.
- * How it was measured: docs/MEMORY.md. */
+/* Process baseline of `pocketlm run`, measured on x86_64 Linux (glibc) with
+ * stories260K (F32 weights): code and data pages of the binary, libc, libm,
+ * PCRE2 and utf8proc that a run touches, the main stack, stdio buffers and
+ * the allocator's own pages.  How it was measured: docs/MEMORY.md. */
 #define PLAN_OVERHEAD_BYTES (2770u * 1024u)
+/* The binary's code that quantized or f16 weights touch beyond F32's float
+ * kernels (activation quantizers, integer dots and gemms, f16 conversion):
+ * 120-176 KiB more resident text, measured in /proc/PID/smaps. */
+#define PLAN_KERNEL_CODE_BYTES (128u * 1024u)
 /* Stack of a prefill gemm on quantized weights, per thread: the AVX-512
  * panel kernel's packed 16-row panel (24 KiB), its activation table (80 KiB)
  * and K-quant decode buffers (9 KiB), rounded up; the other tables use less.
@@ -387,7 +391,7 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
     }
 
     /* Weights by type. */
-    uint64_t non_f32_vectors = 0;
+    uint64_t non_f32_vectors = 0, non_f32_matrices = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
         uint64_t n = 1;
@@ -399,6 +403,7 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
         p->n_params += n;
         p->weight_bytes += t->nbytes;
         if (t->n_dims == 1 && (t->type != PLM_TYPE_F32 || ((uintptr_t)t->data % 4))) non_f32_vectors++;
+        if (t->n_dims >= 2 && t->type != PLM_TYPE_F32) non_f32_matrices++;
     }
     p->n_params_active = p->n_params;
     p->bits_per_weight = p->n_params ? 8.0 * (double)p->weight_bytes / (double)p->n_params : 0;
@@ -413,7 +418,7 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
                      alloc_touched(owned, min_u64(owned, non_f32_vectors * slot * 4));
     resolve_params(p, params);
     p->model_bytes += (uint64_t)(p->params.n_threads - 1) * PLAN_THREAD_BYTES;
-    p->overhead_bytes = PLAN_OVERHEAD_BYTES;
+    p->overhead_bytes = PLAN_OVERHEAD_BYTES + (non_f32_matrices ? PLAN_KERNEL_CODE_BYTES : 0);
 
     act_use acts = acts_from_file(f, (int)p->n_layer, p->n_embd, (uint64_t)p->n_head * p->head_dim,
                                   max_u64(p->n_ff, p->n_embd));
@@ -475,9 +480,10 @@ plm_status plm_plan_shape(const plm_shape *sh, const plm_plan_params *params, pl
     resolve_params(p, params);
     p->model_bytes = round_up((uint64_t)p->n_layer * sizeof(plm_layer) + sizeof(plm_model), 16) +
                      (uint64_t)(p->params.n_threads - 1) * PLAN_THREAD_BYTES;
-    p->overhead_bytes = PLAN_OVERHEAD_BYTES;
     /* One activation format for a whole-model quant (none for F16). */
     const bool f16 = q && !strcmp(q->name, "F16") && !(sh->bits_per_weight > 0);
+    const bool f32 = q && !strcmp(q->name, "F32") && !(sh->bits_per_weight > 0);
+    p->overhead_bytes = PLAN_OVERHEAD_BYTES + (f32 ? 0 : PLAN_KERNEL_CODE_BYTES);
     if (!f16) {
         p->act_slots = 1;
         p->act_used[0] = (max_u64(max_u64(p->n_embd, (uint64_t)p->n_head * p->head_dim), p->n_ff) + 255) / 256 * 292;
