@@ -56,23 +56,40 @@ void plm_scale(float *y, float a, int n) {
     for (int i = 0; i < n; i++) y[i] *= a;
 }
 
+void plm_softmax_run_raise(plm_softmax_run *r, float max, float *o, int hd) {
+    if (!(max > r->max)) return;
+    /* exp(-inf) is 0: before the first block o and sum are 0 anyway. */
+    const float shrink = r->max == -INFINITY ? 0.0f : expf(r->max - max);
+    plm_scale(o, shrink, hd);
+    r->sum *= shrink;
+    r->max = max;
+}
+
 void plm_softmax_run_block(plm_softmax_run *r, float *s, int n, float *o, int hd) {
     float max = r->max;
     for (int j = 0; j < n; j++)
         if (s[j] > max) max = s[j];
-    if (max > r->max) {
-        /* exp(-inf) is 0: before the first block o and sum are 0 anyway. */
-        const float shrink = r->max == -INFINITY ? 0.0f : expf(r->max - max);
-        plm_scale(o, shrink, hd);
-        r->sum *= shrink;
-        r->max = max;
-    }
+    plm_softmax_run_raise(r, max, o, hd);
     double sum = 0.0;
     for (int j = 0; j < n; j++) {
         s[j] = expf(s[j] - max);
         sum += s[j];
     }
     r->sum += sum;
+}
+
+void plm_attn_f16_passes(plm_attn_pass_fn pass, float *o, const uint16_t *q, int n_q, const void *k, const void *v,
+                         size_t ks, size_t vs, int n_keys, int hd, float scale, bool flash) {
+    plm_softmax_run run[PLM_ATTN_MAX_Q];
+    for (int i = 0; i < n_q; i++) run[i] = (plm_softmax_run){-INFINITY, 0.0};
+    for (int i = 0; i < n_q * hd; i++) o[i] = 0.0f;
+    if (flash) {
+        pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 0);
+        for (int i = 0; i < n_q; i++) plm_scale(o + (size_t)i * hd, (float)(1.0 / run[i].sum), hd);
+        return;
+    }
+    pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 1);
+    pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 2);
 }
 
 float plm_softmax_weight(float s, float max, float inv_sum) {

@@ -59,6 +59,9 @@ typedef struct plm_softmax_run {
  * max; when the max rises, o[0..hd) and the sum are scaled down to match
  * (o may be NULL with hd 0). */
 void plm_softmax_run_block(plm_softmax_run *r, float *s, int n, float *o, int hd);
+/* Its rescaling step alone, for SIMD versions of it: the running max
+ * becomes max if that is higher, scaling o[0..hd) and the sum down. */
+void plm_softmax_run_raise(plm_softmax_run *r, float max, float *o, int hd);
 
 /* The exact mode's weight of a score once the run is complete:
  * f16(exp(s - max) * inv_sum), inv_sum = (float)(1 / sum). */
@@ -70,5 +73,14 @@ float plm_softmax_weight(float s, float max, float inv_sum);
  * Each q_i . k_j is summed in f32, as plm_dot_f16 sums it.  n_q <= PLM_ATTN_MAX_Q. */
 void plm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t k_stride,
                   size_t v_stride, int n_keys, int hd, float scale, bool flash);
+
+/* A SIMD kernel's pass over every key for every query head: pass 0 is
+ * flash's only pass, 1 and 2 the exact mode's (max and sum, then values). */
+typedef void (*plm_attn_pass_fn)(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks,
+                                 size_t vs, int n_keys, int hd, float scale, plm_softmax_run *run, int pass);
+/* plm_attn_f16's arithmetic by a kernel's passes: sets up the runs, runs
+ * the passes the mode needs and normalizes. */
+void plm_attn_f16_passes(plm_attn_pass_fn pass, float *o, const uint16_t *q, int n_q, const void *k, const void *v,
+                         size_t ks, size_t vs, int n_keys, int hd, float scale, bool flash);
 
 #endif

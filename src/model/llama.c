@@ -424,14 +424,14 @@ static void quantized_values(const plm_context *ctx, const uint8_t *V, const flo
     }
 }
 
-/* One query head over a quantized cache (K and V at the head's offset): the
- * keys meet the query quantized to their vec_dot format (Q8_0), as weights
- * do.  The same two modes as plm_attn_f16. */
+/* One query head over a quantized cache, or one of K and V quantized (K and
+ * V at the head's offset): the keys meet the query in their vec_dot format
+ * (Q8_0, or F16), as weights do.  The same two modes as plm_attn_f16. */
 static void attend_quantized(const plm_context *ctx, const float *q, const uint8_t *K, const uint8_t *V,
                              int n_keys, float *o) {
     const int hd = ctx->model->hp.head_dim;
     const bool flash = ctx->params.flash_attn;
-    uint8_t qbuf[1088];  /* head_dim <= 1024 as Q8_0 blocks */
+    uint8_t qbuf[2048];  /* head_dim <= 1024 in the keys' vec_dot format: F16 or Q8_0 blocks */
     float s[PLM_ATTN_BLOCK];
     ctx->kt->quantize_row[plm_type_info_get(ctx->kv.type_k)->vec_dot_type](q, qbuf, hd);
     plm_softmax_run run = {-INFINITY, 0.0};

@@ -1,7 +1,8 @@
 /*
  * The baseline ARMv8-A NEON table: float-format dots (F32, F16, BF16) and
- * F16/BF16 gemms, the activation quantizers (Q8_0, Q8_1, Q8_K) and the F16
- * row conversions used by the KV cache, plus the integer dots and gemms of
+ * gemms, the activation quantizers (Q8_0, Q8_1, Q8_K) and the F16 row
+ * conversions used by the KV cache, attention and SwiGLU (attention.c),
+ * plus the integer dots and gemms of
  * quants_tmpl.h with a widening multiply (SMULL + SADALP) for CPUs without
  * SDOT.
  */
@@ -339,6 +340,8 @@ void plm_arm_fill_neon(plm_kernels *t) {
     t->vec_dot[PLM_TYPE_F32] = vec_dot_f32;
     t->vec_dot[PLM_TYPE_F16] = vec_dot_f16;
     t->vec_dot[PLM_TYPE_BF16] = vec_dot_bf16;
+    t->attn_f16 = plm_arm_attn_f16;
+    t->swiglu = plm_arm_swiglu;
     t->gemm[PLM_TYPE_F32] = gemm_f32;
     t->gemm[PLM_TYPE_F16] = gemm_f16;
     t->gemm[PLM_TYPE_BF16] = gemm_bf16;

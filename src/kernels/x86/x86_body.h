@@ -1007,12 +1007,7 @@ INL void softmax_run_block(plm_softmax_run *r, float *s, int n, float *o, int hd
     __m256 vmax = _mm256_set1_ps(r->max);
     for (int j = 0; j < n8; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
     const float max = hmax_ps(vmax);
-    if (max > r->max) {
-        const float shrink = r->max == -INFINITY ? 0.0f : expf(r->max - max);
-        plm_scale(o, shrink, hd);
-        r->sum *= shrink;
-        r->max = max;
-    }
+    plm_softmax_run_raise(r, max, o, hd);
     const __m256 m = _mm256_set1_ps(max);
     __m256 sum = _mm256_setzero_ps();
     for (int j = 0; j < n8; j += 8) {
@@ -1064,9 +1059,11 @@ INL void block_values(float *o, const float *w, const float *vb, int n_keys, int
         for (int j = 0; j < n_keys; j++) o[i] += w[j] * vb[(size_t)j * hd + i];
 }
 
-/* The exact mode's weights: f16(exp(s - max) * inv_sum), eight at a time. */
+/* The exact mode's weights: f16(exp(s - max) * inv_sum), eight at a time
+ * (s padded with -inf to a whole vector). */
 INL void block_weights(float *s, int n, float max, float inv_sum) {
     const __m256 m = _mm256_set1_ps(max), inv = _mm256_set1_ps(inv_sum);
+    for (int j = n; j < ((n + 7) & ~7); j++) s[j] = -INFINITY;
     for (int j = 0; j < n; j += 8) {
         const __m256 w = _mm256_mul_ps(exp_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), m)), inv);
         _mm256_storeu_ps(s + j, _mm256_cvtph_ps(_mm256_cvtps_ph(w, _MM_FROUND_TO_NEAREST_INT)));
@@ -1086,46 +1083,16 @@ INL void stage_rows(float *dst, const char *src, size_t stride, int n, int hd) {
     }
 }
 
-/* One pass over the keys for every query head: pass 0 is flash; 1 and 2
- * are the exact mode's (ops.h).  Not inlined: one copy, not one a pass. */
-__attribute__((noinline)) X86_TGT static void attn_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,
-                   int n_keys, int hd, float scale, plm_softmax_run *run, int pass) {
-    float s[PLM_ATTN_BLOCK], kst[ATTN_STAGE], vst[ATTN_STAGE];
-    const bool values = pass != 1;
-    const int bk = ATTN_STAGE / hd < PLM_ATTN_BLOCK ? ATTN_STAGE / hd : PLM_ATTN_BLOCK;  /* >= 4: hd <= 1024 */
-    for (int j0 = 0; j0 < n_keys; j0 += bk) {
-        const int nb = n_keys - j0 < bk ? n_keys - j0 : bk;
-        stage_rows(kst, k + (size_t)j0 * ks, ks, nb, hd);
-        if (values) stage_rows(vst, v + (size_t)j0 * vs, vs, nb, hd);
-        for (int i = 0; i < n_q; i++) {
-            float *oi = o + (size_t)i * hd;
-            block_scores(s, q + (size_t)i * hd, kst, nb, hd, scale);
-            if (pass == 2) {
-                for (int j = nb; j < ((nb + 7) & ~7); j++) s[j] = -INFINITY;
-                block_weights(s, nb, run[i].max, (float)(1.0 / run[i].sum));
-            } else {
-                softmax_run_block(&run[i], s, nb, oi, pass == 0 ? hd : 0);
-            }
-            if (values) block_values(oi, s, vst, nb, hd);
-        }
-    }
-}
+#define ATTN_TGT X86_TGT
+#include "kernels/attn_pass.h"
+#undef ATTN_TGT
 
 /* Block by block: within a block every query head of the group passes over
  * the same keys and values, staged in f32 on the stack (at most ATTN_STAGE
  * values, so fewer keys a block for wide heads). */
 X86_TGT static void attn_f16_x86(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t ks,
                                  size_t vs, int n_keys, int hd, float scale, bool flash) {
-    plm_softmax_run run[PLM_ATTN_MAX_Q];
-    for (int i = 0; i < n_q; i++) run[i] = (plm_softmax_run){-INFINITY, 0.0};
-    memset(o, 0, (size_t)n_q * hd * sizeof *o);
-    if (flash) {
-        attn_pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 0);
-        for (int i = 0; i < n_q; i++) plm_scale(o + (size_t)i * hd, (float)(1.0 / run[i].sum), hd);
-        return;
-    }
-    attn_pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 1);
-    attn_pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 2);
+    plm_attn_f16_passes(attn_pass, o, q, n_q, k, v, ks, vs, n_keys, hd, scale, flash);
 }
 
 /* g = silu(g) * u, eight at a time: g / (1 + e^-g) * u. */

@@ -1,0 +1,33 @@
+/*
+ * The pass of a SIMD attention kernel (plm_attn_pass_fn in ops.h), written
+ * once for x86_body.h and arm/attention.c.  The including file defines
+ * ATTN_TGT (a function attribute, or nothing), ATTN_STAGE (floats of one
+ * staged block) and, for rows of hd floats:
+ *
+ *   stage_rows(dst, src, stride, n, hd)      n f16 cache rows -> floats
+ *   block_scores(s, q, k, n, hd, scale)      s[j] = scale * q . k_j
+ *   softmax_run_block(run, s, n, o, hd)      as plm_softmax_run_block
+ *   block_weights(s, n, max, inv_sum)        the exact mode's f16 weights
+ *   block_values(o, w, v, n, hd)             o += sum_j w[j] v_j
+ *
+ * s has room for PLM_ATTN_BLOCK scores, a multiple of any SIMD width, so
+ * the block functions may pad it to whole vectors.
+ */
+ATTN_TGT static void attn_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks,
+                               size_t vs, int n_keys, int hd, float scale, plm_softmax_run *run, int pass) {
+    float s[PLM_ATTN_BLOCK], kst[ATTN_STAGE], vst[ATTN_STAGE];
+    const bool values = pass != 1;  /* pass 0: flash; 1, 2: exact (ops.h) */
+    const int bk = ATTN_STAGE / hd < PLM_ATTN_BLOCK ? ATTN_STAGE / hd : PLM_ATTN_BLOCK;  /* >= 4: hd <= 1024 */
+    for (int j0 = 0; j0 < n_keys; j0 += bk) {
+        const int nb = n_keys - j0 < bk ? n_keys - j0 : bk;
+        stage_rows(kst, k + (size_t)j0 * ks, ks, nb, hd);
+        if (values) stage_rows(vst, v + (size_t)j0 * vs, vs, nb, hd);
+        for (int i = 0; i < n_q; i++) {
+            float *oi = o + (size_t)i * hd;
+            block_scores(s, q + (size_t)i * hd, kst, nb, hd, scale);
+            if (pass == 2) block_weights(s, nb, run[i].max, (float)(1.0 / run[i].sum));
+            else softmax_run_block(&run[i], s, nb, oi, pass == 0 ? hd : 0);
+            if (values) block_values(oi, s, vst, nb, hd);
+        }
+    }
+}
