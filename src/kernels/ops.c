@@ -109,30 +109,26 @@ static void block_values(float *o, const float *w, const void *v, size_t v_strid
         plm_axpy_f16(o, w[j], (const uint16_t *)(const void *)((const char *)v + (size_t)(j0 + j) * v_stride), hd);
 }
 
+/* The reference pass (plm_attn_pass_fn): each query head over the blocks. */
+static void ref_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,
+                     int n_keys, int hd, float scale, plm_softmax_run *run, int pass) {
+    float s[PLM_ATTN_BLOCK];
+    for (int i = 0; i < n_q; i++)
+        for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
+            const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
+            float *oi = o + (size_t)i * hd;
+            block_scores(s, q + (size_t)i * hd, k, ks, j0, nb, hd, scale);
+            if (pass == 2) {
+                const float inv = (float)(1.0 / run[i].sum);
+                for (int j = 0; j < nb; j++) s[j] = plm_softmax_weight(s[j], run[i].max, inv);
+            } else {
+                plm_softmax_run_block(&run[i], s, nb, oi, pass == 0 ? hd : 0);
+            }
+            if (pass != 1) block_values(oi, s, v, vs, j0, nb, hd);
+        }
+}
+
 void plm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t k_stride,
                   size_t v_stride, int n_keys, int hd, float scale, bool flash) {
-    float s[PLM_ATTN_BLOCK];
-    for (int i = 0; i < n_q; i++) {
-        const uint16_t *qi = q + (size_t)i * hd;
-        float *oi = o + (size_t)i * hd;
-        plm_softmax_run run = {-INFINITY, 0.0};
-        for (int d = 0; d < hd; d++) oi[d] = 0.0f;
-        for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
-            const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
-            block_scores(s, qi, k, k_stride, j0, nb, hd, scale);
-            plm_softmax_run_block(&run, s, nb, oi, flash ? hd : 0);
-            if (flash) block_values(oi, s, v, v_stride, j0, nb, hd);
-        }
-        if (flash) {
-            plm_scale(oi, (float)(1.0 / run.sum), hd);
-            continue;
-        }
-        const float inv = (float)(1.0 / run.sum);
-        for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
-            const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
-            block_scores(s, qi, k, k_stride, j0, nb, hd, scale);
-            for (int j = 0; j < nb; j++) s[j] = plm_softmax_weight(s[j], run.max, inv);
-            block_values(oi, s, v, v_stride, j0, nb, hd);
-        }
-    }
+    plm_attn_f16_passes(ref_pass, o, q, n_q, k, v, k_stride, v_stride, n_keys, hd, scale, flash);
 }
