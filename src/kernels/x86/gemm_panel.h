@@ -52,8 +52,8 @@ typedef struct {
     int32_t init_lo[PANEL_TG][PANEL_SB]; /* -o * sum(a), or of elements 0..15 (K_OFS2) */
     int32_t init_hi[PANEL_TG][PANEL_SB]; /* -o * sum(a 16..31) (K_OFS2) */
     float d[PANEL_TG][PANEL_SB];         /* activation scale */
-    float sum[PANEL_TG][PANEL_SB];       /* d_a * sum(a) (q8_1), sum(a) of 0..31 (K_MIN1), d_a * sum(a 0..15) (K_MIN2) */
-    float sum_hi[PANEL_TG][PANEL_SB];    /* d_a * sum(a 16..31) (K_MIN2) */
+    float sum[PANEL_TG][PANEL_SB];       /* d_a * sum(a) (q8_1), sum(a) of 0..31 (K_MIN1), of 0..15 (K_MIN2) */
+    float sum_hi[PANEL_TG][PANEL_SB];    /* sum(a 16..31) (K_MIN2) */
 } ptab;
 
 /* In-register transpose of 8 rows of 8 dwords (r[j] dword g -> r[g] dword j). */
@@ -267,10 +267,8 @@ DEF_PANEL_32(q5_1, block_q5_1, dec_q5_1, 0, q8_1, m, gemm_q5_1)
  * A super-block is 8 sub-blocks of 32.  Per row and sub-block the panel
  * holds the codes and float scales S = d * sc for elements 0-15 and 16-31
  * (equal for Q4_K/Q5_K), and mins M = dmin * m where the format has them.
- * The activation scale d_a is per super-block; the table keeps it per
- * sub-block.  The one-scale modes sum a super-block's sub-blocks first and
- * apply d_a once; the two-scale modes apply it per sub-block, with the
- * bsums (K_MIN2) already multiplied by it:
+ * The activation scale d_a is per super-block (the table keeps it per
+ * sub-block) and is applied once a super-block (ptile_k):
  *   K_MIN1  Q4_K, Q5_K: (cvt(dot) * S - M * bsum32) * d_a
  *   K_OFS2  Q6_K, Q3_K: codes carry an offset o (32, 4) under the same
  *           scale as their half, so each half's integer sum starts at
@@ -287,22 +285,23 @@ INL void ptab_q8_K(const char *act, size_t as, int tn, int64_t s0, int ks, int m
             const int lo = q->bsums[2 * (s % 8)], hi = q->bsums[2 * (s % 8) + 1];
             t->d[c][s] = q->d;
             if (mode == K_MIN1) t->sum[c][s] = (float)(lo + hi);
-            if (mode == K_MIN2) t->sum[c][s] = q->d * (float)lo, t->sum_hi[c][s] = q->d * (float)hi;
+            if (mode == K_MIN2) t->sum[c][s] = (float)lo, t->sum_hi[c][s] = (float)hi;
             if (mode == K_OFS2) t->init_lo[c][s] = -o * lo, t->init_hi[c][s] = -o * hi;
             if (mode == K_OFS1) t->init_lo[c][s] = -o * (lo + hi);
         }
     }
 }
 
-/* One scale per 32 (K_MIN1, K_OFS1): the sub-blocks of a super-block are
- * summed in float before the activation scale, one per super-block, is
- * applied:
+/* Every mode sums a super-block's sub-blocks in float before applying the
+ * activation scale, which is one per super-block:
  *   acc += d_a * sum_s (cvt(dot_s) * S_s - M_s * bsum_s)
- * four steps per sub-block besides the vpdpbusd instead of five.  Each
- * sub-block's dot is still two chains of four (one chain of eight measured
+ * with one scale per 32 (K_MIN1, K_OFS1) the halves' integer sums are added
+ * first, with two (K_OFS2, K_MIN2) each half has its own scale and min.
+ * A sub-block's dot is two chains of four (one chain of eight measured
  * slower: too few independent chains in flight). */
-INL void ptile_k1(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, const char *act, size_t as,
-                  int64_t s0, __m512 *acc) {
+INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, const char *act, size_t as,
+                 int64_t s0, __m512 *acc) {
+    const bool one_scale = mode == K_MIN1 || mode == K_OFS1;
     _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int sb = 0; sb < ks / 8; sb++) {
         __m512 part[PANEL_C];
@@ -313,53 +312,27 @@ INL void ptile_k1(int C, int mode, const pblk *p, int ks, const ptab *t, int c0,
             _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
                 const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)(c0 + c) * as) + s0 / 8 + sb;
                 const int8_t *qs = y->qs + 32 * s;
-                __m512i lo = mode == K_OFS1 ? _mm512_set1_epi32(t->init_lo[c0 + c][st]) : _mm512_setzero_si512();
-                __m512i hi = _mm512_setzero_si512();
-                for (int g = 0; g < 4; g++) {
-                    lo = _mm512_dpbusd_epi32(lo, b->q[g], bcast4(qs + 4 * g));
-                    hi = _mm512_dpbusd_epi32(hi, b->q[g + 4], bcast4(qs + 4 * g + 16));
-                }
-                part[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), b->d, part[c]);
-                if (mode == K_MIN1) part[c] = _mm512_fnmadd_ps(b->m, _mm512_set1_ps(t->sum[c0 + c][st]), part[c]);
-            }
-        }
-        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)
-            acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(t->d[c0 + c][8 * sb]), acc[c]);
-    }
-}
-
-/* Two scales per 32 (K_OFS2, K_MIN2): a chain a half, each with its scale. */
-INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, const char *act, size_t as,
-                 int64_t s0, __m512 *acc) {
-    if (mode == K_MIN1 || mode == K_OFS1) {
-        ptile_k1(C, mode, p, ks, t, c0, act, as, s0, acc);
-        return;
-    }
-    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
-    for (int sb = 0; sb < ks / 8; sb++) {
-        for (int s = 0; s < 8; s++) {
-            const pblk *b = &p[8 * sb + s];
-            const int st = 8 * sb + s;
-            _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
-                const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)(c0 + c) * as) + s0 / 8 + sb;
-                const int8_t *qs = y->qs + 32 * s;
-                __m512i lo = mode == K_OFS2 ? _mm512_set1_epi32(t->init_lo[c0 + c][st]) : _mm512_setzero_si512();
+                __m512i lo = mode == K_OFS1 || mode == K_OFS2 ? _mm512_set1_epi32(t->init_lo[c0 + c][st])
+                                                              : _mm512_setzero_si512();
                 __m512i hi = mode == K_OFS2 ? _mm512_set1_epi32(t->init_hi[c0 + c][st]) : _mm512_setzero_si512();
                 for (int g = 0; g < 4; g++) {
                     lo = _mm512_dpbusd_epi32(lo, b->q[g], bcast4(qs + 4 * g));
                     hi = _mm512_dpbusd_epi32(hi, b->q[g + 4], bcast4(qs + 4 * g + 16));
                 }
-                const __m512 da = _mm512_set1_ps(t->d[c0 + c][st]);
-                __m512 v = acc[c];
-                v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(b->d, da), v);
-                v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(b->d_hi, da), v);
-                if (mode == K_MIN2) {
-                    v = _mm512_fnmadd_ps(b->m, _mm512_set1_ps(t->sum[c0 + c][st]), v);
-                    v = _mm512_fnmadd_ps(b->m_hi, _mm512_set1_ps(t->sum_hi[c0 + c][st]), v);
+                __m512 v = part[c];
+                if (one_scale) {
+                    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), b->d, v);
+                } else {
+                    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), b->d, v);
+                    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), b->d_hi, v);
                 }
-                acc[c] = v;
+                if (mode == K_MIN1 || mode == K_MIN2) v = _mm512_fnmadd_ps(b->m, _mm512_set1_ps(t->sum[c0 + c][st]), v);
+                if (mode == K_MIN2) v = _mm512_fnmadd_ps(b->m_hi, _mm512_set1_ps(t->sum_hi[c0 + c][st]), v);
+                part[c] = v;
             }
         }
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)
+            acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(t->d[c0 + c][8 * sb]), acc[c]);
     }
 }
 
