@@ -13,13 +13,6 @@ plm_model_params plm_model_default_params(void) {
     return (plm_model_params){.use_mmap = true, .use_mlock = false, .vocab_only = false};
 }
 
-static const plm_arch *find_arch(gguf_str name) {
-    const plm_arch *known[] = {plm_arch_llama(), plm_arch_qwen2()};
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (gguf_str_eq(name, known[i]->name)) return known[i];
-    return NULL;
-}
-
 static plm_status read_identity(plm_model *m, plm_error *err) {
     gguf_str arch;
     if (!gguf_get_str(m->file, "general.architecture", &arch))
@@ -27,7 +20,7 @@ static plm_status read_identity(plm_model *m, plm_error *err) {
     gguf_str_copy(arch, m->hp.arch, sizeof m->hp.arch);
     gguf_str name;
     if (gguf_get_str(m->file, "general.name", &name)) gguf_str_copy(name, m->hp.name, sizeof m->hp.name);
-    m->arch = find_arch(arch);
+    m->arch = plm_arch_find(m->hp.arch);
     return PLM_OK;
 }
 
@@ -57,10 +50,12 @@ plm_status plm_model_load(const char *path, const plm_model_params *params, plm_
         if (!m->vocab) st = err ? err->code : PLM_ERR_FORMAT;
     }
     if (!st && !p.vocab_only) {
-        if (!m->arch)
-            st = plm_fail(err, PLM_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (known: llama, qwen2)",
-                          path, m->hp.arch);
-        else
+        if (!m->arch) {
+            char names[256];
+            plm_arch_names(names, sizeof names);
+            st = plm_fail(err, PLM_ERR_UNSUPPORTED, "%s: unknown architecture '%s'; supported: %s", path,
+                          m->hp.arch, names);
+        } else
             st = plm_model_bind(m, err);
         if (!st && plm_vocab_n_tokens(m->vocab) > m->hp.n_vocab)
             st = plm_fail(err, PLM_ERR_FORMAT, "vocabulary has %d tokens but token_embd.weight only %d rows",

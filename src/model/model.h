@@ -2,7 +2,8 @@
  * The loaded model: hyperparameters read from GGUF metadata and pointers to
  * the weights, which stay in their GGUF layout inside the file image
  * (mmap'd by default).  Immutable after load, so any number of contexts may
- * share it across threads.
+ * share it across threads.  What goes where is the architecture
+ * descriptor's tensor table (model/arch.h).
  */
 #ifndef PLM_MODEL_H
 #define PLM_MODEL_H
@@ -10,15 +11,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "model/arch.h"
 #include "pocketlm.h"
 #include "pocketlm_gguf.h"
 #include "quant/types.h"
 #include "tokenizer/vocab.h"
 
-typedef enum { PLM_ROPE_NORM, PLM_ROPE_NEOX } plm_rope_type;
-
 /* A matrix [rows x cols] in its stored format: each of `rows` rows holds
- * `cols` elements in `row_bytes` bytes.  A vector has rows == 1. */
+ * `cols` elements in `row_bytes` bytes.  A vector has rows == 1.  data is
+ * NULL for an optional matrix the file does not have. */
 typedef struct plm_weight {
     const void *data;
     plm_type type;
@@ -26,31 +27,15 @@ typedef struct plm_weight {
     size_t row_bytes;
 } plm_weight;
 
+/* One block's weights.  Vectors are f32 (NULL when optional and absent). */
 typedef struct plm_layer {
-    const float *attn_norm, *ffn_norm;       /* [n_embd] */
-    const float *bq, *bk, *bv;               /* biases or NULL */
+    const float *attn_norm, *ffn_norm;          /* [n_embd] */
+    const float *bq, *bk, *bv;                  /* biases or NULL */
+    const float *q_norm, *k_norm;               /* [head_dim]: plm_arch.qk_norm */
+    const float *post_attn_norm, *post_ffn_norm;/* [n_embd]: plm_arch.post_*_norm */
     plm_weight wq, wk, wv, wo;
     plm_weight w_gate, w_up, w_down;
 } plm_layer;
-
-typedef struct plm_hparams {
-    char arch[32];
-    char name[128];
-    int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
-    int n_ctx_train, n_rot;
-    float rms_eps, rope_freq_base, rope_freq_scale;
-    plm_rope_type rope_type;
-} plm_hparams;
-
-/* What differs between members of the llama family. */
-typedef struct plm_arch {
-    const char *name;
-    plm_rope_type rope_type;
-    bool qkv_bias;  /* attn_q/k/v carry a bias (qwen2) */
-} plm_arch;
-
-const plm_arch *plm_arch_llama(void);
-const plm_arch *plm_arch_qwen2(void);
 
 struct plm_model {
     gguf_file *file;
@@ -64,7 +49,12 @@ struct plm_model {
     uint64_t n_params, weight_bytes;
 };
 
-/* Reads hyperparameters and binds every weight; fills err on failure. */
+/* Reads hyperparameters and binds every weight of m->arch's tables; fills
+ * err on failure, naming the tensor. */
 plm_status plm_model_bind(plm_model *m, plm_error *err);
+
+/* Floats of m->owned_f32: one slot per vector of the tables, each as long as
+ * the longest vector (what the memory plan counts). */
+uint64_t plm_model_owned_f32_floats(const plm_arch *arch, const plm_hparams *hp);
 
 #endif

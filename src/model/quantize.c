@@ -25,7 +25,7 @@
 #include "pocketlm_gguf.h"
 #include "quant/quant.h"
 #include "quant/types.h"
-#include "runtime/threadpool.h"
+#include "core/threadpool.h"
 
 /* The names `type` accepts: llama-quantize's file types, with the
  * general.file_type it records and the type most weight matrices get. */

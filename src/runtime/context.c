@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "runtime/plan.h"
-#include "runtime/threadpool.h"
+#include "core/threadpool.h"
 
 plm_context_params plm_context_default_params(void) {
     return (plm_context_params){.n_ctx = 0, .n_batch = 512, .n_threads = 0, .logits_all = false,
@@ -52,33 +52,21 @@ int plm_kv_type_from_name(const char *name) {
     return -1;
 }
 
-static plm_status kv_alloc(plm_kv_cache *kv, const plm_hparams *hp, const plm_context_params *p,
-                           const plm_plan_buffers *b, plm_error *err) {
-    kv->n_ctx = p->n_ctx;
-    kv->kv_dim = hp->n_head_kv * hp->head_dim;
-    kv->type_k = (plm_type)plm_plan_kv_ggml_type(p->type_k);  /* the plan's mapping: one source */
-    kv->type_v = (plm_type)plm_plan_kv_ggml_type(p->type_v);
-    kv->k_row = b->kv_row_k;
-    kv->v_row = b->kv_row_v;
-    kv->k = malloc(b->kv_k);
-    kv->v = malloc(b->kv_v);
-    if (!kv->k || !kv->v)
-        return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating a %u-token KV cache (%llu MiB)", p->n_ctx,
-                        (unsigned long long)((b->kv_k + b->kv_v) >> 20));
-    return PLM_OK;
+/* The KV cache this model and these (resolved) params get: the same spec
+ * the plan sizes it from. */
+static plm_kv_spec kv_spec(const plm_model *m, const plm_context_params *p) {
+    return (plm_kv_spec){m->arch, &m->hp, p->n_ctx, p->n_batch, p->type_k, p->type_v};
 }
 
 /* The plan's buffer sizes for this model and these (resolved) params. */
-static plm_status plan_buffers(const plm_hparams *hp, const plm_context_params *p, plm_plan_buffers *b,
+static plm_status plan_buffers(const plm_model *m, const plm_context_params *p, plm_plan_buffers *b,
                                plm_error *err) {
     if ((unsigned)p->type_k > PLM_KV_Q4_0 || (unsigned)p->type_v > PLM_KV_Q4_0)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "unknown KV cache type");
-    const plm_plan_dims d = {(uint32_t)hp->n_layer, (uint32_t)hp->n_embd, (uint32_t)hp->n_head,
-                             (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim, (uint32_t)hp->n_ff,
-                             (uint32_t)hp->n_vocab};
-    if (!plm_plan_buffers_for(&d, p->n_ctx, p->n_batch, p->type_k, p->type_v, p->logits_all, b))
+    const plm_kv_spec kv = kv_spec(m, p);
+    if (!plm_plan_buffers_for(&kv, p->logits_all, b))
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "a %s/%s KV cache needs a head size divisible by 32 (this model: %d)",
-                        plm_kv_type_name(p->type_k), plm_kv_type_name(p->type_v), hp->head_dim);
+                        plm_kv_type_name(p->type_k), plm_kv_type_name(p->type_v), m->hp.head_dim);
     return PLM_OK;
 }
 
@@ -100,18 +88,23 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     plm_context *c = calloc(1, sizeof *c);
     if (!c) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
     c->model = model;
-    c->kt = kt;
+    c->fwd.model = model;
+    c->fwd.kt = kt;
     if (p.n_threads == 0) p.n_threads = plm_default_threads();
     if (p.n_threads > 256) p.n_threads = 256;
     c->params = p;
+    c->fwd.flash_attn = p.flash_attn;
     plm_plan_buffers b;
-    plm_status st = plan_buffers(hp, &p, &b, err);
+    plm_status st = plan_buffers(model, &p, &b, err);
     if (!st) {
-        c->pool = plm_pool_new((int)p.n_threads);
-        if (!c->pool) st = plm_fail(err, PLM_ERR_NOMEM, "cannot start %u threads", p.n_threads);
+        c->fwd.pool = plm_pool_new((int)p.n_threads);
+        if (!c->fwd.pool) st = plm_fail(err, PLM_ERR_NOMEM, "cannot start %u threads", p.n_threads);
     }
-    if (!st) st = kv_alloc(&c->kv, hp, &p, &b, err);
-    if (!st) st = scratch_alloc(&c->s, &b, err);
+    if (!st) {
+        const plm_kv_spec kv = kv_spec(model, &p);
+        st = plm_kv_init(&c->fwd.kv, &kv, err);
+    }
+    if (!st) st = scratch_alloc(&c->fwd.s, &b, err);
     if (!st) {
         c->logits_cap = p.logits_all ? (int)p.n_batch : 1;
         c->logits = malloc(b.logits);
@@ -127,36 +120,23 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
 
 void plm_context_free(plm_context *c) {
     if (!c) return;
-    plm_pool_free(c->pool);
-    free(c->kv.k);
-    free(c->kv.v);
-    scratch_free(&c->s);
+    plm_pool_free(c->fwd.pool);
+    plm_kv_free(&c->fwd.kv);
+    scratch_free(&c->fwd.s);
     free(c->logits);
     free(c);
 }
 
-uint32_t plm_context_n_ctx(const plm_context *c) { return c->kv.n_ctx; }
-uint32_t plm_context_n_past(const plm_context *c) { return c->n_past; }
+/* One sequence per context today: sequence 0 of its cache. */
+enum { SEQ = 0 };
 
-void plm_kv_truncate(plm_context *c, uint32_t pos) {
-    if (pos < c->n_past) c->n_past = pos;
-}
+uint32_t plm_context_n_ctx(const plm_context *c) { return c->fwd.kv.n_ctx; }
+uint32_t plm_context_n_past(const plm_context *c) { return plm_kv_seq_len(&c->fwd.kv, SEQ); }
+
+void plm_kv_truncate(plm_context *c, uint32_t pos) { plm_kv_seq_truncate(&c->fwd.kv, SEQ, pos); }
 
 plm_status plm_kv_shift(plm_context *c, uint32_t n_keep, uint32_t n_discard, plm_error *err) {
-    if ((uint64_t)n_keep + n_discard > c->n_past)
-        return plm_fail(err, PLM_ERR_INVALID_ARG, "cannot drop %u tokens after %u: only %u are cached", n_discard,
-                        n_keep, c->n_past);
-    if (n_discard == 0) return PLM_OK;
-    const uint32_t n_move = c->n_past - n_keep - n_discard;
-    const plm_kv_cache *kv = &c->kv;
-    for (int il = 0; il < c->model->hp.n_layer; il++) {
-        uint8_t *k = kv->k + (size_t)il * kv->n_ctx * kv->k_row, *v = kv->v + (size_t)il * kv->n_ctx * kv->v_row;
-        memmove(k + (size_t)n_keep * kv->k_row, k + (size_t)(n_keep + n_discard) * kv->k_row, (size_t)n_move * kv->k_row);
-        memmove(v + (size_t)n_keep * kv->v_row, v + (size_t)(n_keep + n_discard) * kv->v_row, (size_t)n_move * kv->v_row);
-    }
-    plm_llama_rerotate_keys(c, n_keep, n_move, -(int)n_discard);
-    c->n_past -= n_discard;
-    return PLM_OK;
+    return plm_kv_seq_shift(&c->fwd.kv, SEQ, n_keep, n_discard, plm_forward_rerotate, &c->fwd, err);
 }
 
 /* With logits_all every token's logits are kept, so the buffer grows to the
@@ -177,10 +157,11 @@ plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error 
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             return plm_fail(err, PLM_ERR_INVALID_ARG, "token %d at index %d is outside the vocabulary (0..%d)",
                             tokens[i], i, n_vocab - 1);
-    if ((uint64_t)c->n_past + (uint64_t)n > c->kv.n_ctx)
+    const uint32_t n_past = plm_context_n_past(c);
+    if ((uint64_t)n_past + (uint64_t)n > c->fwd.kv.n_ctx)
         return plm_fail(err, PLM_ERR_CONTEXT_FULL,
                         "context full: %u cached + %d new tokens exceed the context length %u (use a larger -c)",
-                        c->n_past, n, c->kv.n_ctx);
+                        n_past, n, c->fwd.kv.n_ctx);
     const bool all = c->params.logits_all;
     plm_status st = reserve_logits(c, all ? n : 1, err);
     if (st) return st;
@@ -193,8 +174,8 @@ plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error 
         const bool last_chunk = i + m == n;
         int first = all ? 0 : (last_chunk ? m - 1 : m);
         float *dst = all ? c->logits + (size_t)i * n_vocab : c->logits;
-        plm_llama_forward(c, tokens + i, m, c->n_past, first, dst);
-        c->n_past += (uint32_t)m;
+        plm_forward(&c->fwd, tokens + i, m, plm_kv_seq_len(&c->fwd.kv, SEQ), first, dst);
+        plm_kv_seq_advance(&c->fwd.kv, SEQ, (uint32_t)m);
     }
     c->n_logits = all ? n : 1;
     c->logits_first = all ? 0 : n - 1;

@@ -109,30 +109,22 @@ static uint64_t rows_touched(uint64_t alloc, uint64_t rows, uint64_t stride, uin
     return pages * PLM_PLAN_PAGE;
 }
 
-uint32_t plm_plan_kv_ggml_type(plm_kv_type t) {
-    switch (t) {
-    case PLM_KV_Q8_0: return PLM_TYPE_Q8_0;
-    case PLM_KV_Q4_0: return PLM_TYPE_Q4_0;
-    default: return PLM_TYPE_F16;
-    }
-}
-
 plm_plan_params plm_plan_default_params(void) {
     return (plm_plan_params){.n_ctx = 0, .n_batch = 512, .n_threads = 0, .type_k = PLM_KV_F16,
                              .type_v = PLM_KV_F16, .use_mmap = true, .logits_all = false};
 }
 
-bool plm_plan_buffers_for(const plm_plan_dims *d, uint32_t n_ctx, uint32_t n_batch,
-                          plm_kv_type type_k, plm_kv_type type_v, bool logits_all, plm_plan_buffers *o) {
+bool plm_plan_buffers_for(const plm_kv_spec *spec, bool logits_all, plm_plan_buffers *o) {
     memset(o, 0, sizeof *o);
-    const uint64_t B = n_batch, E = d->n_embd, q_dim = (uint64_t)d->n_head * d->head_dim,
-                   kv_dim = (uint64_t)d->n_head_kv * d->head_dim, ff = max_u64(d->n_ff, E);
-    const uint32_t tk = plm_plan_kv_ggml_type(type_k), tv = plm_plan_kv_ggml_type(type_v);
-    if ((tk != PLM_TYPE_F16 || tv != PLM_TYPE_F16) && d->head_dim % 32) return false;
-    o->kv_row_k = plm_row_size((plm_type)tk, (int64_t)kv_dim);
-    o->kv_row_v = plm_row_size((plm_type)tv, (int64_t)kv_dim);
-    o->kv_k = (uint64_t)d->n_layer * n_ctx * o->kv_row_k;
-    o->kv_v = (uint64_t)d->n_layer * n_ctx * o->kv_row_v;
+    const plm_hparams *d = spec->hp;
+    const uint64_t B = spec->n_batch, E = (uint64_t)d->n_embd, q_dim = (uint64_t)d->n_head * d->head_dim,
+                   kv_dim = (uint64_t)d->n_head_kv * d->head_dim, ff = max_u64((uint64_t)d->n_ff, E);
+    plm_kv_size kv;
+    if (!plm_kv_size_of(spec, &kv)) return false;
+    o->kv_row_k = kv.k_row;
+    o->kv_row_v = kv.v_row;
+    o->kv_k = kv.k_bytes;
+    o->kv_v = kv.v_bytes;
     o->x = B * E * 4;
     o->xn = B * max_u64(E, q_dim) * 4;
     o->q = B * q_dim * 4;
@@ -153,7 +145,7 @@ typedef struct act_use {
 } act_use;
 
 /* One matmul step: weights sharing an input of k elements.  Mirrors
- * prepare_inputs() in llama.c: F32-consuming weights read the input in
+ * prepare_inputs() in model/forward.c: F32-consuming weights read the input in
  * place; others get a slot per distinct activation format, in order. */
 static void step_use(act_use *u, const uint32_t *types, int n, uint64_t k) {
     uint32_t seen[PLM_PLAN_ACT_SLOTS];
@@ -175,13 +167,38 @@ static void step_use(act_use *u, const uint32_t *types, int n, uint64_t k) {
 
 /* ---- the bill -------------------------------------------------------------- */
 
+/* The descriptor a plan stands for: its file's, or llama's for a shape. */
+static const plm_arch *plan_arch(const plm_plan *p) {
+    const plm_arch *a = plm_arch_find(p->arch);
+    return a ? a : &plm_arch_llama;
+}
+
+/* The hyperparameters the buffers depend on, back from the plan's fields
+ * (a plan is a plain value: plm_plan_set_ctx recomputes from it alone). */
+static plm_hparams plan_hparams(const plm_plan *p) {
+    plm_hparams hp = {0};
+    hp.n_layer = (int)p->n_layer;
+    hp.n_embd = (int)p->n_embd;
+    hp.n_head = (int)p->n_head;
+    hp.n_head_kv = (int)p->n_head_kv;
+    hp.head_dim = (int)p->head_dim;
+    hp.n_ff = (int)p->n_ff;
+    hp.n_vocab = (int)p->n_vocab;
+    return hp;
+}
+
+static plm_kv_spec plan_kv_spec(const plm_plan *p, const plm_hparams *hp) {
+    const plm_plan_params *pp = &p->params;
+    return (plm_kv_spec){plan_arch(p), hp, pp->n_ctx, pp->n_batch, pp->type_k, pp->type_v};
+}
+
 /* Facts about a plan that do not depend on the context: kept in the struct
  * so plm_plan_set_ctx can recompute the rest. */
 static void finish(plm_plan *p) {
     const plm_plan_params *pp = &p->params;
-    plm_plan_dims d = {p->n_layer, p->n_embd, p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab};
-    plm_plan_buffers_for(&d, pp->n_ctx, pp->n_batch, pp->type_k, pp->type_v, pp->logits_all,
-                         &p->buf);
+    const plm_hparams hp = plan_hparams(p);
+    const plm_kv_spec kv = plan_kv_spec(p, &hp);
+    plm_plan_buffers_for(&kv, pp->logits_all, &p->buf);
     const plm_plan_buffers *b = &p->buf;
     p->kv_bytes = alloc_resident(b->kv_k) + alloc_resident(b->kv_v);
     uint64_t s = alloc_resident(b->x) + alloc_resident(b->xn) + alloc_resident(b->q) + alloc_resident(b->k) +
@@ -216,7 +233,7 @@ static void finish(plm_plan *p) {
     const double active = p->n_params ? (double)p->n_params_active / (double)p->n_params : 1.0;
     uint64_t streamed = p->tied_output ? p->weight_bytes : p->weight_bytes - p->embd_bytes + p->embd_row_bytes;
     p->decode_bytes = (uint64_t)((double)streamed * active);
-    p->kv_read_full = (uint64_t)pp->n_ctx * p->n_layer * (b->kv_row_k + b->kv_row_v);
+    p->kv_read_full = b->kv_k + b->kv_v;  /* every cell of every layer */
     p->decode_flops = 2.0 * (double)p->n_params_active +
                       4.0 * p->n_layer * (double)pp->n_ctx * p->n_head * p->head_dim;
 }
@@ -314,44 +331,66 @@ static int add_type(plm_plan *p, const char *name) {
     return p->n_types++;
 }
 
-static uint32_t tensor_type(const gguf_file *f, const char *name) {
-    const gguf_tensor *t = gguf_find_tensor(f, name);
-    return t ? t->type : PLM_TYPE_F32;
-}
-
-static act_use acts_from_file(const gguf_file *f, int n_layer, uint64_t E, uint64_t q_dim, uint64_t ff) {
+/* Activation slots the file's weights need: each step of the descriptor's
+ * layer table (the matrices that share one input), then the output. */
+static act_use acts_from_file(const gguf_file *f, const plm_arch *arch, const plm_hparams *hp) {
     act_use u = {0};
     char nm[96];
-    for (int il = 0; il < n_layer; il++) {
-        uint32_t t[3];
-        const char *qkv[3] = {"attn_q", "attn_k", "attn_v"}, *gu[2] = {"ffn_gate", "ffn_up"};
-        for (int i = 0; i < 3; i++) {
-            snprintf(nm, sizeof nm, "blk.%d.%s.weight", il, qkv[i]);
-            t[i] = tensor_type(f, nm);
+    for (int il = 0; il < hp->n_layer; il++)
+        for (plm_step step = PLM_STEP_QKV; step <= PLM_STEP_FFN_OUT; step++) {
+            uint32_t types[8];
+            int n = 0;
+            uint64_t k = 0;
+            for (const plm_tensor_spec *t = arch->layer; t->name && n < 8; t++) {
+                if (t->step != step) continue;
+                snprintf(nm, sizeof nm, t->name, il);
+                const gguf_tensor *g = gguf_find_tensor(f, nm);
+                if (!g) continue;
+                types[n++] = g->type;
+                k = (uint64_t)plm_dim_size(hp, t->ne0);
+            }
+            if (n) step_use(&u, types, n, k);
         }
-        step_use(&u, t, 3, E);
-        snprintf(nm, sizeof nm, "blk.%d.attn_output.weight", il);
-        t[0] = tensor_type(f, nm);
-        step_use(&u, t, 1, q_dim);
-        for (int i = 0; i < 2; i++) {
-            snprintf(nm, sizeof nm, "blk.%d.%s.weight", il, gu[i]);
-            t[i] = tensor_type(f, nm);
-        }
-        step_use(&u, t, 2, E);
-        snprintf(nm, sizeof nm, "blk.%d.ffn_down.weight", il);
-        t[0] = tensor_type(f, nm);
-        step_use(&u, t, 1, ff);
+    for (const plm_tensor_spec *t = arch->globals; t->name; t++) {
+        if (t->step != PLM_STEP_OUTPUT) continue;
+        const gguf_tensor *g = gguf_find_tensor(f, t->name);
+        if (!g && t->need == PLM_TIED) g = gguf_find_tensor(f, t->tied_to);
+        if (g) step_use(&u, &g->type, 1, (uint64_t)plm_dim_size(hp, t->ne0));
     }
-    uint32_t out = gguf_find_tensor(f, "output.weight") ? tensor_type(f, "output.weight")
-                                                         : tensor_type(f, "token_embd.weight");
-    step_use(&u, &out, 1, E);
     return u;
 }
 
-static bool u32_key(const gguf_file *f, const char *arch, const char *suffix, uint32_t *out) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    return gguf_get_u32(f, key, out);
+/* The file's architecture and hyperparameters, as loading reads them (the
+ * descriptor's keys and defaults), into the plan's fields. */
+static plm_status plan_hparams_from_file(plm_plan *p, const char *path, const gguf_file *f, const plm_arch **arch,
+                                         plm_hparams *hp, plm_error *err) {
+    gguf_str s;
+    if (!gguf_get_str(f, "general.architecture", &s))
+        return plm_fail(err, PLM_ERR_FORMAT, "%s: metadata general.architecture is missing", path);
+    gguf_str_copy(s, p->arch, sizeof p->arch);
+    if (gguf_get_str(f, "general.name", &s)) gguf_str_copy(s, p->name, sizeof p->name);
+    *arch = plm_arch_find(p->arch);
+    if (!*arch) {
+        char names[256];
+        plm_arch_names(names, sizeof names);
+        return plm_fail(err, PLM_ERR_UNSUPPORTED, "%s: unknown architecture '%s'; supported: %s", path, p->arch,
+                        names);
+    }
+    plm_status st = plm_hparams_read(*arch, f, hp, err);
+    if (st) return st;
+    if (hp->n_vocab <= 0) {
+        const gguf_array *toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+        hp->n_vocab = toks && toks->n <= INT32_MAX ? (int)toks->n : 0;
+    }
+    p->n_embd = (uint32_t)hp->n_embd;
+    p->n_layer = (uint32_t)hp->n_layer;
+    p->n_head = (uint32_t)hp->n_head;
+    p->n_head_kv = (uint32_t)hp->n_head_kv;
+    p->head_dim = (uint32_t)hp->head_dim;
+    p->n_ff = (uint32_t)hp->n_ff;
+    p->n_ctx_train = (uint32_t)hp->n_ctx_train;
+    p->n_vocab = (uint32_t)hp->n_vocab;
+    return PLM_OK;
 }
 
 plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *p, plm_error *err) {
@@ -360,30 +399,10 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
     gguf_file *f = gguf_open(path, &gp, err);
     if (!f) return err ? err->code : PLM_ERR_IO;
     plm_status st = PLM_OK;
-    gguf_str s;
-    if (!gguf_get_str(f, "general.architecture", &s)) {
-        st = plm_fail(err, PLM_ERR_FORMAT, "%s: metadata general.architecture is missing", path);
-        goto done;
-    }
-    gguf_str_copy(s, p->arch, sizeof p->arch);
-    if (gguf_get_str(f, "general.name", &s)) gguf_str_copy(s, p->name, sizeof p->name);
-    uint32_t v;
-    if (!u32_key(f, p->arch, "embedding_length", &p->n_embd) || !u32_key(f, p->arch, "block_count", &p->n_layer) ||
-        !u32_key(f, p->arch, "attention.head_count", &p->n_head) || p->n_head == 0 || p->n_layer == 0) {
-        st = plm_fail(err, PLM_ERR_FORMAT, "%s: %s.embedding_length/block_count/attention.head_count missing",
-                      path, p->arch);
-        goto done;
-    }
-    p->n_ff = u32_key(f, p->arch, "feed_forward_length", &v) ? v : 4 * p->n_embd;
-    p->n_head_kv = u32_key(f, p->arch, "attention.head_count_kv", &v) && v ? v : p->n_head;
-    p->head_dim = u32_key(f, p->arch, "attention.key_length", &v) && v ? v : p->n_embd / p->n_head;
-    p->n_ctx_train = u32_key(f, p->arch, "context_length", &v) ? v : 2048;
+    const plm_arch *arch;
+    plm_hparams hp;
+    if ((st = plan_hparams_from_file(p, path, f, &arch, &hp, err))) goto done;
     const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
-    if (te && te->n_dims == 2) p->n_vocab = (uint32_t)te->ne[1];
-    else {
-        const gguf_array *toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
-        p->n_vocab = toks ? (uint32_t)toks->n : 0;
-    }
     p->tied_output = gguf_find_tensor(f, "output.weight") == NULL;
     if (te) {
         p->embd_bytes = te->nbytes;
@@ -412,16 +431,15 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
 
     p->vocab_bytes = vocab_bill(f);
     /* model.c: layer table, vectors converted to f32 (only those touched). */
-    uint64_t slot = max_u64(p->n_embd, (uint64_t)p->n_head * p->head_dim);
-    uint64_t owned = ((uint64_t)p->n_layer * 5 + 1) * slot * 4;
+    const uint64_t slot = max_u64(p->n_embd, (uint64_t)p->n_head * p->head_dim);
+    const uint64_t owned = plm_model_owned_f32_floats(arch, &hp) * 4;
     p->model_bytes = round_up((uint64_t)p->n_layer * sizeof(plm_layer) + sizeof(plm_model), 16) +
                      alloc_touched(owned, min_u64(owned, non_f32_vectors * slot * 4));
     resolve_params(p, params);
     p->model_bytes += (uint64_t)(p->params.n_threads - 1) * PLAN_THREAD_BYTES;
     p->overhead_bytes = PLAN_OVERHEAD_BYTES + (non_f32_matrices ? PLAN_KERNEL_CODE_BYTES : 0);
 
-    act_use acts = acts_from_file(f, (int)p->n_layer, p->n_embd, (uint64_t)p->n_head * p->head_dim,
-                                  max_u64(p->n_ff, p->n_embd));
+    act_use acts = acts_from_file(f, arch, &hp);
     p->act_slots = acts.n_slots;
     memcpy(p->act_used, acts.used, sizeof acts.used);
     if ((st = check_kv(p, err)) == PLM_OK) finish(p);
@@ -502,13 +520,19 @@ uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batc
     if (max_batch > pp->n_batch) max_batch = pp->n_batch;
     if (max_batch > n_tokens) max_batch = n_tokens;
     const uint64_t rows = max_batch;
-    /* KV: each layer's keys are n_ctx rows; the first n_tokens are written. */
+    /* KV: each layer's cells are written from its first on, n_tokens of
+     * them (a windowed layer's wrap around: at most all of them). */
     uint64_t kv = 0;
-    if (b->kv_k >= MMAP_THRESHOLD)
-        kv = (uint64_t)p->n_layer * (round_up(n_tokens * b->kv_row_k, PLM_PLAN_PAGE) +
-                                     round_up(n_tokens * b->kv_row_v, PLM_PLAN_PAGE));
-    else
+    if (b->kv_k >= MMAP_THRESHOLD) {
+        const plm_hparams hp = plan_hparams(p);
+        const plm_kv_spec spec = plan_kv_spec(p, &hp);
+        for (uint32_t il = 0; il < p->n_layer; il++) {
+            const uint64_t rows = min_u64(n_tokens, plm_kv_layer_cells(&spec, (int)il));
+            kv += round_up(rows * b->kv_row_k, PLM_PLAN_PAGE) + round_up(rows * b->kv_row_v, PLM_PLAN_PAGE);
+        }
+    } else {
         kv = alloc_resident(b->kv_k) + alloc_resident(b->kv_v);
+    }
     kv = min_u64(kv, p->kv_bytes);
     const uint64_t B = pp->n_batch ? pp->n_batch : 1;
     uint64_t s = alloc_touched(b->x, b->x / B * rows) + alloc_touched(b->xn, b->xn / B * rows) +

@@ -8,22 +8,15 @@
 
 #include <stdint.h>
 
+#include "model/kv_cache.h"
 #include "pocketlm.h"
 
-/* The dimensions a context's buffers depend on. */
-typedef struct plm_plan_dims {
-    uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
-} plm_plan_dims;
-
 /* Fills `out` with the byte size of every buffer plm_context_new allocates
- * for these dims and resolved params (n_ctx, n_batch, n_threads non-zero).
- * Returns false when a quantized KV type cannot store a row of kv_dim
- * (head_dim not a multiple of 32). */
-bool plm_plan_buffers_for(const plm_plan_dims *d, uint32_t n_ctx, uint32_t n_batch,
-                          plm_kv_type type_k, plm_kv_type type_v, bool logits_all, plm_plan_buffers *out);
-
-/* ggml type id of a KV cache type (F16, Q8_0, Q4_0). */
-uint32_t plm_plan_kv_ggml_type(plm_kv_type t);
+ * for this KV cache spec (its model's hyperparameters, resolved n_ctx and
+ * n_batch; the cache's own size is plm_kv_size_of's, the one function the
+ * allocator calls too).  Returns false when a quantized KV type cannot
+ * store a row (head_dim not a multiple of 32). */
+bool plm_plan_buffers_for(const plm_kv_spec *kv, bool logits_all, plm_plan_buffers *out);
 
 /* Measured baseline of the pocketlm process (see docs/MEMORY.md). */
 #define PLM_PLAN_PAGE 4096u

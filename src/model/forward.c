@@ -1,22 +1,28 @@
 /*
- * The llama family: llama and its close relatives (qwen2 adds Q/K/V biases
- * and rotates NeoX-style).  Reads the hyperparameters, binds the weights and
- * runs the forward pass:
+ * The forward pass of the decoder-only transformers the descriptors in
+ * model/arch/ describe (llama, qwen2):
  *
  *   x = embed(tokens)
  *   for each layer:
- *       h = rmsnorm(x) * attn_norm
- *       q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv);  rope(q, k)
- *       x += Wo attention(q, cache(k), cache(v))        (causal, grouped-query)
- *       h = rmsnorm(x) * ffn_norm
- *       x += Wdown (silu(Wgate h) * Wup h)
+ *       attention step:  h = rmsnorm(x) * attn_norm
+ *                        q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv);  rope(q, k)
+ *                        x += Wo attention(q, cache(k), cache(v))   (causal, grouped-query)
+ *       FFN step:        h = rmsnorm(x) * ffn_norm
+ *                        x += Wdown (silu(Wgate h) * Wup h)          (dense; MoE: a slot for later)
  *   logits = Woutput (rmsnorm(x) * output_norm)
  *
+ * The descriptor selects the steps and their options (RoPE style, biases
+ * present or not); plm_forward_check refuses the options not written yet.
  * Each line is one step over all the batch's tokens, split over the thread
  * pool, with the passes fused where that saves a trip through memory: the
  * rmsnorm and the quantization of its output (row by row, still in L1),
  * Q/K/V as one step, gate/up/SiLU as one step.
+ *
+ * `ctx` in this file is the forward state (model/forward.h): model, KV
+ * cache, scratch, kernels and pool; not a runtime context.
  */
+#include "model/forward.h"
+
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,202 +31,21 @@
 
 #include "core/error.h"
 #include "kernels/ops.h"
-#include "model/model.h"
 #include "quant/fp16.h"
-#include "runtime/context.h"
-#include "runtime/threadpool.h"
 
-static const plm_arch arch_llama = {"llama", PLM_ROPE_NORM, false};
-
-const plm_arch *plm_arch_llama(void) { return &arch_llama; }
-
-/* ---- hyperparameters ---------------------------------------------------- */
-
-static bool get_arch_u32(const gguf_file *f, const char *arch, const char *suffix, uint32_t *out) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    return gguf_get_u32(f, key, out);
+plm_status plm_forward_check(const plm_arch *a, plm_error *err) {
+    const char *missing = a->norm != PLM_NORM_RMS       ? "a norm other than RMSNorm"
+                          : a->act != PLM_ACT_SILU      ? "an FFN activation other than SiLU"
+                          : a->ffn != PLM_FFN_DENSE     ? "a Mixture-of-Experts FFN"
+                          : a->qk_norm                  ? "Q/K norms"
+                          : a->post_attn_norm || a->post_ffn_norm ? "post-block norms"
+                          : a->embd_scale_sqrt          ? "scaled embeddings"
+                          : a->swa_every                ? "sliding-window attention"
+                                                        : NULL;
+    if (!missing) return PLM_OK;
+    return plm_fail(err, PLM_ERR_UNSUPPORTED, "architecture '%s' needs %s, which this build does not implement",
+                    a->name, missing);
 }
-
-static bool get_arch_f32(const gguf_file *f, const char *arch, const char *suffix, float *out) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    return gguf_get_f32(f, key, out);
-}
-
-static plm_status read_hparams(plm_model *m, plm_error *err) {
-    const gguf_file *f = m->file;
-    plm_hparams *hp = &m->hp;
-    const char *a = hp->arch;
-    uint32_t v;
-
-#define REQUIRE_U32(suffix, field)                                                        \
-    do {                                                                                  \
-        if (!get_arch_u32(f, a, suffix, &v) || v == 0 || v > (1u << 24))                  \
-            return plm_fail(err, PLM_ERR_FORMAT, "missing or invalid metadata %s.%s", a, suffix); \
-        hp->field = (int)v;                                                               \
-    } while (0)
-    REQUIRE_U32("embedding_length", n_embd);
-    REQUIRE_U32("block_count", n_layer);
-    REQUIRE_U32("feed_forward_length", n_ff);
-    REQUIRE_U32("attention.head_count", n_head);
-#undef REQUIRE_U32
-
-    hp->n_head_kv = get_arch_u32(f, a, "attention.head_count_kv", &v) ? (int)v : hp->n_head;
-    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv)
-        return plm_fail(err, PLM_ERR_FORMAT, "%s.attention.head_count_kv=%d does not divide head_count=%d",
-                        a, hp->n_head_kv, hp->n_head);
-    hp->head_dim = get_arch_u32(f, a, "attention.key_length", &v) ? (int)v : hp->n_embd / hp->n_head;
-    if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
-        return plm_fail(err, PLM_ERR_FORMAT, "invalid head dimension %d", hp->head_dim);
-    hp->n_rot = get_arch_u32(f, a, "rope.dimension_count", &v) ? (int)v : hp->head_dim;
-    if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
-        return plm_fail(err, PLM_ERR_FORMAT, "%s.rope.dimension_count=%d invalid for head dim %d", a, hp->n_rot,
-                        hp->head_dim);
-    hp->n_ctx_train = get_arch_u32(f, a, "context_length", &v) ? (int)v : 2048;
-
-    hp->rms_eps = 1e-5f;
-    get_arch_f32(f, a, "attention.layer_norm_rms_epsilon", &hp->rms_eps);
-    hp->rope_freq_base = 10000.0f;
-    get_arch_f32(f, a, "rope.freq_base", &hp->rope_freq_base);
-
-    /* Linear RoPE scaling stretches positions: theta uses pos / factor. */
-    hp->rope_freq_scale = 1.0f;
-    float factor = 0;
-    char key[128];
-    gguf_str type = {0};
-    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-    bool has_type = gguf_get_str(f, key, &type);
-    if (get_arch_f32(f, a, "rope.scaling.factor", &factor) || get_arch_f32(f, a, "rope.scale_linear", &factor)) {
-        if (has_type && !gguf_str_eq(type, "linear") && !gguf_str_eq(type, "none"))
-            return plm_fail(err, PLM_ERR_UNSUPPORTED, "RoPE scaling type '%.*s' is not supported", (int)type.len,
-                            type.ptr);
-        if (factor > 0 && !(has_type && gguf_str_eq(type, "none"))) hp->rope_freq_scale = 1.0f / factor;
-    }
-    hp->rope_type = m->arch->rope_type;
-    return PLM_OK;
-}
-
-/* ---- weights ------------------------------------------------------------ */
-
-static const gguf_tensor *find(const plm_model *m, const char *name) {
-    return gguf_find_tensor(m->file, name);
-}
-
-static plm_status bind_matrix(plm_model *m, const char *name, int64_t cols, int64_t rows, plm_weight *w,
-                              plm_error *err) {
-    const gguf_tensor *t = find(m, name);
-    if (!t) return plm_fail(err, PLM_ERR_FORMAT, "tensor '%s' is missing", name);
-    if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 || t->ne[3] != 1)
-        return plm_fail(err, PLM_ERR_FORMAT,
-                        "tensor '%s' has shape %llu x %llu x %llu x %llu, expected %lld x %lld", name,
-                        (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
-                        (unsigned long long)t->ne[3], (long long)cols, (long long)rows);
-    const plm_type_info *ti = plm_type_info_get(t->type);
-    if (!ti || !ti->supported)
-        return plm_fail(err, PLM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which pocketlm cannot compute with",
-                        name, plm_type_name(t->type));
-    *w = (plm_weight){t->data, (plm_type)t->type, cols, rows, plm_row_size((plm_type)t->type, cols)};
-    m->n_params += (uint64_t)cols * rows;
-    m->weight_bytes += t->nbytes;
-    return PLM_OK;
-}
-
-/* A 1-D tensor as f32: points into the file when stored as F32, else is
- * converted into `spare` (n floats the caller owns). */
-static plm_status bind_vector(plm_model *m, const char *name, int64_t n, const float **out, float *spare,
-                              bool optional, plm_error *err) {
-    const gguf_tensor *t = find(m, name);
-    if (!t) {
-        *out = NULL;
-        return optional ? PLM_OK : plm_fail(err, PLM_ERR_FORMAT, "tensor '%s' is missing", name);
-    }
-    if (t->n_dims != 1 || t->ne[0] != (uint64_t)n)
-        return plm_fail(err, PLM_ERR_FORMAT, "tensor '%s' has %llu elements, expected %lld", name,
-                        (unsigned long long)t->ne[0], (long long)n);
-    m->n_params += (uint64_t)n;
-    m->weight_bytes += t->nbytes;
-    if (t->type == PLM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
-        *out = t->data;
-        return PLM_OK;
-    }
-    const plm_type_info *ti = plm_type_info_get(t->type);
-    if (!ti || !ti->supported || n % ti->block_size)
-        return plm_fail(err, PLM_ERR_UNSUPPORTED, "tensor '%s' has type %s, unsupported for a vector", name,
-                        plm_type_name(t->type));
-    plm_kernels_ref()->dequantize_row[t->type](t->data, spare, n);
-    *out = spare;
-    return PLM_OK;
-}
-
-/* Vectors per layer: attn_norm, ffn_norm and up to three biases. */
-enum { VECTORS_PER_LAYER = 5 };
-
-static plm_status bind_layer(plm_model *m, int il, float *spare, size_t slot, plm_error *err) {
-    const plm_hparams *hp = &m->hp;
-    plm_layer *L = &m->layers[il];
-    const int64_t E = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim,
-                  kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-    char name[96];
-    plm_status st;
-
-#define MATRIX(suffix, cols, rows, field)                                                 \
-    snprintf(name, sizeof name, "blk.%d.%s.weight", il, suffix);                          \
-    if ((st = bind_matrix(m, name, cols, rows, &L->field, err)) != PLM_OK) return st;
-#define VECTOR(tname, n, field, idx, optional)                                           \
-    snprintf(name, sizeof name, "blk.%d.%s", il, tname);                                  \
-    if ((st = bind_vector(m, name, n, &L->field, spare + (idx) * slot, optional, err)) != PLM_OK) \
-        return st;
-
-    VECTOR("attn_norm.weight", E, attn_norm, 0, false);
-    VECTOR("ffn_norm.weight", E, ffn_norm, 1, false);
-    VECTOR("attn_q.bias", q_dim, bq, 2, !m->arch->qkv_bias);
-    VECTOR("attn_k.bias", kv_dim, bk, 3, !m->arch->qkv_bias);
-    VECTOR("attn_v.bias", kv_dim, bv, 4, !m->arch->qkv_bias);
-    MATRIX("attn_q", E, q_dim, wq);
-    MATRIX("attn_k", E, kv_dim, wk);
-    MATRIX("attn_v", E, kv_dim, wv);
-    MATRIX("attn_output", q_dim, E, wo);
-    MATRIX("ffn_gate", E, hp->n_ff, w_gate);
-    MATRIX("ffn_up", E, hp->n_ff, w_up);
-    MATRIX("ffn_down", hp->n_ff, E, w_down);
-#undef MATRIX
-#undef VECTOR
-    return PLM_OK;
-}
-
-plm_status plm_model_bind(plm_model *m, plm_error *err) {
-    plm_status st = read_hparams(m, err);
-    if (st) return st;
-    plm_hparams *hp = &m->hp;
-
-    const gguf_tensor *te = find(m, "token_embd.weight");
-    if (!te || te->n_dims != 2) return plm_fail(err, PLM_ERR_FORMAT, "tensor 'token_embd.weight' is missing or not 2-D");
-    hp->n_vocab = (int)te->ne[1];
-    if ((st = bind_matrix(m, "token_embd.weight", hp->n_embd, hp->n_vocab, &m->tok_embd, err))) return st;
-
-    /* Vectors not stored as f32 get converted once, into one allocation of
-     * equal slots, each big enough for the longest vector (n_embd or q_dim). */
-    size_t slot = (size_t)hp->n_head * hp->head_dim;
-    if ((size_t)hp->n_embd > slot) slot = (size_t)hp->n_embd;
-    m->owned_f32 = calloc(((size_t)hp->n_layer * VECTORS_PER_LAYER + 1) * slot, sizeof(float));
-    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->owned_f32 || !m->layers) return plm_fail(err, PLM_ERR_NOMEM, "out of memory binding weights");
-    float *spare = m->owned_f32;
-    if ((st = bind_vector(m, "output_norm.weight", hp->n_embd, &m->output_norm, spare, false, err))) return st;
-    spare += slot;
-    for (int il = 0; il < hp->n_layer; il++, spare += VECTORS_PER_LAYER * slot)
-        if ((st = bind_layer(m, il, spare, slot, err))) return st;
-
-    if (find(m, "output.weight")) {
-        if ((st = bind_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err))) return st;
-    } else {
-        m->output = m->tok_embd;  /* tied embeddings */
-    }
-    return PLM_OK;
-}
-
-/* ---- forward pass ------------------------------------------------------- */
 
 enum { MAX_JOB_WEIGHTS = 3, ROW_ALIGN = 16 };
 
@@ -310,7 +135,7 @@ static void quant_task(void *arg, int ith, int nth) {
     }
 }
 
-static void prepare_inputs(plm_context *ctx, matmul_job *j, const row_norm *norm, float *x, int n,
+static void prepare_inputs(plm_forward_state *ctx, matmul_job *j, const row_norm *norm, float *x, int n,
                            int64_t x_stride) {
     plm_scratch *s = &ctx->s;
     quant_job q = {.kt = ctx->kt, .norm = norm, .x = x, .k = j->w[0]->cols, .x_stride = x_stride, .n = n,
@@ -340,8 +165,8 @@ static void prepare_inputs(plm_context *ctx, matmul_job *j, const row_norm *norm
 
 /* out_i = W_i x for up to three weights sharing input x ([n][k], x_stride
  * apart); with a norm, x is first written as the normalized norm->raw. */
-static void matmul_step(plm_context *ctx, const row_norm *norm, float *x, int n, int64_t x_stride, bool swiglu,
-                        int n_w, const plm_weight *const *w, float *const *out) {
+static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, int n, int64_t x_stride,
+                        bool swiglu, int n_w, const plm_weight *const *w, float *const *out) {
     matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu};
     int64_t rows = 0;
     for (int i = 0; i < n_w; i++) {
@@ -360,7 +185,7 @@ static void matmul_step(plm_context *ctx, const row_norm *norm, float *x, int n,
     plm_pool_run(ctx->pool, matmul_task, &j);
 }
 
-static void matmul1(plm_context *ctx, float *x, int n, int64_t x_stride, const plm_weight *w, float *out) {
+static void matmul1(plm_forward_state *ctx, float *x, int n, int64_t x_stride, const plm_weight *w, float *out) {
     matmul_step(ctx, NULL, x, n, x_stride, false, 1, &w, &out);
 }
 
@@ -370,7 +195,7 @@ static void add_bias(float *y, const float *b, int n_rows, int64_t dim) {
         for (int64_t i = 0; i < dim; i++) y[t * dim + i] += b[i];
 }
 
-static void embed(plm_context *ctx, const plm_token *tokens, int n) {
+static void embed(plm_forward_state *ctx, const plm_token *tokens, int n) {
     const plm_weight *e = &ctx->model->tok_embd;
     for (int t = 0; t < n; t++)
         ctx->kt->dequantize_row[e->type]((const char *)e->data + (size_t)tokens[t] * e->row_bytes,
@@ -387,7 +212,7 @@ static void embed(plm_context *ctx, const plm_token *tokens, int n) {
  * Like llama.cpp, the query is rounded to f16 (or quantized, for a
  * quantized cache) before it meets the cached keys. */
 typedef struct attn_job {
-    plm_context *ctx;
+    plm_forward_state *ctx;
     int il, n;
     uint32_t pos0;
     int heads_per_unit;   /* query heads per unit of work */
@@ -402,7 +227,8 @@ static size_t row_offset(plm_type type, int off) {
 }
 
 /* Scores of the nb keys from j0 on against a query in the keys' vec_dot format. */
-static void quantized_scores(const plm_context *ctx, const uint8_t *K, const void *qbuf, int j0, int nb, float *s) {
+static void quantized_scores(const plm_forward_state *ctx, const uint8_t *K, const void *qbuf, int j0, int nb,
+                             float *s) {
     const plm_kv_cache *kv = &ctx->kv;
     const int hd = ctx->model->hp.head_dim;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -414,7 +240,8 @@ static void quantized_scores(const plm_context *ctx, const uint8_t *K, const voi
 
 /* o += sum_j w[j] v_j over the nb value rows from j0 on, each dequantized on
  * its own: never a dequantized copy of the cache. */
-static void quantized_values(const plm_context *ctx, const uint8_t *V, const float *w, int j0, int nb, float *o) {
+static void quantized_values(const plm_forward_state *ctx, const uint8_t *V, const float *w, int j0, int nb,
+                             float *o) {
     const plm_kv_cache *kv = &ctx->kv;
     const int hd = ctx->model->hp.head_dim;
     float vrow[1024];
@@ -427,10 +254,10 @@ static void quantized_values(const plm_context *ctx, const uint8_t *V, const flo
 /* One query head over a quantized cache, or one of K and V quantized (K and
  * V at the head's offset): the keys meet the query in their vec_dot format
  * (Q8_0, or F16), as weights do.  The same two modes as plm_attn_f16. */
-static void attend_quantized(const plm_context *ctx, const float *q, const uint8_t *K, const uint8_t *V,
+static void attend_quantized(const plm_forward_state *ctx, const float *q, const uint8_t *K, const uint8_t *V,
                              int n_keys, float *o) {
     const int hd = ctx->model->hp.head_dim;
-    const bool flash = ctx->params.flash_attn;
+    const bool flash = ctx->flash_attn;
     uint8_t qbuf[2048];  /* head_dim <= 1024 in the keys' vec_dot format: F16 or Q8_0 blocks */
     float s[PLM_ATTN_BLOCK];
     ctx->kt->quantize_row[plm_type_info_get(ctx->kv.type_k)->vec_dot_type](q, qbuf, hd);
@@ -460,21 +287,21 @@ static void attend_quantized(const plm_context *ctx, const float *q, const uint8
 
 /* Query heads [h0, h0 + nh) of token t, all on one KV head. */
 static void attend_unit(const attn_job *a, int t, int h0, int nh) {
-    const plm_context *ctx = a->ctx;
+    const plm_forward_state *ctx = a->ctx;
     const plm_kv_cache *kv = &ctx->kv;
     const plm_hparams *hp = &ctx->model->hp;
     const int hd = hp->head_dim, q_dim = hp->n_head * hd;
     const int kv_off = (h0 / (hp->n_head / hp->n_head_kv)) * hd;
     const int n_keys = (int)a->pos0 + t + 1;
-    const uint8_t *K = kv->k + (size_t)a->il * kv->n_ctx * kv->k_row + row_offset(kv->type_k, kv_off);
-    const uint8_t *V = kv->v + (size_t)a->il * kv->n_ctx * kv->v_row + row_offset(kv->type_v, kv_off);
+    const uint8_t *K = plm_kv_keys(kv, a->il, 0) + row_offset(kv->type_k, kv_off);
+    const uint8_t *V = plm_kv_values(kv, a->il, 0) + row_offset(kv->type_v, kv_off);
     const float *q = ctx->s.q + (int64_t)t * q_dim + h0 * hd;
     float *o = a->out + (int64_t)t * q_dim + h0 * hd;
     if (kv->type_k == PLM_TYPE_F16 && kv->type_v == PLM_TYPE_F16) {
         uint16_t qh[ATTN_UNIT_ELEMS];
         ctx->kt->quantize_row[PLM_TYPE_F16](q, qh, (int64_t)nh * hd);
         ctx->kt->attn_f16(o, qh, nh, K, V, kv->k_row, kv->v_row, n_keys, hd, 1.0f / sqrtf((float)hd),
-                          ctx->params.flash_attn);
+                          ctx->flash_attn);
         return;
     }
     for (int h = 0; h < nh; h++) attend_quantized(ctx, q + h * hd, K, V, n_keys, o + h * hd);
@@ -503,23 +330,14 @@ static int heads_per_unit(const plm_hparams *hp, int n, int n_threads) {
     return 1;
 }
 
-static void attention(plm_context *ctx, int il, int n, uint32_t pos0, float *out) {
+static void attention(plm_forward_state *ctx, int il, int n, uint32_t pos0, float *out) {
     attn_job a = {.ctx = ctx, .il = il, .n = n, .pos0 = pos0, .out = out,
                   .heads_per_unit = heads_per_unit(&ctx->model->hp, n, plm_pool_size(ctx->pool))};
     atomic_init(&a.next, 0);
     plm_pool_run(ctx->pool, attn_task, &a);
 }
 
-static void store_kv(plm_context *ctx, int il, int n, uint32_t pos0) {
-    const plm_kv_cache *kv = &ctx->kv;
-    const size_t pos = (size_t)il * kv->n_ctx + pos0;
-    for (int t = 0; t < n; t++) {
-        ctx->kt->quantize_row[kv->type_k](ctx->s.k + (int64_t)t * kv->kv_dim, kv->k + (pos + t) * kv->k_row, kv->kv_dim);
-        ctx->kt->quantize_row[kv->type_v](ctx->s.v + (int64_t)t * kv->kv_dim, kv->v + (pos + t) * kv->v_row, kv->kv_dim);
-    }
-}
-
-static void rope(plm_context *ctx, int n, uint32_t pos0) {
+static void rope(plm_forward_state *ctx, int n, uint32_t pos0) {
     const plm_hparams *hp = &ctx->model->hp;
     float cos_t[512], sin_t[512];  /* n_rot <= head_dim <= 1024, checked at load */
     const int q_dim = hp->n_head * hp->head_dim, kv_dim = ctx->kv.kv_dim;
@@ -532,9 +350,9 @@ static void rope(plm_context *ctx, int n, uint32_t pos0) {
     }
 }
 
-void plm_llama_rerotate_keys(plm_context *ctx, uint32_t first, uint32_t n, int delta) {
+void plm_forward_rerotate(void *state, plm_kv_cache *kv, uint32_t first, uint32_t n, int delta) {
+    const plm_forward_state *ctx = state;
     const plm_hparams *hp = &ctx->model->hp;
-    const plm_kv_cache *kv = &ctx->kv;
     if (n == 0 || delta == 0) return;
     float cos_t[512], sin_t[512];
     plm_rope_angles(cos_t, sin_t, hp->n_rot, (float)delta, hp->rope_freq_base, hp->rope_freq_scale);
@@ -542,8 +360,8 @@ void plm_llama_rerotate_keys(plm_context *ctx, uint32_t first, uint32_t n, int d
      * converted to f32, rotated, and stored back in the cache's format. */
     float *row = ctx->s.k;  /* scratch: at least kv_dim floats */
     for (int il = 0; il < hp->n_layer; il++) {
-        uint8_t *k = kv->k + ((size_t)il * kv->n_ctx + first) * kv->k_row;
-        for (uint32_t j = 0; j < n; j++, k += kv->k_row) {
+        for (uint32_t j = 0; j < n; j++) {
+            uint8_t *k = plm_kv_keys(kv, il, first + j);
             ctx->kt->dequantize_row[kv->type_k](k, row, kv->kv_dim);
             plm_rope_apply(row, hp->n_head_kv, hp->head_dim, hp->n_rot, cos_t, sin_t, hp->rope_type == PLM_ROPE_NEOX);
             ctx->kt->quantize_row[kv->type_k](row, k, kv->kv_dim);
@@ -555,9 +373,10 @@ static void add_rows(float *x, const float *y, int64_t count) {
     for (int64_t i = 0; i < count; i++) x[i] += y[i];
 }
 
-static void layer_forward(plm_context *ctx, int il, int n, uint32_t pos0) {
+/* The attention step: x += Wo attention(rope(Wq h), rope(Wk h), Wv h) with
+ * h = rmsnorm(x) * attn_norm, the new keys and values joining the cache. */
+static void attention_step(plm_forward_state *ctx, const plm_layer *L, int il, int n, uint32_t pos0) {
     const plm_hparams *hp = &ctx->model->hp;
-    const plm_layer *L = &ctx->model->layers[il];
     plm_scratch *s = &ctx->s;
     const int E = hp->n_embd, q_dim = hp->n_head * hp->head_dim, kv_dim = ctx->kv.kv_dim;
 
@@ -569,11 +388,18 @@ static void layer_forward(plm_context *ctx, int il, int n, uint32_t pos0) {
     add_bias(s->k, L->bk, n, kv_dim);
     add_bias(s->v, L->bv, n, kv_dim);
     rope(ctx, n, pos0);
-    store_kv(ctx, il, n, pos0);
+    plm_kv_store(&ctx->kv, ctx->kt, il, pos0, n, s->k, s->v);
 
     attention(ctx, il, n, pos0, s->xn);        /* xn is free again: reuse it */
     matmul1(ctx, s->xn, n, q_dim, &L->wo, s->gate);  /* gate is free until the FFN */
     add_rows(s->x, s->gate, (int64_t)n * E);
+}
+
+/* The dense FFN step: x += Wdown (silu(Wgate h) * Wup h), h = rmsnorm(x) * ffn_norm. */
+static void ffn_dense_step(plm_forward_state *ctx, const plm_layer *L, int n) {
+    const plm_hparams *hp = &ctx->model->hp;
+    plm_scratch *s = &ctx->s;
+    const int E = hp->n_embd;
 
     const row_norm ffn_norm = {s->x, L->ffn_norm, hp->rms_eps};
     const plm_weight *gate_up[2] = {&L->w_gate, &L->w_up};
@@ -583,8 +409,19 @@ static void layer_forward(plm_context *ctx, int il, int n, uint32_t pos0) {
     add_rows(s->x, s->up, (int64_t)n * E);
 }
 
-void plm_llama_forward(plm_context *ctx, const plm_token *tokens, int n, uint32_t pos0, int first_logit,
-                       float *out_logits) {
+/* One block: the steps its descriptor selects.  A Mixture-of-Experts FFN
+ * step goes beside the dense one (plm_forward_check refuses it until then). */
+static void layer_forward(plm_forward_state *ctx, int il, int n, uint32_t pos0) {
+    const plm_layer *L = &ctx->model->layers[il];
+    attention_step(ctx, L, il, n, pos0);
+    switch (ctx->model->arch->ffn) {
+    case PLM_FFN_DENSE: ffn_dense_step(ctx, L, n); break;
+    case PLM_FFN_MOE: break;
+    }
+}
+
+void plm_forward(plm_forward_state *ctx, const plm_token *tokens, int n, uint32_t pos0, int first_logit,
+                 float *out_logits) {
     const plm_model *m = ctx->model;
     const int E = m->hp.n_embd;
     plm_scratch *s = &ctx->s;

@@ -11,8 +11,8 @@
  * a machine with more runnable threads than cores, waiting for a descheduled
  * worker would cost a whole time slice per task.
  */
-#ifndef PLM_RUNTIME_THREADPOOL_H
-#define PLM_RUNTIME_THREADPOOL_H
+#ifndef PLM_CORE_THREADPOOL_H
+#define PLM_CORE_THREADPOOL_H
 
 typedef struct plm_pool plm_pool;
 typedef void (*plm_task_fn)(void *arg, int ith, int nth);

@@ -1,4 +1,4 @@
-#include "runtime/threadpool.h"
+#include "core/threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,0 +1,116 @@
+/*
+ * Binding: every tensor of the architecture's tables found in the file,
+ * checked against the shape the hyperparameters give, and pointed to from
+ * plm_model / plm_layer.  Matrices stay in their stored format; vectors
+ * (norms, biases) are used as f32, converted once at load when stored
+ * otherwise.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+/* Floats in one slot of owned_f32: the longest vector a table may hold. */
+static size_t vector_slot(const plm_hparams *hp) {
+    const size_t q_dim = (size_t)hp->n_head * hp->head_dim;
+    return (size_t)hp->n_embd > q_dim ? (size_t)hp->n_embd : q_dim;
+}
+
+static plm_status bind_matrix(plm_model *m, const gguf_tensor *t, const char *name, int64_t cols, int64_t rows,
+                              plm_weight *w, plm_error *err) {
+    if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 || t->ne[3] != 1)
+        return plm_fail(err, PLM_ERR_FORMAT,
+                        "tensor '%s' has shape %llu x %llu x %llu x %llu, expected %lld x %lld", name,
+                        (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                        (unsigned long long)t->ne[3], (long long)cols, (long long)rows);
+    const plm_type_info *ti = plm_type_info_get(t->type);
+    if (!ti || !ti->supported)
+        return plm_fail(err, PLM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which pocketlm cannot compute with",
+                        name, plm_type_name(t->type));
+    *w = (plm_weight){t->data, (plm_type)t->type, cols, rows, plm_row_size((plm_type)t->type, cols)};
+    m->n_params += (uint64_t)cols * rows;
+    m->weight_bytes += t->nbytes;
+    return PLM_OK;
+}
+
+/* A 1-D tensor as f32: points into the file when stored as F32, else is
+ * converted into `spare` (n floats the caller owns). */
+static plm_status bind_vector(plm_model *m, const gguf_tensor *t, const char *name, int64_t n, const float **out,
+                              float *spare, plm_error *err) {
+    if (t->n_dims != 1 || t->ne[0] != (uint64_t)n)
+        return plm_fail(err, PLM_ERR_FORMAT, "tensor '%s' has %llu elements, expected %lld", name,
+                        (unsigned long long)t->ne[0], (long long)n);
+    m->n_params += (uint64_t)n;
+    m->weight_bytes += t->nbytes;
+    if (t->type == PLM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+        *out = t->data;
+        return PLM_OK;
+    }
+    const plm_type_info *ti = plm_type_info_get(t->type);
+    if (!ti || !ti->supported || n % ti->block_size)
+        return plm_fail(err, PLM_ERR_UNSUPPORTED, "tensor '%s' has type %s, unsupported for a vector", name,
+                        plm_type_name(t->type));
+    plm_kernels_ref()->dequantize_row[t->type](t->data, spare, n);
+    *out = spare;
+    return PLM_OK;
+}
+
+/* Binds one table entry into `base` (a plm_model or a plm_layer).  A vector
+ * converts into *spare, which then moves on by one slot. */
+static plm_status bind_spec(plm_model *m, const plm_tensor_spec *spec, int il, void *base, float **spare,
+                            size_t slot, plm_error *err) {
+    char name[96];
+    snprintf(name, sizeof name, spec->name, il);
+    void *field = (char *)base + spec->offset;
+    const bool vector = spec->ne1 == PLM_DIM_NONE;
+    const gguf_tensor *t = gguf_find_tensor(m->file, name);
+    if (vector) *spare += slot;
+    if (!t && spec->need == PLM_REQUIRED)
+        return plm_fail(err, PLM_ERR_FORMAT, "tensor '%s' is missing (architecture '%s' requires it)", name,
+                        m->arch->name);
+    if (!t && spec->need == PLM_OPTIONAL) return PLM_OK;  /* calloc'd: NULL / empty */
+    if (!t) {
+        const plm_tensor_spec *to = NULL;
+        for (const plm_tensor_spec *g = m->arch->globals; g->name; g++)
+            if (!strcmp(g->name, spec->tied_to)) to = g;
+        if (!to) return plm_fail(err, PLM_ERR_FORMAT, "tensor '%s' is missing", name);
+        *(plm_weight *)field = *(const plm_weight *)((const char *)m + to->offset);
+        return PLM_OK;
+    }
+    const int64_t ne0 = plm_dim_size(&m->hp, spec->ne0);
+    if (vector) return bind_vector(m, t, name, ne0, (const float **)field, *spare - slot, err);
+    return bind_matrix(m, t, name, ne0, plm_dim_size(&m->hp, spec->ne1), (plm_weight *)field, err);
+}
+
+uint64_t plm_model_owned_f32_floats(const plm_arch *arch, const plm_hparams *hp) {
+    uint64_t n_global = 0;
+    for (const plm_tensor_spec *t = arch->globals; t->name; t++) n_global += t->ne1 == PLM_DIM_NONE;
+    return ((uint64_t)hp->n_layer * plm_arch_layer_vectors(arch) + n_global) * vector_slot(hp);
+}
+
+plm_status plm_model_bind(plm_model *m, plm_error *err) {
+    plm_status st = plm_forward_check(m->arch, err);
+    if (!st) st = plm_hparams_read(m->arch, m->file, &m->hp, err);
+    if (st) return st;
+    const plm_hparams *hp = &m->hp;
+    if (hp->n_vocab <= 0)
+        return plm_fail(err, PLM_ERR_FORMAT, "tensor 'token_embd.weight' is missing or not 2-D");
+
+    /* Vectors not stored as f32 get converted once, into one allocation of
+     * equal slots, each big enough for the longest vector (n_embd or q_dim). */
+    const size_t slot = vector_slot(hp);
+    m->owned_f32 = calloc(plm_model_owned_f32_floats(m->arch, hp), sizeof(float));
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->owned_f32 || !m->layers) return plm_fail(err, PLM_ERR_NOMEM, "out of memory binding weights");
+    float *spare = m->owned_f32;
+    for (const plm_tensor_spec *t = m->arch->globals; t->name; t++)
+        if ((st = bind_spec(m, t, 0, m, &spare, slot, err))) return st;
+    for (int il = 0; il < hp->n_layer; il++)
+        for (const plm_tensor_spec *t = m->arch->layer; t->name; t++)
+            if ((st = bind_spec(m, t, il, &m->layers[il], &spare, slot, err))) return st;
+    return PLM_OK;
+}

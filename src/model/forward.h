@@ -1,0 +1,64 @@
+/*
+ * The forward pass, and the plain struct it runs on.
+ *
+ * Layering: the forward pass is a function of a model, a KV cache, scratch
+ * buffers, a kernel table and a thread pool; it does not know what a
+ * context, a plan or an API handle is.  runtime/ (contexts, the memory plan)
+ * builds a plm_forward_state and calls in; nothing in model/ includes
+ * runtime/.  So the dependencies run one way:
+ *     core, quant, kernels  <-  model (descriptors, binding, KV cache, forward)
+ *                           <-  runtime (context, plan)  <-  the API
+ * which keeps the forward pass testable on its own and lets a server hold
+ * many caches on one model without the model knowing.
+ */
+#ifndef PLM_MODEL_FORWARD_H
+#define PLM_MODEL_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "kernels/kernels.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+/* Buffers of one forward pass over up to n_batch tokens (sizes: the memory
+ * plan's plm_plan_buffers, so prediction and allocation cannot drift). */
+typedef struct plm_scratch {
+    float *x;       /* [n_batch][n_embd] residual stream */
+    float *xn;      /* [n_batch][max(n_embd, q_dim)] normed input / attention output */
+    float *q;       /* [n_batch][q_dim] */
+    float *k, *v;   /* [n_batch][kv_dim] */
+    float *gate, *up; /* [n_batch][n_ff] */
+    void *act[3];   /* [n_batch] input rows quantized for the dot products, one
+                       slot per activation format a step needs (Q8_0/Q8_1/Q8_K) */
+    size_t act_row_cap; /* bytes per row of an act slot */
+} plm_scratch;
+
+typedef struct plm_forward_state {
+    const plm_model *model;
+    const plm_kernels *kt;
+    plm_pool *pool;
+    plm_kv_cache kv;
+    plm_scratch s;
+    bool flash_attn;   /* attention in one pass (online softmax with f32 weights) */
+} plm_forward_state;
+
+/* Fails, naming the choice, when arch selects a step or option this forward
+ * pass does not implement yet (so a descriptor cannot silently compute
+ * something else). */
+plm_status plm_forward_check(const plm_arch *arch, plm_error *err);
+
+/* Runs the model over tokens[0..n) at positions pos0.. (n <= n_batch,
+ * pos0 + n <= n_ctx), storing their keys and values in the cache.  Writes
+ * logits for tokens from `first_logit` on into out_logits
+ * ([n - first_logit][n_vocab]). */
+void plm_forward(plm_forward_state *st, const plm_token *tokens, int n, uint32_t pos0, int first_logit,
+                 float *out_logits);
+
+/* The cache's re-rotation hook (plm_kv_rerotate_fn; user = the state):
+ * rotates the cached keys at positions [first, first + n) of every layer by
+ * `delta` positions (RoPE angles add), after a context shift moved them. */
+void plm_forward_rerotate(void *state, plm_kv_cache *kv, uint32_t first, uint32_t n, int delta);
+
+#endif
