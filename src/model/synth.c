@@ -4,12 +4,16 @@
  * random weights.  It is for benchmarks and memory planning, where only the
  * shapes matter: a 7B model can be measured without downloading one.
  *
+ * The tensors and hyperparameter keys are the architecture descriptor's
+ * (model/arch/): every required tensor of its tables, in their order, and
+ * the output matrix unless the shape ties it; every key it lists.
+ *
  * Weights (deterministic functions of the seed, the tensor's index and the
- * element's position; not of the thread count):
- *   norm weights (attn_norm, ffn_norm, output_norm)  exactly 1.0, F32
- *   biases (qwen2 attn_q/k/v.bias)                   N(0, 0.02), F32
- *   token_embd.weight                                N(0, 0.1)
- *   every other matrix                               N(0, 0.02)
+ * element's position; not of the thread count), by the table's kind:
+ *   norms (attn_norm, ffn_norm, output_norm)  exactly 1.0, F32
+ *   biases (qwen2 attn_q/k/v.bias)            N(0, 0.02), F32
+ *   token_embd.weight                         N(0, 0.1)
+ *   every other matrix                        N(0, 0.02)
  * Matrices are F16 (general.file_type 1) or, with params->f32, F32 (0).
  * Normals come from Box-Muller on xoshiro256**; each run of CHUNK elements
  * has its own generator, so chunks are produced in parallel and a tensor
@@ -32,29 +36,29 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "model/arch.h"
 #include "pocketlm_gguf.h"
 #include "quant/fp16.h"
 #include "quant/types.h"
 
 typedef struct synth_shape {
     const char *name;
-    const char *arch;  /* "llama" or "qwen2" */
+    const plm_arch *arch;
     uint32_t n_layer, n_embd, n_head, n_head_kv, n_ff, n_ctx;
     float rope_theta, rms_eps;
     bool tied;         /* output shares token_embd: no output.weight */
-    bool qkv_bias;     /* qwen2: attn_q/k/v have biases */
 } synth_shape;
 
 /* Real models first; the "test-" shapes are tiny, for the unit tests. */
 static const synth_shape shapes[] = {
-    {"tinyllama-1.1b", "llama", 22, 2048, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, false},
-    {"llama-3.2-1b", "llama", 16, 2048, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, false},
-    {"llama-3.2-3b", "llama", 28, 3072, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true, false},
-    {"qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, true},
-    {"qwen2.5-1.5b", "qwen2", 28, 1536, 12, 2, 8960, 32768, 1000000.0f, 1e-6f, true, true},
-    {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false, true},
-    {"test-llama-tiny", "llama", 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, false},
-    {"test-qwen2-tiny", "qwen2", 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, true},
+    {"tinyllama-1.1b", &plm_arch_llama, 22, 2048, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false},
+    {"llama-3.2-1b", &plm_arch_llama, 16, 2048, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true},
+    {"llama-3.2-3b", &plm_arch_llama, 28, 3072, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true},
+    {"qwen2.5-0.5b", &plm_arch_qwen2, 24, 896, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true},
+    {"qwen2.5-1.5b", &plm_arch_qwen2, 28, 1536, 12, 2, 8960, 32768, 1000000.0f, 1e-6f, true},
+    {"qwen2.5-7b", &plm_arch_qwen2, 28, 3584, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false},
+    {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false},
+    {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -67,14 +71,12 @@ const char *const *plm_synth_shapes(void) { return shape_names; }
 
 /* ---- tensor table ---------------------------------------------------------- */
 
-typedef enum { INIT_ONES, INIT_EMBD, INIT_WEIGHT, INIT_BIAS } init_kind;
-
 typedef struct synth_tensor {
     char name[64];
     uint32_t type;  /* PLM_TYPE_F32 / PLM_TYPE_F16 */
     uint32_t n_dims;
     uint64_t ne[2];
-    init_kind init;
+    plm_tensor_kind init;
 } synth_tensor;
 
 typedef struct synth_job {
@@ -88,8 +90,8 @@ typedef struct synth_job {
 #define CHUNK ((uint64_t)1 << 16)
 #define SUB 1024
 
-static float init_std(init_kind k) {
-    return k == INIT_EMBD ? 0.1f : 0.02f;
+static float init_std(plm_tensor_kind k) {
+    return k == PLM_T_EMBEDDING ? 0.1f : 0.02f;
 }
 
 /* Writes elements [c*CHUNK, c*CHUNK + n) of tensor `index` into dst (already
@@ -149,7 +151,7 @@ static plm_status synth_fill(void *user, uint64_t index, void *dst, uint64_t nby
     if (nbytes != n * esize)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "synth: %s: writer asks %llu bytes, expected %llu",
                         t->name, (unsigned long long)nbytes, (unsigned long long)(n * esize));
-    if (t->init == INIT_ONES) {
+    if (t->init == PLM_T_NORM) {
         float *f = dst;
         for (uint64_t i = 0; i < n; i++) f[i] = 1.0f;
         return PLM_OK;
@@ -172,50 +174,70 @@ static plm_status synth_fill(void *user, uint64_t index, void *dst, uint64_t nby
     return PLM_OK;
 }
 
-static void add_tensor(synth_tensor *list, uint64_t *n, const char *name, uint32_t type,
-                       uint64_t ne0, uint64_t ne1, init_kind init) {
-    synth_tensor *t = &list[(*n)++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->type = type;
-    t->n_dims = ne1 ? 2 : 1;
-    t->ne[0] = ne0;
-    t->ne[1] = ne1 ? ne1 : 1;
-    t->init = init;
+/* The shape's hyperparameters, as the descriptor's keys name them. */
+static plm_hparams shape_hparams(const synth_shape *sh, uint64_t n_vocab) {
+    plm_hparams hp = {0};
+    hp.n_vocab = (int)n_vocab;
+    hp.n_layer = (int)sh->n_layer;
+    hp.n_embd = (int)sh->n_embd;
+    hp.n_head = (int)sh->n_head;
+    hp.n_head_kv = (int)sh->n_head_kv;
+    hp.head_dim = hp.n_rot = (int)(sh->n_embd / sh->n_head);
+    hp.n_ff = (int)sh->n_ff;
+    hp.n_ctx_train = (int)sh->n_ctx;
+    hp.rms_eps = sh->rms_eps;
+    hp.rope_freq_base = sh->rope_theta;
+    return hp;
 }
 
-/* The tensors in the order llama.cpp's converter writes them. */
-static uint64_t build_tensors(const synth_shape *sh, uint64_t n_vocab, uint32_t wtype,
-                              synth_tensor *list) {
+static void add_tensor(synth_tensor *list, uint64_t *n, const plm_tensor_spec *spec, int il,
+                       const plm_hparams *hp, uint32_t wtype) {
+    synth_tensor *t = &list[(*n)++];
+    snprintf(t->name, sizeof t->name, spec->name, il);
+    const bool vector = spec->ne1 == PLM_DIM_NONE;
+    t->type = vector ? PLM_TYPE_F32 : wtype;
+    t->n_dims = vector ? 1 : 2;
+    t->ne[0] = (uint64_t)plm_dim_size(hp, spec->ne0);
+    t->ne[1] = (uint64_t)plm_dim_size(hp, spec->ne1);
+    t->init = spec->kind;
+}
+
+/* Whether a shape's file has this table entry: the required ones, and the
+ * output matrix unless the shape ties it. */
+static bool shape_has(const synth_shape *sh, const plm_tensor_spec *spec) {
+    return spec->need == PLM_REQUIRED || (spec->need == PLM_TIED && !sh->tied);
+}
+
+/* The tensors in the order of the descriptor's tables, which is the order
+ * llama.cpp's converter writes them. */
+static uint64_t build_tensors(const synth_shape *sh, const plm_hparams *hp, uint32_t wtype, synth_tensor *list) {
     uint64_t n = 0;
-    const uint64_t E = sh->n_embd, F = sh->n_ff;
-    const uint64_t kv = (uint64_t)sh->n_embd / sh->n_head * sh->n_head_kv;
-    char name[64];
-    add_tensor(list, &n, "token_embd.weight", wtype, E, n_vocab, INIT_EMBD);
-    add_tensor(list, &n, "output_norm.weight", PLM_TYPE_F32, E, 0, INIT_ONES);
-    if (!sh->tied) add_tensor(list, &n, "output.weight", wtype, E, n_vocab, INIT_WEIGHT);
-    for (uint32_t l = 0; l < sh->n_layer; l++) {
-#define T(suffix, type, ne0, ne1, init)                                   \
-    do {                                                                  \
-        snprintf(name, sizeof name, "blk.%u.%s", (unsigned)l, suffix);    \
-        add_tensor(list, &n, name, type, ne0, ne1, init);                 \
-    } while (0)
-        T("attn_norm.weight", PLM_TYPE_F32, E, 0, INIT_ONES);
-        T("attn_q.weight", wtype, E, E, INIT_WEIGHT);
-        T("attn_k.weight", wtype, E, kv, INIT_WEIGHT);
-        T("attn_v.weight", wtype, E, kv, INIT_WEIGHT);
-        if (sh->qkv_bias) {
-            T("attn_q.bias", PLM_TYPE_F32, E, 0, INIT_BIAS);
-            T("attn_k.bias", PLM_TYPE_F32, kv, 0, INIT_BIAS);
-            T("attn_v.bias", PLM_TYPE_F32, kv, 0, INIT_BIAS);
-        }
-        T("attn_output.weight", wtype, E, E, INIT_WEIGHT);
-        T("ffn_norm.weight", PLM_TYPE_F32, E, 0, INIT_ONES);
-        T("ffn_gate.weight", wtype, E, F, INIT_WEIGHT);
-        T("ffn_up.weight", wtype, E, F, INIT_WEIGHT);
-        T("ffn_down.weight", wtype, F, E, INIT_WEIGHT);
-#undef T
-    }
+    for (const plm_tensor_spec *t = sh->arch->globals; t->name; t++)
+        if (shape_has(sh, t)) add_tensor(list, &n, t, 0, hp, wtype);
+    for (int il = 0; il < hp->n_layer; il++)
+        for (const plm_tensor_spec *t = sh->arch->layer; t->name; t++)
+            if (shape_has(sh, t)) add_tensor(list, &n, t, il, hp, wtype);
     return n;
+}
+
+static uint64_t max_tensors(const synth_shape *sh) {
+    uint64_t n_global = 0, n_layer = 0;
+    for (const plm_tensor_spec *t = sh->arch->globals; t->name; t++) n_global++;
+    for (const plm_tensor_spec *t = sh->arch->layer; t->name; t++) n_layer++;
+    return n_global + sh->n_layer * n_layer;
+}
+
+/* Every hyperparameter key of the descriptor, with the shape's value. */
+static void write_hparams(gguf_writer *w, const plm_arch *arch, const plm_hparams *hp) {
+    char key[128];
+    for (const plm_hp_key *k = arch->hparams; k->key; k++) {
+        snprintf(key, sizeof key, "%s.%s", arch->name, k->key);
+        const void *field = (const char *)hp + k->offset;
+        if (k->kind == PLM_HP_F32) gguf_writer_set_f32(w, key, *(const float *)field);
+        else gguf_writer_set_u32(w, key, (uint32_t)*(const int *)field);
+    }
+    snprintf(key, sizeof key, "%s.vocab_size", arch->name);
+    gguf_writer_set_u32(w, key, (uint32_t)hp->n_vocab);
 }
 
 static bool starts_with(gguf_str s, const char *prefix) {
@@ -258,8 +280,7 @@ plm_status plm_synth(const plm_synth_params *params, plm_error *err) {
     uint64_t n_vocab = tokens->n;
 
     uint32_t wtype = params->f32 ? PLM_TYPE_F32 : PLM_TYPE_F16;
-    uint64_t max_tensors = 3 + (uint64_t)sh->n_layer * 12;
-    synth_tensor *list = calloc(max_tensors, sizeof *list);
+    synth_tensor *list = calloc(max_tensors(sh), sizeof *list);
     gguf_writer *w = gguf_writer_new();
     if (!list || !w) {
         free(list);
@@ -267,28 +288,17 @@ plm_status plm_synth(const plm_synth_params *params, plm_error *err) {
         gguf_close(vocab);
         return plm_fail(err, PLM_ERR_NOMEM, "synth: out of memory");
     }
-    uint64_t n_tensors = build_tensors(sh, n_vocab, wtype, list);
+    const plm_hparams hp = shape_hparams(sh, n_vocab);
+    uint64_t n_tensors = build_tensors(sh, &hp, wtype, list);
 
-    const char *a = sh->arch;
-    char key[128], name[128];
-#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+    char name[128];
     snprintf(name, sizeof name, "synthetic %s", sh->name);
-    gguf_writer_set_str(w, "general.architecture", a);
+    gguf_writer_set_str(w, "general.architecture", sh->arch->name);
     gguf_writer_set_str(w, "general.type", "model");
     gguf_writer_set_str(w, "general.name", name);
-    gguf_writer_set_u32(w, KEY("context_length"), sh->n_ctx);
-    gguf_writer_set_u32(w, KEY("embedding_length"), sh->n_embd);
-    gguf_writer_set_u32(w, KEY("block_count"), sh->n_layer);
-    gguf_writer_set_u32(w, KEY("feed_forward_length"), sh->n_ff);
-    gguf_writer_set_u32(w, KEY("attention.head_count"), sh->n_head);
-    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), sh->n_head_kv);
-    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), sh->rms_eps);
-    gguf_writer_set_f32(w, KEY("rope.freq_base"), sh->rope_theta);
-    gguf_writer_set_u32(w, KEY("rope.dimension_count"), sh->n_embd / sh->n_head);
-    gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+    write_hparams(w, sh->arch, &hp);
     gguf_writer_set_u32(w, "general.file_type", params->f32 ? 0 : 1);
     gguf_writer_set_u32(w, "general.quantization_version", 2);
-#undef KEY
     for (uint64_t i = 0; i < vocab->n_kv; i++)
         if (starts_with(vocab->kv[i].key, "tokenizer.")) gguf_writer_copy_kv(w, &vocab->kv[i]);
     for (uint64_t i = 0; i < n_tensors; i++)
