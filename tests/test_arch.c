@@ -1,0 +1,178 @@
+/*
+ * Architecture descriptors (model/arch/): their tensor tables against files
+ * llama.cpp's own converter wrote (the fixtures), the errors for an unknown
+ * architecture and a missing tensor, and the KV cache's per-layer layout
+ * for sliding-window layers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "pocketlm.h"
+#include "pocketlm_gguf.h"
+#include "test.h"
+
+static const gguf_open_params open_params = {true, false};
+
+/* Every name a descriptor's tables expand to for n_layer layers. */
+static bool table_names(const plm_arch *a, int n_layer, const char *name, const plm_tensor_spec **spec) {
+    char buf[96];
+    for (const plm_tensor_spec *t = a->globals; t->name; t++)
+        if (!strcmp(t->name, name)) return *spec = t, true;
+    for (int il = 0; il < n_layer; il++)
+        for (const plm_tensor_spec *t = a->layer; t->name; t++) {
+            snprintf(buf, sizeof buf, t->name, il);
+            if (!strcmp(buf, name)) return *spec = t, true;
+        }
+    return false;
+}
+
+/* The fixtures come from llama.cpp's convert_hf_to_gguf.py: every tensor in
+ * them must be an entry of the descriptor's tables, with the shape the
+ * hyperparameters give, and every required entry must be in them. */
+static void check_fixture(const char *path, const char *arch_name) {
+    plm_error err;
+    gguf_file *f = gguf_open(path, &open_params, &err);
+    REQUIRE_VOID(f != NULL, "%s: %s", path, err.message);
+    const plm_arch *a = plm_arch_find(arch_name);
+    REQUIRE_VOID(a != NULL, "descriptor %s", arch_name);
+    plm_hparams hp;
+    REQUIRE_VOID(plm_hparams_read(a, f, &hp, &err) == PLM_OK, "%s: %s", path, err.message);
+    int unknown = 0, bad_shape = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        char name[96];
+        gguf_str_copy(f->tensors[i].name, name, sizeof name);
+        const plm_tensor_spec *t;
+        if (!table_names(a, hp.n_layer, name, &t)) {
+            CHECK(0, "%s: tensor %s is in no table of '%s'", path, name, arch_name);
+            unknown++;
+            continue;
+        }
+        const uint64_t ne0 = (uint64_t)plm_dim_size(&hp, t->ne0), ne1 = (uint64_t)plm_dim_size(&hp, t->ne1);
+        if (f->tensors[i].ne[0] != ne0 || f->tensors[i].ne[1] != ne1) {
+            CHECK(0, "%s: %s is %llu x %llu, table says %llu x %llu", path, name,
+                  (unsigned long long)f->tensors[i].ne[0], (unsigned long long)f->tensors[i].ne[1],
+                  (unsigned long long)ne0, (unsigned long long)ne1);
+            bad_shape++;
+        }
+    }
+    CHECK(unknown == 0 && bad_shape == 0, "%s: %llu tensors match the tables", path,
+          (unsigned long long)f->n_tensors);
+    for (int il = 0; il < hp.n_layer; il++)
+        for (const plm_tensor_spec *t = a->layer; t->name; t++) {
+            char name[96];
+            snprintf(name, sizeof name, t->name, il);
+            if (t->need == PLM_REQUIRED) CHECK(gguf_find_tensor(f, name) != NULL, "%s: required %s absent", path, name);
+        }
+    gguf_close(f);
+}
+
+/* Copies `src` to `dst`, leaving out tensor `drop` (if any) and setting
+ * general.architecture to `arch` (if any). */
+static bool rewrite(const char *src, const char *dst, const char *drop, const char *arch) {
+    plm_error err;
+    gguf_file *f = gguf_open(src, &open_params, &err);
+    if (!f) return false;
+    gguf_writer *w = gguf_writer_new();
+    for (uint64_t i = 0; i < f->n_kv; i++) gguf_writer_copy_kv(w, &f->kv[i]);
+    if (arch) gguf_writer_set_str(w, "general.architecture", arch);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char name[96];
+        gguf_str_copy(t->name, name, sizeof name);
+        if (drop && !strcmp(name, drop)) continue;
+        gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
+    }
+    bool ok = gguf_writer_write(w, dst, NULL, NULL, &err) == PLM_OK;
+    gguf_writer_free(w);
+    gguf_close(f);
+    return ok;
+}
+
+static void check_errors(const char *dir) {
+    char path[512];
+    plm_model *m = NULL;
+    plm_error err;
+    snprintf(path, sizeof path, "%s/mamba.gguf", dir);
+    REQUIRE_VOID(rewrite(SHARED("models/fixtures/fixture-llama-f16.gguf"), path, NULL, "mamba9"), "rewrite");
+    CHECK(plm_model_load(path, NULL, &m, &err) == PLM_ERR_UNSUPPORTED && !m, "unknown architecture loads");
+    CHECK(strstr(err.message, "unknown architecture 'mamba9'; supported: llama, qwen2") != NULL, "message: %s",
+          err.message);
+    plm_plan p;
+    CHECK(plm_plan_file(path, NULL, &p, &err) == PLM_ERR_UNSUPPORTED, "plan of an unknown architecture");
+    CHECK(strstr(err.message, "unknown architecture 'mamba9'; supported: llama, qwen2") != NULL,
+          "plan message: %s", err.message);
+    remove(path);
+
+    /* qwen2 requires its biases; llama does not. */
+    snprintf(path, sizeof path, "%s/nobias.gguf", dir);
+    REQUIRE_VOID(rewrite(SHARED("models/fixtures/fixture-qwen2-f16.gguf"), path, "blk.1.attn_k.bias", NULL),
+                 "rewrite");
+    CHECK(plm_model_load(path, NULL, &m, &err) == PLM_ERR_FORMAT && !m, "missing bias loads");
+    CHECK(strstr(err.message, "'blk.1.attn_k.bias' is missing") && strstr(err.message, "qwen2"), "message: %s",
+          err.message);
+    remove(path);
+
+    snprintf(path, sizeof path, "%s/noffn.gguf", dir);
+    REQUIRE_VOID(rewrite(SHARED("models/fixtures/fixture-llama-f16.gguf"), path, "blk.0.ffn_down.weight", NULL),
+                 "rewrite");
+    CHECK(plm_model_load(path, NULL, &m, &err) == PLM_ERR_FORMAT && !m, "missing ffn_down loads");
+    CHECK(strstr(err.message, "'blk.0.ffn_down.weight' is missing") != NULL, "message: %s", err.message);
+    remove(path);
+
+    /* Without output.weight the output is tied to the embedding. */
+    snprintf(path, sizeof path, "%s/tied.gguf", dir);
+    REQUIRE_VOID(rewrite(SHARED("models/fixtures/fixture-llama-f16.gguf"), path, "output.weight", NULL),
+                 "rewrite");
+    CHECK(plm_model_load(path, NULL, &m, &err) == PLM_OK, "tied: %s", err.message);
+    if (m) CHECK(m->output.data == m->tok_embd.data, "output tied to token_embd");
+    plm_model_free(m);
+    remove(path);
+}
+
+/* A descriptor with sliding-window layers: every third layer global. */
+static void check_window_layout(void) {
+    plm_arch a = plm_arch_llama;
+    a.swa_every = 3;
+    plm_hparams hp = {.n_layer = 6, .n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_swa = 16};
+    plm_kv_spec s = {&a, &hp, 256, 8, PLM_KV_F16, PLM_KV_F16};
+    const uint32_t want[6] = {24, 24, 256, 24, 24, 256};  /* window 16 + batch 8; layers 2 and 5 global */
+    for (int il = 0; il < 6; il++)
+        CHECK(plm_kv_layer_cells(&s, il) == want[il], "layer %d: %u cells", il, plm_kv_layer_cells(&s, il));
+    plm_kv_size size;
+    REQUIRE_VOID(plm_kv_size_of(&s, &size), "size");
+    CHECK(size.cells == 4 * 24 + 2 * 256 && size.k_bytes == size.cells * 32 * 2, "%llu cells, %llu bytes",
+          (unsigned long long)size.cells, (unsigned long long)size.k_bytes);
+    plm_kv_cache kv;
+    plm_error err;
+    REQUIRE_VOID(plm_kv_init(&kv, &s, &err) == PLM_OK, "%s", err.message);
+    /* Position 30 of a windowed layer wraps to cell 30 - 24; a global layer's is cell 30. */
+    CHECK(plm_kv_keys(&kv, 0, 30) == kv.k + 6 * kv.k_row, "windowed layer 0 wraps");
+    CHECK(plm_kv_keys(&kv, 3, 30) == kv.k + (2 * 24 + 256 + 6) * kv.k_row, "windowed layer 3 wraps");
+    CHECK(plm_kv_keys(&kv, 2, 30) == kv.k + (2 * 24 + 30) * kv.k_row, "global layer 2 does not");
+    kv.len = 40;
+    CHECK(plm_kv_seq_shift(&kv, 0, 4, 8, NULL, NULL, &err) == PLM_ERR_UNSUPPORTED, "shift refused with windows");
+    plm_kv_free(&kv);
+
+    /* A window wider than the context is no window. */
+    hp.n_swa = 1000;
+    CHECK(plm_kv_layer_cells(&s, 0) == 256, "window >= context: full layer");
+}
+
+int main(void) {
+    check_fixture(SHARED("models/fixtures/fixture-llama-f16.gguf"), "llama");
+    check_fixture(SHARED("models/fixtures/fixture-qwen2-f16.gguf"), "qwen2");
+    check_fixture(SHARED("models/fixtures/fixture-qwen2-Q4_K_M.gguf"), "qwen2");
+    char dir[] = "/tmp/plm_test_arch_XXXXXX";
+    if (mkdtemp(dir)) {
+        check_errors(dir);
+        rmdir(dir);
+    } else {
+        CHECK(0, "mkdtemp");
+    }
+    check_window_layout();
+    return test_summary();
+}
