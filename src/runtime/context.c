@@ -97,7 +97,7 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     plm_plan_buffers b;
     plm_status st = plan_buffers(model, &p, &b, err);
     if (!st) {
-        c->fwd.pool = plm_pool_new((int)p.n_threads);
+        c->fwd.pool = plm_pool_shared((int)p.n_threads);  /* one set of workers for every context */
         if (!c->fwd.pool) st = plm_fail(err, PLM_ERR_NOMEM, "cannot start %u threads", p.n_threads);
     }
     if (!st) {
