@@ -138,7 +138,7 @@ static void check_window_layout(void) {
     plm_arch a = plm_arch_llama;
     a.swa_every = 3;
     plm_hparams hp = {.n_layer = 6, .n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_swa = 16};
-    plm_kv_spec s = {&a, &hp, 256, 8, PLM_KV_F16, PLM_KV_F16};
+    plm_kv_spec s = {&a, &hp, 256, 8, PLM_KV_F16, PLM_KV_F16, 1};
     const uint32_t want[6] = {24, 24, 256, 24, 24, 256};  /* window 16 + batch 8; layers 2 and 5 global */
     for (int il = 0; il < 6; il++)
         CHECK(plm_kv_layer_cells(&s, il) == want[il], "layer %d: %u cells", il, plm_kv_layer_cells(&s, il));
@@ -150,10 +150,10 @@ static void check_window_layout(void) {
     plm_error err;
     REQUIRE_VOID(plm_kv_init(&kv, &s, &err) == PLM_OK, "%s", err.message);
     /* Position 30 of a windowed layer wraps to cell 30 - 24; a global layer's is cell 30. */
-    CHECK(plm_kv_keys(&kv, 0, 30) == kv.k + 6 * kv.k_row, "windowed layer 0 wraps");
-    CHECK(plm_kv_keys(&kv, 3, 30) == kv.k + (2 * 24 + 256 + 6) * kv.k_row, "windowed layer 3 wraps");
-    CHECK(plm_kv_keys(&kv, 2, 30) == kv.k + (2 * 24 + 30) * kv.k_row, "global layer 2 does not");
-    kv.len = 40;
+    CHECK(plm_kv_keys(&kv, 0, 0, 30) == kv.k + 6 * kv.k_row, "windowed layer 0 wraps");
+    CHECK(plm_kv_keys(&kv, 3, 0, 30) == kv.k + (2 * 24 + 256 + 6) * kv.k_row, "windowed layer 3 wraps");
+    CHECK(plm_kv_keys(&kv, 2, 0, 30) == kv.k + (2 * 24 + 30) * kv.k_row, "global layer 2 does not");
+    kv.len[0] = 40;
     CHECK(plm_kv_seq_shift(&kv, 0, 4, 8, NULL, NULL, &err) == PLM_ERR_UNSUPPORTED, "shift refused with windows");
     plm_kv_free(&kv);
 

@@ -23,16 +23,16 @@ static void test_rotation_composes(plm_model *m) {
     REQUIRE_VOID(plm_decode(ctx, toks, 20, &err) == PLM_OK, "%s", err.message);
     plm_kv_cache *kv = &ctx->fwd.kv;
     uint16_t before[10][1024];
-    for (int j = 0; j < 10; j++) memcpy(before[j], plm_kv_keys(kv, 0, 10 + j), kv->k_row);
+    for (int j = 0; j < 10; j++) memcpy(before[j], plm_kv_keys(kv, 0, 0, 10 + j), kv->k_row);
 
     CHECK(plm_kv_shift(ctx, 4, 6, &err) == PLM_OK && plm_context_n_past(ctx) == 14, "shift");
     CHECK(plm_kv_shift(ctx, 10, 10, &err) == PLM_ERR_INVALID_ARG, "cannot drop more than is cached");
-    plm_forward_rerotate(&ctx->fwd, kv, 4, 10, +6);
+    plm_forward_rerotate(&ctx->fwd, kv, 0, 4, 10, +6);
     float worst = 0;
     for (int j = 0; j < 10; j++)
         for (int i = 0; i < kv->kv_dim; i++) {
             float a = plm_fp16_to_fp32(before[j][i]);
-            float b = plm_fp16_to_fp32(((const uint16_t *)plm_kv_keys(kv, 0, 4 + j))[i]);
+            float b = plm_fp16_to_fp32(((const uint16_t *)plm_kv_keys(kv, 0, 0, 4 + j))[i]);
             if (fabsf(a - b) > worst) worst = fabsf(a - b);
         }
     CHECK(worst < 0.01f, "keys after -6/+6 rotation differ by %g", worst);

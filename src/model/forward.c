@@ -203,7 +203,7 @@ static void embed(plm_forward_state *ctx, const plm_token *tokens, int n) {
 }
 
 /* Causal grouped-query attention of n new tokens (already in the cache)
- * over positions [0, pos0 + t], with an online softmax, exact or flash
+ * over positions [0, pos_t] of its sequence, with an online softmax, exact or flash
  * (ops.h): keys are met a block at a time, so the only score buffer is one
  * block long.  A unit of work is one token and a group of query heads
  * sharing a KV head, which then share each key and value row while it is
@@ -214,7 +214,7 @@ static void embed(plm_forward_state *ctx, const plm_token *tokens, int n) {
 typedef struct attn_job {
     plm_forward_state *ctx;
     int il, n;
-    uint32_t pos0;
+    const plm_ubatch *b;  /* each token's position and sequence */
     int heads_per_unit;   /* query heads per unit of work */
     float *out;           /* [n][q_dim] */
     atomic_int next;      /* next unit */
@@ -292,9 +292,10 @@ static void attend_unit(const attn_job *a, int t, int h0, int nh) {
     const plm_hparams *hp = &ctx->model->hp;
     const int hd = hp->head_dim, q_dim = hp->n_head * hd;
     const int kv_off = (h0 / (hp->n_head / hp->n_head_kv)) * hd;
-    const int n_keys = (int)a->pos0 + t + 1;
-    const uint8_t *K = plm_kv_keys(kv, a->il, 0) + row_offset(kv->type_k, kv_off);
-    const uint8_t *V = plm_kv_values(kv, a->il, 0) + row_offset(kv->type_v, kv_off);
+    const int n_keys = (int)plm_ubatch_pos(a->b, t) + 1;
+    const plm_kv_seq seq = plm_ubatch_seq(a->b, t);
+    const uint8_t *K = plm_kv_keys(kv, a->il, seq, 0) + row_offset(kv->type_k, kv_off);
+    const uint8_t *V = plm_kv_values(kv, a->il, seq, 0) + row_offset(kv->type_v, kv_off);
     const float *q = ctx->s.q + (int64_t)t * q_dim + h0 * hd;
     float *o = a->out + (int64_t)t * q_dim + h0 * hd;
     if (kv->type_k == PLM_TYPE_F16 && kv->type_v == PLM_TYPE_F16) {
@@ -330,27 +331,29 @@ static int heads_per_unit(const plm_hparams *hp, int n, int n_threads) {
     return 1;
 }
 
-static void attention(plm_forward_state *ctx, int il, int n, uint32_t pos0, float *out) {
-    attn_job a = {.ctx = ctx, .il = il, .n = n, .pos0 = pos0, .out = out,
+static void attention(plm_forward_state *ctx, int il, const plm_ubatch *b, float *out) {
+    const int n = b->n;
+    attn_job a = {.ctx = ctx, .il = il, .n = n, .b = b, .out = out,
                   .heads_per_unit = heads_per_unit(&ctx->model->hp, n, plm_pool_size(ctx->pool))};
     atomic_init(&a.next, 0);
     plm_pool_run(ctx->pool, attn_task, &a);
 }
 
-static void rope(plm_forward_state *ctx, int n, uint32_t pos0) {
+static void rope(plm_forward_state *ctx, const plm_ubatch *b) {
     const plm_hparams *hp = &ctx->model->hp;
     float cos_t[512], sin_t[512];  /* n_rot <= head_dim <= 1024, checked at load */
     const int q_dim = hp->n_head * hp->head_dim, kv_dim = ctx->kv.kv_dim;
     const int neox = hp->rope_type == PLM_ROPE_NEOX;
-    for (int t = 0; t < n; t++) {
-        plm_rope_angles(cos_t, sin_t, hp->n_rot, (float)(pos0 + t), hp->rope_freq_base, hp->rope_freq_scale);
+    for (int t = 0; t < b->n; t++) {
+        plm_rope_angles(cos_t, sin_t, hp->n_rot, (float)plm_ubatch_pos(b, t), hp->rope_freq_base,
+                        hp->rope_freq_scale);
         plm_rope_apply(ctx->s.q + (int64_t)t * q_dim, hp->n_head, hp->head_dim, hp->n_rot, cos_t, sin_t, neox);
         plm_rope_apply(ctx->s.k + (int64_t)t * kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, cos_t, sin_t,
                        neox);
     }
 }
 
-void plm_forward_rerotate(void *state, plm_kv_cache *kv, uint32_t first, uint32_t n, int delta) {
+void plm_forward_rerotate(void *state, plm_kv_cache *kv, plm_kv_seq seq, uint32_t first, uint32_t n, int delta) {
     const plm_forward_state *ctx = state;
     const plm_hparams *hp = &ctx->model->hp;
     if (n == 0 || delta == 0) return;
@@ -361,7 +364,7 @@ void plm_forward_rerotate(void *state, plm_kv_cache *kv, uint32_t first, uint32_
     float *row = ctx->s.k;  /* scratch: at least kv_dim floats */
     for (int il = 0; il < hp->n_layer; il++) {
         for (uint32_t j = 0; j < n; j++) {
-            uint8_t *k = plm_kv_keys(kv, il, first + j);
+            uint8_t *k = plm_kv_keys(kv, il, seq, first + j);
             ctx->kt->dequantize_row[kv->type_k](k, row, kv->kv_dim);
             plm_rope_apply(row, hp->n_head_kv, hp->head_dim, hp->n_rot, cos_t, sin_t, hp->rope_type == PLM_ROPE_NEOX);
             ctx->kt->quantize_row[kv->type_k](row, k, kv->kv_dim);
@@ -375,10 +378,10 @@ static void add_rows(float *x, const float *y, int64_t count) {
 
 /* The attention step: x += Wo attention(rope(Wq h), rope(Wk h), Wv h) with
  * h = rmsnorm(x) * attn_norm, the new keys and values joining the cache. */
-static void attention_step(plm_forward_state *ctx, const plm_layer *L, int il, int n, uint32_t pos0) {
+static void attention_step(plm_forward_state *ctx, const plm_layer *L, int il, const plm_ubatch *b) {
     const plm_hparams *hp = &ctx->model->hp;
     plm_scratch *s = &ctx->s;
-    const int E = hp->n_embd, q_dim = hp->n_head * hp->head_dim, kv_dim = ctx->kv.kv_dim;
+    const int E = hp->n_embd, q_dim = hp->n_head * hp->head_dim, kv_dim = ctx->kv.kv_dim, n = b->n;
 
     const row_norm attn_norm = {s->x, L->attn_norm, hp->rms_eps};
     const plm_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
@@ -387,10 +390,10 @@ static void attention_step(plm_forward_state *ctx, const plm_layer *L, int il, i
     add_bias(s->q, L->bq, n, q_dim);
     add_bias(s->k, L->bk, n, kv_dim);
     add_bias(s->v, L->bv, n, kv_dim);
-    rope(ctx, n, pos0);
-    plm_kv_store(&ctx->kv, ctx->kt, il, pos0, n, s->k, s->v);
+    rope(ctx, b);
+    plm_kv_store(&ctx->kv, ctx->kt, il, b, s->k, s->v);
 
-    attention(ctx, il, n, pos0, s->xn);        /* xn is free again: reuse it */
+    attention(ctx, il, b, s->xn);        /* xn is free again: reuse it */
     matmul1(ctx, s->xn, n, q_dim, &L->wo, s->gate);  /* gate is free until the FFN */
     add_rows(s->x, s->gate, (int64_t)n * E);
 }
@@ -411,23 +414,22 @@ static void ffn_dense_step(plm_forward_state *ctx, const plm_layer *L, int n) {
 
 /* One block: the steps its descriptor selects.  A Mixture-of-Experts FFN
  * step goes beside the dense one (plm_forward_check refuses it until then). */
-static void layer_forward(plm_forward_state *ctx, int il, int n, uint32_t pos0) {
+static void layer_forward(plm_forward_state *ctx, int il, const plm_ubatch *b) {
     const plm_layer *L = &ctx->model->layers[il];
-    attention_step(ctx, L, il, n, pos0);
+    attention_step(ctx, L, il, b);
     switch (ctx->model->arch->ffn) {
-    case PLM_FFN_DENSE: ffn_dense_step(ctx, L, n); break;
+    case PLM_FFN_DENSE: ffn_dense_step(ctx, L, b->n); break;
     case PLM_FFN_MOE: break;
     }
 }
 
-void plm_forward(plm_forward_state *ctx, const plm_token *tokens, int n, uint32_t pos0, int first_logit,
-                 float *out_logits) {
+void plm_forward(plm_forward_state *ctx, const plm_ubatch *b, int first_logit, float *out_logits) {
     const plm_model *m = ctx->model;
-    const int E = m->hp.n_embd;
+    const int E = m->hp.n_embd, n = b->n;
     plm_scratch *s = &ctx->s;
 
-    embed(ctx, tokens, n);
-    for (int il = 0; il < m->hp.n_layer; il++) layer_forward(ctx, il, n, pos0);
+    embed(ctx, b->tokens, n);
+    for (int il = 0; il < m->hp.n_layer; il++) layer_forward(ctx, il, b);
     if (first_logit >= n) return;
 
     const int n_out = n - first_logit;

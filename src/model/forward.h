@@ -49,16 +49,17 @@ typedef struct plm_forward_state {
  * something else). */
 plm_status plm_forward_check(const plm_arch *arch, plm_error *err);
 
-/* Runs the model over tokens[0..n) at positions pos0.. (n <= n_batch,
- * pos0 + n <= n_ctx), storing their keys and values in the cache.  Writes
- * logits for tokens from `first_logit` on into out_logits
- * ([n - first_logit][n_vocab]). */
-void plm_forward(plm_forward_state *st, const plm_token *tokens, int n, uint32_t pos0, int first_logit,
-                 float *out_logits);
+/* Runs the model over the batch's tokens (n <= n_batch; each appending to
+ * its sequence: plm_kv_check_batch), storing their keys and values in the
+ * cache; each token attends causally to its own sequence.  Writes logits
+ * for tokens from `first_logit` on into out_logits ([n - first_logit][n_vocab]).
+ * The caller then commits the batch to the cache (plm_kv_commit). */
+void plm_forward(plm_forward_state *st, const plm_ubatch *b, int first_logit, float *out_logits);
 
 /* The cache's re-rotation hook (plm_kv_rerotate_fn; user = the state):
- * rotates the cached keys at positions [first, first + n) of every layer by
- * `delta` positions (RoPE angles add), after a context shift moved them. */
-void plm_forward_rerotate(void *state, plm_kv_cache *kv, uint32_t first, uint32_t n, int delta);
+ * rotates sequence seq's cached keys at positions [first, first + n) of
+ * every layer by `delta` positions (RoPE angles add), after a context shift
+ * moved them. */
+void plm_forward_rerotate(void *state, plm_kv_cache *kv, plm_kv_seq seq, uint32_t first, uint32_t n, int delta);
 
 #endif

@@ -1,5 +1,5 @@
 /* The KV cache: sizing (shared by the planner and the allocator), storing
- * rows, and a sequence's positions: truncation and context shift. */
+ * rows, and the sequences' positions: append, truncate, copy, shift. */
 #include "model/kv_cache.h"
 
 #include <stdlib.h>
@@ -14,6 +14,8 @@ plm_type plm_kv_storage_type(plm_kv_type t) {
     default: return PLM_TYPE_F16;
     }
 }
+
+static uint32_t n_seq_of(const plm_kv_spec *s) { return s->n_seq ? s->n_seq : 1; }
 
 /* A windowed layer's token at position p reads positions p - window + 1..p
  * while the rest of its batch (up to n_batch - 1 later positions) is
@@ -32,7 +34,7 @@ bool plm_kv_size_of(const plm_kv_spec *s, plm_kv_size *o) {
     const int64_t kv_dim = (int64_t)s->hp->n_head_kv * s->hp->head_dim;
     o->k_row = plm_row_size(tk, kv_dim);
     o->v_row = plm_row_size(tv, kv_dim);
-    for (int il = 0; il < s->hp->n_layer; il++) o->cells += plm_kv_layer_cells(s, il);
+    for (int il = 0; il < s->hp->n_layer; il++) o->cells += (uint64_t)n_seq_of(s) * plm_kv_layer_cells(s, il);
     o->k_bytes = o->cells * o->k_row;
     o->v_bytes = o->cells * o->v_row;
     return true;
@@ -52,13 +54,19 @@ plm_status plm_kv_init(plm_kv_cache *kv, const plm_kv_spec *s, plm_error *err) {
     kv->n_layer = L;
     kv->kv_dim = s->hp->n_head_kv * s->hp->head_dim;
     kv->n_ctx = s->n_ctx;
-    kv->first_cell = malloc(((size_t)L + 1) * sizeof *kv->first_cell);
+    kv->n_seq = n_seq_of(s);
+    kv->first_cell = malloc((size_t)L * sizeof *kv->first_cell);
+    kv->cells = malloc((size_t)L * sizeof *kv->cells);
     kv->window = malloc((size_t)L * sizeof *kv->window);
-    if (!kv->first_cell || !kv->window) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
-    kv->first_cell[0] = 0;
+    kv->len = calloc(kv->n_seq, sizeof *kv->len);
+    if (!kv->first_cell || !kv->cells || !kv->window || !kv->len)
+        return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
+    uint64_t first = 0;
     for (int il = 0; il < L; il++) {
-        kv->first_cell[il + 1] = kv->first_cell[il] + plm_kv_layer_cells(s, il);
-        kv->window[il] = plm_kv_layer_cells(s, il) < s->n_ctx ? plm_arch_layer_window(s->arch, s->hp, il) : 0;
+        kv->first_cell[il] = first;
+        kv->cells[il] = plm_kv_layer_cells(s, il);
+        kv->window[il] = kv->cells[il] < s->n_ctx ? plm_arch_layer_window(s->arch, s->hp, il) : 0;
+        first += (uint64_t)kv->n_seq * kv->cells[il];
     }
     kv->k = malloc(size.k_bytes);
     kv->v = malloc(size.v_bytes);
@@ -72,33 +80,69 @@ void plm_kv_free(plm_kv_cache *kv) {
     free(kv->k);
     free(kv->v);
     free(kv->first_cell);
+    free(kv->cells);
     free(kv->window);
+    free(kv->len);
     memset(kv, 0, sizeof *kv);
 }
 
-void plm_kv_store(plm_kv_cache *kv, const plm_kernels *kt, int il, uint32_t pos0, int n, const float *k,
+void plm_kv_store(plm_kv_cache *kv, const plm_kernels *kt, int il, const plm_ubatch *b, const float *k,
                   const float *v) {
-    for (int t = 0; t < n; t++) {
-        kt->quantize_row[kv->type_k](k + (int64_t)t * kv->kv_dim, plm_kv_keys(kv, il, pos0 + t), kv->kv_dim);
-        kt->quantize_row[kv->type_v](v + (int64_t)t * kv->kv_dim, plm_kv_values(kv, il, pos0 + t), kv->kv_dim);
+    for (int t = 0; t < b->n; t++) {
+        const plm_kv_seq seq = plm_ubatch_seq(b, t);
+        const uint32_t pos = plm_ubatch_pos(b, t);
+        kt->quantize_row[kv->type_k](k + (int64_t)t * kv->kv_dim, plm_kv_keys(kv, il, seq, pos), kv->kv_dim);
+        kt->quantize_row[kv->type_v](v + (int64_t)t * kv->kv_dim, plm_kv_values(kv, il, seq, pos), kv->kv_dim);
     }
 }
 
 /* ---- sequences ------------------------------------------------------------ */
 
-uint32_t plm_kv_seq_len(const plm_kv_cache *kv, plm_kv_seq seq) {
-    (void)seq;
-    return kv->len;
+plm_status plm_kv_check_batch(const plm_kv_cache *kv, const plm_ubatch *b, plm_error *err) {
+    for (int t = 0; t < b->n; t++) {
+        const plm_kv_seq seq = plm_ubatch_seq(b, t);
+        if (seq < 0 || (uint32_t)seq >= kv->n_seq)
+            return plm_fail(err, PLM_ERR_INVALID_ARG, "token %d: sequence %d does not exist (the cache has %u)", t,
+                            seq, kv->n_seq);
+        uint32_t next = kv->len[seq];
+        for (int u = 0; u < t; u++) next += plm_ubatch_seq(b, u) == seq;
+        const uint32_t pos = plm_ubatch_pos(b, t);
+        if (pos != next)
+            return plm_fail(err, PLM_ERR_INVALID_ARG, "token %d: position %u, but sequence %d continues at %u", t,
+                            pos, seq, next);
+        if (pos >= kv->n_ctx)
+            return plm_fail(err, PLM_ERR_CONTEXT_FULL, "sequence %d is full: position %u, context length %u", seq,
+                            pos, kv->n_ctx);
+    }
+    return PLM_OK;
 }
 
-void plm_kv_seq_advance(plm_kv_cache *kv, plm_kv_seq seq, uint32_t n) {
-    (void)seq;
-    kv->len += n;
+void plm_kv_commit(plm_kv_cache *kv, const plm_ubatch *b) {
+    for (int t = 0; t < b->n; t++) {
+        const plm_kv_seq seq = plm_ubatch_seq(b, t);
+        const uint32_t end = plm_ubatch_pos(b, t) + 1;
+        if (end > kv->len[seq]) kv->len[seq] = end;
+    }
 }
+
+uint32_t plm_kv_seq_len(const plm_kv_cache *kv, plm_kv_seq seq) { return kv->len[seq]; }
 
 void plm_kv_seq_truncate(plm_kv_cache *kv, plm_kv_seq seq, uint32_t pos) {
-    (void)seq;
-    if (pos < kv->len) kv->len = pos;
+    if (pos < kv->len[seq]) kv->len[seq] = pos;
+}
+
+plm_status plm_kv_seq_copy(plm_kv_cache *kv, plm_kv_seq src, plm_kv_seq dst, plm_error *err) {
+    if (src < 0 || dst < 0 || (uint32_t)src >= kv->n_seq || (uint32_t)dst >= kv->n_seq)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "cannot copy sequence %d to %d: the cache has %u", src, dst,
+                        kv->n_seq);
+    if (src == dst) return PLM_OK;
+    for (int il = 0; il < kv->n_layer; il++) {
+        const uint32_t rows = kv->len[src] < kv->cells[il] ? kv->len[src] : kv->cells[il];
+        memcpy(plm_kv_keys(kv, il, dst, 0), plm_kv_keys(kv, il, src, 0), (size_t)rows * kv->k_row);
+        memcpy(plm_kv_values(kv, il, dst, 0), plm_kv_values(kv, il, src, 0), (size_t)rows * kv->v_row);
+    }
+    kv->len[dst] = kv->len[src];
+    return PLM_OK;
 }
 
 plm_status plm_kv_seq_shift(plm_kv_cache *kv, plm_kv_seq seq, uint32_t n_keep, uint32_t n_discard,
@@ -113,11 +157,12 @@ plm_status plm_kv_seq_shift(plm_kv_cache *kv, plm_kv_seq seq, uint32_t n_keep, u
             return plm_fail(err, PLM_ERR_UNSUPPORTED, "context shift of a sliding-window cache is not supported");
     const uint32_t n_move = len - n_keep - n_discard;
     for (int il = 0; il < kv->n_layer; il++) {
-        memmove(plm_kv_keys(kv, il, n_keep), plm_kv_keys(kv, il, n_keep + n_discard), (size_t)n_move * kv->k_row);
-        memmove(plm_kv_values(kv, il, n_keep), plm_kv_values(kv, il, n_keep + n_discard),
+        memmove(plm_kv_keys(kv, il, seq, n_keep), plm_kv_keys(kv, il, seq, n_keep + n_discard),
+                (size_t)n_move * kv->k_row);
+        memmove(plm_kv_values(kv, il, seq, n_keep), plm_kv_values(kv, il, seq, n_keep + n_discard),
                 (size_t)n_move * kv->v_row);
     }
-    rerotate(user, kv, n_keep, n_move, -(int)n_discard);
-    kv->len -= n_discard;
+    rerotate(user, kv, seq, n_keep, n_move, -(int)n_discard);
+    kv->len[seq] -= n_discard;
     return PLM_OK;
 }

@@ -55,7 +55,7 @@ int plm_kv_type_from_name(const char *name) {
 /* The KV cache this model and these (resolved) params get: the same spec
  * the plan sizes it from. */
 static plm_kv_spec kv_spec(const plm_model *m, const plm_context_params *p) {
-    return (plm_kv_spec){m->arch, &m->hp, p->n_ctx, p->n_batch, p->type_k, p->type_v};
+    return (plm_kv_spec){m->arch, &m->hp, p->n_ctx, p->n_batch, p->type_k, p->type_v, 1};
 }
 
 /* The plan's buffer sizes for this model and these (resolved) params. */
@@ -174,8 +174,9 @@ plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error 
         const bool last_chunk = i + m == n;
         int first = all ? 0 : (last_chunk ? m - 1 : m);
         float *dst = all ? c->logits + (size_t)i * n_vocab : c->logits;
-        plm_forward(&c->fwd, tokens + i, m, plm_kv_seq_len(&c->fwd.kv, SEQ), first, dst);
-        plm_kv_seq_advance(&c->fwd.kv, SEQ, (uint32_t)m);
+        const plm_ubatch b = {.tokens = tokens + i, .n = m, .pos0 = plm_kv_seq_len(&c->fwd.kv, SEQ)};
+        plm_forward(&c->fwd, &b, first, dst);
+        plm_kv_commit(&c->fwd.kv, &b);
     }
     c->n_logits = all ? n : 1;
     c->logits_first = all ? 0 : n - 1;

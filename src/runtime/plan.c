@@ -189,7 +189,7 @@ static plm_hparams plan_hparams(const plm_plan *p) {
 
 static plm_kv_spec plan_kv_spec(const plm_plan *p, const plm_hparams *hp) {
     const plm_plan_params *pp = &p->params;
-    return (plm_kv_spec){plan_arch(p), hp, pp->n_ctx, pp->n_batch, pp->type_k, pp->type_v};
+    return (plm_kv_spec){plan_arch(p), hp, pp->n_ctx, pp->n_batch, pp->type_k, pp->type_v, 1};
 }
 
 /* Facts about a plan that do not depend on the context: kept in the struct
