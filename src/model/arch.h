@@ -132,6 +132,10 @@ typedef struct plm_arch {
     /* Sliding window when n_swa > 0: every layer (1), or all but every
      * swa_every-th layer (gemma2: 2, gemma3: 6); 0 = never. */
     int swa_every;
+    /* Mixture-of-Experts routing (ffn == PLM_FFN_MOE): softmax over the
+     * experts, top n_expert_used, their weights renormalized to sum 1 or
+     * not, as each model defines. */
+    bool moe_norm_topk;
 } plm_arch;
 
 /* The registry: every descriptor, in the order errors list them. */
