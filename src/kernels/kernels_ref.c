@@ -7,6 +7,7 @@
  * table is tested against, so it favours clarity over speed.
  */
 #include "kernels/ops.h"
+#include "kernels/attn_quant.h"
 #include "kernels/kernels.h"
 #include "kernels/ref.h"
 #include "quant/blocks.h"
@@ -285,6 +286,7 @@ void plm_ref_vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va)
 static const plm_kernels kernels_ref = {
     .name = "ref",
     .attn_f16 = plm_attn_f16,
+    .attn_quant = plm_attn_quant,
     .swiglu = plm_swiglu,
     .vec_dot = {
         [PLM_TYPE_F32] = plm_ref_vec_dot_f32,

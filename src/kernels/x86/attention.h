@@ -1,7 +1,9 @@
 /*
  * x86 attention over the f16 KV cache (online softmax, exact or flash; the
  * pass loop is kernels/attn_pass.h, shared with ARM) and SwiGLU, with a
- * vectorized e^x.  Part of an x86 table (see x86.h).
+ * vectorized e^x, and attention over a quantized cache (attn_quant.h: the
+ * shared loop with this file's block functions).  Part of an x86 table (see
+ * x86.h).
  *
  * Attention reads the cache a block of keys at a time, converted to f32 on
  * the stack first (stage_rows): each f16 is converted once for all the
@@ -186,6 +188,32 @@ X86_INL void stage_rows(float *dst, const char *src, size_t stride, int n, int h
 X86_TARGET static void X86_FN(attn_f16)(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t ks,
                                       size_t vs, int n_keys, int hd, float scale, bool flash) {
     plm_attn_f16_passes(attn_pass, o, q, n_q, k, v, ks, vs, n_keys, hd, scale, flash);
+}
+
+/* Over a quantized cache: the shared loop (attn_quant.c) with the block
+ * functions above. */
+X86_TARGET static void X86_FN(attn_softmax_block)(plm_softmax_run *r, float *s, int n, float *o, int hd) {
+    softmax_run_block(r, s, n, o, hd);
+}
+
+X86_TARGET static void X86_FN(attn_weights_block)(float *s, int n, float max, float inv_sum) {
+    block_weights(s, n, max, inv_sum);
+}
+
+X86_TARGET static void X86_FN(attn_values_block)(float *o, const float *w, const float *vb, int n, int hd) {
+    block_values(o, w, vb, n, hd);
+}
+
+static const plm_attn_blocks X86_FN(attn_blocks) = {
+    X86_FN(attn_softmax_block),
+    X86_FN(attn_weights_block),
+    X86_FN(attn_values_block),
+};
+
+static void X86_FN(attn_quant)(const plm_kernels *kt, float *o, const float *q, int n_q, plm_type type_k,
+                               const void *k, size_t ks, plm_type type_v, const void *v, size_t vs, int n_keys, int hd,
+                               float scale, bool flash) {
+    plm_attn_quant_run(&X86_FN(attn_blocks), kt, o, q, n_q, type_k, k, ks, type_v, v, vs, n_keys, hd, scale, flash);
 }
 
 /* g = silu(g) * u, eight at a time: g / (1 + e^-g) * u. */

@@ -44,6 +44,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels/attn_quant.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "quant/blocks.h"

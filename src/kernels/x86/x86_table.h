@@ -12,6 +12,7 @@
 #include "kernels/x86/blocks32.h"
 #include "kernels/x86/kquants.h"
 #include "kernels/x86/act_quant.h"
+#include "kernels/x86/dequantize.h"
 #include "kernels/x86/attention.h"
 #if X86_ZMM
 #include "kernels/x86/gemm_panel.h"
@@ -19,10 +20,11 @@
 #include "kernels/x86/gemm_rows.h"
 
 /* What the x86 files have SIMD code for; the rest (row quantizers of the
- * weight formats, dequantizers) comes from the reference table when the
+ * weight formats, most dequantizers) comes from the reference table when the
  * complete table is first asked for. */
 static const plm_kernels X86_FN(simd) = {
     .attn_f16 = X86_FN(attn_f16),
+    .attn_quant = X86_FN(attn_quant),
     .swiglu = X86_FN(swiglu),
     .vec_dot = {
         [PLM_TYPE_F32] = X86_FN(vec_dot_f32),
@@ -62,6 +64,11 @@ static const plm_kernels X86_FN(simd) = {
         [PLM_TYPE_Q8_0] = X86_FN(quantize_row_q8_0),
         [PLM_TYPE_Q8_1] = X86_FN(quantize_row_q8_1),
         [PLM_TYPE_Q8_K] = X86_FN(quantize_row_q8_K),
+    },
+    .dequantize_row = {
+        [PLM_TYPE_F16] = X86_FN(dequantize_row_f16),
+        [PLM_TYPE_Q8_0] = X86_FN(dequantize_row_q8_0),
+        [PLM_TYPE_Q4_0] = X86_FN(dequantize_row_q4_0),
     },
 };
 
