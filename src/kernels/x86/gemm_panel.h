@@ -50,11 +50,11 @@ typedef struct {
 /* Per token and sub-block: where the integer sums start, the activation
  * scale, and the activation sums a min multiplies. */
 typedef struct {
-    int32_t init_lo[PANEL_TG][PANEL_SB]; /* -o * sum(a), or of elements 0..15 (K_OFS2) */
-    int32_t init_hi[PANEL_TG][PANEL_SB]; /* -o * sum(a 16..31) (K_OFS2) */
+    int32_t init_lo[PANEL_TG][PANEL_SB]; /* -o * sum(a), or of elements 0..15 (PANEL_K_OFS2) */
+    int32_t init_hi[PANEL_TG][PANEL_SB]; /* -o * sum(a 16..31) (PANEL_K_OFS2) */
     float d[PANEL_TG][PANEL_SB];         /* activation scale */
-    float sum[PANEL_TG][PANEL_SB];       /* d_a * sum(a) (q8_1), sum(a) of 0..31 (K_MIN1), of 0..15 (K_MIN2) */
-    float sum_hi[PANEL_TG][PANEL_SB];    /* sum(a 16..31) (K_MIN2) */
+    float sum[PANEL_TG][PANEL_SB];       /* d_a * sum(a) (q8_1), sum(a) of 0..31 (PANEL_K_MIN1), of 0..15 (PANEL_K_MIN2) */
+    float sum_hi[PANEL_TG][PANEL_SB];    /* sum(a 16..31) (PANEL_K_MIN2) */
 } ptab;
 
 /* In-register transpose of 8 rows of 8 dwords (r[j] dword g -> r[g] dword j). */

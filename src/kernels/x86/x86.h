@@ -9,7 +9,9 @@
  *               __attribute__((target("avx2,fma,f16c")))
  *   X86_ISA     X86_ISA_AVX2, X86_ISA_AVXVNNI or X86_ISA_AVX512
  *   X86_FN(n)   the name of kernel n in that table: n##_avx2, ...
+ *   X86_NAME    the table's name, "avx2", ...
  *
+ * (x86_table.h then includes every kernel file and lists the table.)
  * Everything is static, so the three inclusions never clash, and no global
  * compiler flag is needed: one binary runs on any x86-64 CPU, the caller
  * picking a table after a run-time feature check (cpu_x86.c).  The
