@@ -18,6 +18,13 @@
  *
  *   prefill  plm_matmul with n_tok = 64 on the tinyllama ffn shape
  *            (5632 x 2048), reported as GMAC/s (k * rows * tokens / s).
+ *   attention  one GQA group of the tinyllama shape (8 query heads of 64
+ *            over one KV head) against 2048 cached keys, exact mode, per
+ *            cache type: attn_f16 for f16, attn_quant for q8_0 and q4_0,
+ *            and for those also the loop with the reference's scalar block
+ *            functions on the same table's dots ("scalar blocks", about
+ *            what model code did before attn_quant was a table entry);
+ *            reported as microseconds a call.
  *
  * usage: bench_kernels [table|all] [format ...]    e.g. bench_kernels avx512 Q4_0
  */
@@ -26,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/attn_quant.h"
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
@@ -179,6 +187,47 @@ static const plm_type formats[] = {
 enum { K = 4096, PF_ROWS = 5632, PF_K = 2048, PF_TOK = 64 };
 #define BIG ((size_t)256 << 20)
 
+/* Best time of a few calls of one attention over the cache (see the top). */
+enum { AT_HD = 64, AT_NQ = 8, AT_KEYS = 2048 };
+
+static double time_attention(const plm_kernels *kt, plm_type type, bool scalar_blocks, const float *q, const void *k,
+                             const void *v, size_t row, float *o) {
+    static uint16_t qh[AT_NQ * AT_HD];
+    plm_fp32_to_fp16_row(q, qh, AT_NQ * AT_HD);
+    double best = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        const double t0 = now();
+        if (type == PLM_TYPE_F16) kt->attn_f16(o, qh, AT_NQ, k, v, row, row, AT_KEYS, AT_HD, 0.125f, false);
+        else if (scalar_blocks) plm_attn_quant(kt, o, q, AT_NQ, type, k, row, type, v, row, AT_KEYS, AT_HD, 0.125f, false);
+        else kt->attn_quant(kt, o, q, AT_NQ, type, k, row, type, v, row, AT_KEYS, AT_HD, 0.125f, false);
+        const double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+static void bench_attention(const plm_kernels *const *list, int nk) {
+    static const plm_type types[] = {PLM_TYPE_F16, PLM_TYPE_Q8_0, PLM_TYPE_Q4_0};
+    static float x[AT_KEYS * AT_HD], q[AT_NQ * AT_HD], o[AT_NQ * AT_HD];
+    static uint8_t k[AT_KEYS * AT_HD * 2], v[AT_KEYS * AT_HD * 2];
+    for (int i = 0; i < AT_NQ * AT_HD; i++) q[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+    printf("%-7s %-7s %12s %15s\n", "table", "cache", "attention", "scalar blocks");
+    printf("%-7s %-7s %12s %15s\n", "", "", "us/call", "us/call");
+    for (size_t c = 0; c < sizeof types / sizeof types[0]; c++) {
+        const plm_type t = types[c];
+        const size_t row = plm_row_size(t, AT_HD);
+        for (int i = 0; i < AT_KEYS * AT_HD; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+        plm_kernels_ref()->quantize_row[t](x, k, AT_KEYS * AT_HD);
+        plm_kernels_ref()->quantize_row[t](x, v, AT_KEYS * AT_HD);
+        for (int i = 0; i < nk; i++) {
+            const double us = 1e6 * time_attention(list[i], t, false, q, k, v, row, o);
+            char sb[32] = "-";
+            if (t != PLM_TYPE_F16) snprintf(sb, sizeof sb, "%.0f", 1e6 * time_attention(list[i], t, true, q, k, v, row, o));
+            printf("%-7s %-7s %12.0f %15s\n", list[i]->name, plm_type_name(t), us, sb);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     const plm_kernels *list[16];
     int nk = plm_kernels_list(list, 16);
@@ -263,6 +312,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
+    bench_attention(list, nk);
     printf("(sink %llu)\n", (unsigned long long)(sink & 1));
     free(x);
     free(act);

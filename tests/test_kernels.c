@@ -392,6 +392,106 @@ static void test_attention_f16(const plm_kernels *kt) {
     CHECK(bad == 0, "%s attn_f16: %d outputs off the double-precision softmax", kt->name, bad);
 }
 
+/* Attention over a quantized cache (attn_quant) against a softmax written
+ * out here in double: each key is the dequantized cache row, the query is
+ * what the keys' vec_dot meets (the query rounded to Q8_0 for a Q8_0 or
+ * Q4_0 cache, kept in f32 for an f16 one), the values the dequantized rows;
+ * the same allowance as for the f16 cache.  Every table, the reference too,
+ * and every table against the reference.  K and V quantized alike or
+ * differently, or one of them f16; head sizes are whole 32-blocks. */
+enum { AQ_MAXD = 256, AQ_MAXK = 300, AQ_MAXQ = 8, AQ_STRIDE = AQ_MAXD * 2 + 16 };
+
+static void cache_row(plm_type t, const float *x, uint8_t *row, float *deq, int hd) {
+    if (t == PLM_TYPE_F16) plm_fp32_to_fp16_row(x, (uint16_t *)(void *)row, hd);
+    else if (t == PLM_TYPE_Q8_0) plm_quantize_row_q8_0(x, row, hd);
+    else plm_quantize_row_q4_0(x, row, hd);
+    plm_kernels_ref()->dequantize_row[t](row, deq, hd);
+}
+
+/* One head's output in double (o[hd]) and per-element allowances. */
+static void softmax_attention_deq(const float *qd, const float *kd, const float *vd, int nk, int hd, float scale,
+                                  bool flash, double *o, double *tol) {
+    static double s[AQ_MAXK];
+    double max = -INFINITY, sum = 0, wmax = 0;
+    for (int j = 0; j < nk; j++) {
+        double d = 0;
+        for (int e = 0; e < hd; e++) d += (double)qd[e] * kd[(size_t)j * hd + e];
+        s[j] = d * scale;
+        if (s[j] > max) max = s[j];
+    }
+    for (int j = 0; j < nk; j++) sum += exp(s[j] - max);
+    for (int i = 0; i < hd; i++) o[i] = 0, tol[i] = 0;
+    for (int j = 0; j < nk; j++) {
+        double w = exp(s[j] - max) / sum;
+        if (!flash) w = plm_fp16_to_fp32(plm_fp32_to_fp16((float)w));
+        if (w > wmax) wmax = w;
+        for (int i = 0; i < hd; i++) {
+            const double v = vd[(size_t)j * hd + i];
+            o[i] += w * v;
+            if (fabs(v) > tol[i]) tol[i] = fabs(v); /* the largest magnitude, for now */
+        }
+    }
+    for (int i = 0; i < hd; i++) tol[i] = 1e-5 * (tol[i] + 1) * (1 + hd / 16) + (flash ? 0 : wmax * tol[i] / 2048);
+}
+
+static void test_attention_quant(const plm_kernels *kt) {
+    static const plm_type kinds[][2] = {
+        {PLM_TYPE_Q8_0, PLM_TYPE_Q8_0}, {PLM_TYPE_Q4_0, PLM_TYPE_Q4_0}, {PLM_TYPE_Q8_0, PLM_TYPE_Q4_0},
+        {PLM_TYPE_F16, PLM_TYPE_Q8_0},  {PLM_TYPE_Q4_0, PLM_TYPE_F16},
+    };
+    const int dims[] = {32, 64, 96, 128, 256};
+    const int keys[] = {1, 3, 33, 64, 65, 130, 300};
+    const int nqs[] = {1, 3, 8};
+    static uint8_t kc[AQ_MAXK * AQ_STRIDE], vc[AQ_MAXK * AQ_STRIDE];
+    static float x[AQ_MAXQ * AQ_MAXD], kd[AQ_MAXK * AQ_MAXD], vd[AQ_MAXK * AQ_MAXD], qd[AQ_MAXD];
+    static float o[AQ_MAXQ * AQ_MAXD], oref[AQ_MAXQ * AQ_MAXD];
+    static double want[AQ_MAXD], tol[AQ_MAXD];
+    static uint8_t qq8[AQ_MAXD * 2];
+    const plm_kernels *ref = plm_kernels_ref();
+    int bad = 0, off_ref = 0;
+    for (size_t c = 0; c < sizeof kinds / sizeof kinds[0]; c++)
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (size_t kk = 0; kk < sizeof keys / sizeof keys[0]; kk++)
+                for (size_t qi = 0; qi < sizeof nqs / sizeof nqs[0]; qi++)
+                    for (int flash = 0; flash < 2; flash++) {
+                        const plm_type tk = kinds[c][0], tv = kinds[c][1];
+                        const int hd = dims[d], nk = keys[kk], nq = nqs[qi];
+                        const float scale = 1.0f / sqrtf((float)hd);
+                        for (int e = 0; e < nq * hd; e++) x[e] = rng_sym();
+                        float q[AQ_MAXQ * AQ_MAXD];
+                        memcpy(q, x, sizeof(float) * (size_t)(nq * hd));
+                        for (int j = 0; j < nk; j++) {
+                            const float grow = 1.0f + 3.0f * (float)j / (float)nk; /* later keys score higher */
+                            for (int e = 0; e < hd; e++) x[e] = rng_sym() * grow;
+                            cache_row(tk, x, kc + j * AQ_STRIDE, kd + (size_t)j * hd, hd);
+                            for (int e = 0; e < hd; e++) x[e] = rng_sym();
+                            cache_row(tv, x, vc + j * AQ_STRIDE, vd + (size_t)j * hd, hd);
+                        }
+                        kt->attn_quant(kt, o, q, nq, tk, kc, AQ_STRIDE, tv, vc, AQ_STRIDE, nk, hd, scale, flash);
+                        ref->attn_quant(ref, oref, q, nq, tk, kc, AQ_STRIDE, tv, vc, AQ_STRIDE, nk, hd, scale, flash);
+                        for (int h = 0; h < nq; h++) {
+                            if (tk == PLM_TYPE_F16) {
+                                memcpy(qd, q + h * hd, sizeof(float) * (size_t)hd);
+                            } else {
+                                plm_quantize_row_q8_0(q + h * hd, qq8, hd);
+                                plm_dequantize_row_q8_0(qq8, qd, hd);
+                            }
+                            softmax_attention_deq(qd, kd, vd, nk, hd, scale, flash, want, tol);
+                            for (int i = 0; i < hd; i++) {
+                                const float got = o[h * hd + i];
+                                if (fabs(got - oref[h * hd + i]) > tol[i]) off_ref++;
+                                if (fabs(got - want[i]) <= tol[i]) continue;
+                                if (bad++ < 5)
+                                    fprintf(stderr, "  %s attn_quant %s K %s V %s hd=%d keys=%d heads=%d [%d][%d]: %.7g want %.7g\n",
+                                            kt->name, flash ? "flash" : "exact", plm_type_name(tk), plm_type_name(tv),
+                                            hd, nk, nq, h, i, got, want[i]);
+                            }
+                        }
+                    }
+    CHECK(bad == 0, "%s attn_quant: %d outputs off the double-precision softmax", kt->name, bad);
+    CHECK(off_ref == 0, "%s attn_quant: %d outputs off the reference table's", kt->name, off_ref);
+}
+
 /* silu(g) * u against the formula in double, over lengths around the SIMD
  * width and arguments far into both tails of the exponential (where values
  * under 1e-30 may flush to 0). */
@@ -425,6 +525,7 @@ int main(void) {
     for (int i = 0; i < n; i++) {
         test_quantize(list[i]);
         test_attention_f16(list[i]);
+        test_attention_quant(list[i]);
         test_swiglu(list[i]);
         for (int j = 0; j < N_WTYPES; j++) {
             test_vec_dot(list[i], weight_types[j]);

@@ -193,6 +193,38 @@ static void test_bf16(void) {
 
 /* ---- block layout facts --------------------------------------------------- */
 
+/* The type table holds every format's reference conversions, and the
+ * tables take theirs from it: every supported format dequantizes, and
+ * quantizes where llama-quantize writes it (all but IQ4_XS so far); every
+ * kernel table can convert rows of every such format, and its activation
+ * formats (the vec_dot partners) quantize in every table. */
+static void test_type_table(void) {
+    static const plm_type writable[] = {PLM_TYPE_F32,  PLM_TYPE_F16,  PLM_TYPE_BF16, PLM_TYPE_Q4_0, PLM_TYPE_Q4_1,
+                                        PLM_TYPE_Q5_0, PLM_TYPE_Q5_1, PLM_TYPE_Q8_0, PLM_TYPE_Q2_K, PLM_TYPE_Q3_K,
+                                        PLM_TYPE_Q4_K, PLM_TYPE_Q5_K, PLM_TYPE_Q6_K, PLM_TYPE_IQ4_NL};
+    for (size_t i = 0; i < sizeof writable / sizeof writable[0]; i++)
+        CHECK(plm_type_info_get(writable[i])->quantize_row != NULL, "%s has a reference quantizer",
+              plm_type_name(writable[i]));
+    const plm_kernels *list[16];
+    const int n = plm_kernels_list(list, 16);
+    for (int t = 0; t < PLM_TYPE_COUNT; t++) {
+        const plm_type_info *ti = plm_type_info_get((uint32_t)t);
+        if (!ti || !ti->supported) continue;
+        CHECK(ti->dequantize_row != NULL, "%s has a reference dequantizer", ti->name);
+        CHECK(plm_type_info_get(ti->vec_dot_type) != NULL, "%s's vec_dot partner is a type", ti->name);
+        CHECK(plm_kernels_ref()->quantize_row[t] == ti->quantize_row &&
+                  plm_kernels_ref()->dequantize_row[t] == ti->dequantize_row,
+              "the reference table converts %s with the type table's functions", ti->name);
+        for (int k = 0; k < n; k++) {
+            CHECK(list[k]->dequantize_row[t] != NULL, "%s dequantizes %s", list[k]->name, ti->name);
+            CHECK(!ti->quantize_row || list[k]->quantize_row[t], "%s quantizes %s", list[k]->name, ti->name);
+            CHECK(list[k]->quantize_row[ti->vec_dot_type] != NULL, "%s quantizes %s's activations",
+                  list[k]->name, ti->name);
+            CHECK(list[k]->vec_dot[t] != NULL, "%s dots %s", list[k]->name, ti->name);
+        }
+    }
+}
+
 static void test_layout(void) {
     static const struct { plm_type t; size_t size; } sizes[] = {
         {PLM_TYPE_Q4_0, sizeof(block_q4_0)}, {PLM_TYPE_Q4_1, sizeof(block_q4_1)},
@@ -566,6 +598,7 @@ int main(void) {
     test_fp16();
     test_bf16();
     test_layout();
+    test_type_table();
     test_quantizers();
     test_vec_dot();
     test_select_and_matmul();

@@ -1,6 +1,6 @@
 /*
  * The pass of a SIMD attention kernel (plm_attn_pass_fn in ops.h), written
- * once for x86_body.h and arm/attention.c.  The including file defines
+ * once for x86/attention.h and arm/attention.c.  The including file defines
  * ATTN_TGT (a function attribute, or nothing), ATTN_STAGE (floats of one
  * staged block) and, for rows of hd floats:
  *

@@ -41,9 +41,22 @@ typedef void (*plm_attn_f16_fn)(float *o, const uint16_t *q, int n_q, const void
 /* g[i] = silu(g[i]) * u[i] */
 typedef void (*plm_swiglu_fn)(float *g, const float *u, int n);
 
+struct plm_kernels;
+/* Attention of n_q query heads (q: n_q rows of hd floats) sharing one KV
+ * head over a cache whose K rows are of type_k and V rows of type_v, at
+ * least one of them quantized (Q8_0, Q4_0, ...; the other may be F16).
+ * Each key meets the query in its vec_dot format, as weights do (llama.cpp's
+ * arithmetic for a quantized cache), through kt's vec_dot, quantize_row and
+ * dequantize_row entries; the same two modes as attn_f16.
+ * n_q * hd <= PLM_ATTN_QUANT_MAX (attn_quant.h). */
+typedef void (*plm_attn_quant_fn)(const struct plm_kernels *kt, float *o, const float *q, int n_q, plm_type type_k,
+                                  const void *k, size_t k_stride, plm_type type_v, const void *v, size_t v_stride,
+                                  int n_keys, int hd, float scale, bool flash);
+
 typedef struct plm_kernels {
     const char *name;                                  /* "ref", "avx2", ... */
     plm_attn_f16_fn attn_f16;
+    plm_attn_quant_fn attn_quant;
     plm_swiglu_fn swiglu;
     plm_vec_dot_fn vec_dot[PLM_TYPE_COUNT];            /* by weight type */
     plm_gemm_fn gemm[PLM_TYPE_COUNT];                  /* by weight type; NULL: loop vec_dot */

@@ -6,23 +6,25 @@
  * order gets the same block totals.  This table is the oracle every faster
  * table is tested against, so it favours clarity over speed.
  */
-#include "kernels/ops.h"
+#include <pthread.h>
+
+#include "kernels/attn_quant.h"
 #include "kernels/kernels.h"
-#include "kernels/ref.h"
+#include "kernels/ops.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
 /* ---- float formats (activation stays f32) ------------------------------- */
 
 /* Products in float, accumulated in double, as ggml's scalar f32/f16 dots. */
-void plm_ref_vec_dot_f32(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_f32(int64_t n, float *s, const void *vw, const void *va) {
     const float *w = vw, *a = va;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += (double)(w[i] * a[i]);
     *s = (float)sum;
 }
 
-void plm_ref_vec_dot_f16(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_f16(int64_t n, float *s, const void *vw, const void *va) {
     const plm_fp16_t *w = vw;
     const float *a = va;
     double sum = 0.0;
@@ -30,7 +32,7 @@ void plm_ref_vec_dot_f16(int64_t n, float *s, const void *vw, const void *va) {
     *s = (float)sum;
 }
 
-void plm_ref_vec_dot_bf16(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_bf16(int64_t n, float *s, const void *vw, const void *va) {
     const plm_bf16_t *w = vw;
     const float *a = va;
     double sum = 0.0;
@@ -51,7 +53,7 @@ static int dot_nibbles(const uint8_t *qs, int shift, const int8_t *lut, const in
 static const int8_t lut_minus8[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
 static const int8_t lut_plain[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
-void plm_ref_vec_dot_q4_0(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_q4_0(int64_t n, float *s, const void *vw, const void *va) {
     const block_q4_0 *x = vw;
     const block_q8_0 *y = va;
     float sum = 0.0f;
@@ -64,7 +66,7 @@ void plm_ref_vec_dot_q4_0(int64_t n, float *s, const void *vw, const void *va) {
 }
 
 /* The min term m * sum(a) comes from Q8_1's precomputed s = d_a * sum(q_a). */
-void plm_ref_vec_dot_q4_1(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_q4_1(int64_t n, float *s, const void *vw, const void *va) {
     const block_q4_1 *x = vw;
     const block_q8_1 *y = va;
     float sum = 0.0f;
@@ -90,7 +92,7 @@ static int dot_q5(const uint8_t qs[16], const uint8_t qh[4], int bias, const int
     return sum;
 }
 
-void plm_ref_vec_dot_q5_0(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_q5_0(int64_t n, float *s, const void *vw, const void *va) {
     const block_q5_0 *x = vw;
     const block_q8_0 *y = va;
     float sum = 0.0f;
@@ -101,7 +103,7 @@ void plm_ref_vec_dot_q5_0(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-void plm_ref_vec_dot_q5_1(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_q5_1(int64_t n, float *s, const void *vw, const void *va) {
     const block_q5_1 *x = vw;
     const block_q8_1 *y = va;
     float sum = 0.0f;
@@ -113,7 +115,7 @@ void plm_ref_vec_dot_q5_1(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-void plm_ref_vec_dot_q8_0(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_q8_0(int64_t n, float *s, const void *vw, const void *va) {
     const block_q8_0 *x = vw;
     const block_q8_0 *y = va;
     float sum = 0.0f;
@@ -125,7 +127,7 @@ void plm_ref_vec_dot_q8_0(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-void plm_ref_vec_dot_iq4_nl(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_iq4_nl(int64_t n, float *s, const void *vw, const void *va) {
     const block_iq4_nl *x = vw;
     const block_q8_0 *y = va;
     float sum = 0.0f;
@@ -157,7 +159,7 @@ static void unpack_2bit_planes(const uint8_t *qs, int8_t q[QK_K]) {
 
 /* Sum over the super-block of bsums * mins: the dot of the per-sub-block
  * offsets with the activation, without touching the quants. */
-void plm_ref_vec_dot_q2_K(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_q2_K(int64_t n, float *s, const void *vw, const void *va) {
     const block_q2_K *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -176,7 +178,7 @@ void plm_ref_vec_dot_q2_K(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-void plm_ref_vec_dot_q3_K(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_q3_K(int64_t n, float *s, const void *vw, const void *va) {
     const block_q3_K *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -217,7 +219,7 @@ static float dot_q45_K(const uint8_t *scales, const uint8_t *qs, const uint8_t *
     return d * y->d * isum - dmin * y->d * summ;
 }
 
-void plm_ref_vec_dot_q4_K(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_q4_K(int64_t n, float *s, const void *vw, const void *va) {
     const block_q4_K *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -227,7 +229,7 @@ void plm_ref_vec_dot_q4_K(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-void plm_ref_vec_dot_q5_K(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_q5_K(int64_t n, float *s, const void *vw, const void *va) {
     const block_q5_K *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -238,7 +240,7 @@ void plm_ref_vec_dot_q5_K(int64_t n, float *s, const void *vw, const void *va) {
 }
 
 /* Q6_K: see dequantize.c for the ql/qh layout. */
-void plm_ref_vec_dot_q6_K(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_q6_K(int64_t n, float *s, const void *vw, const void *va) {
     const block_q6_K *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -262,7 +264,7 @@ void plm_ref_vec_dot_q6_K(int64_t n, float *s, const void *vw, const void *va) {
     *s = sum;
 }
 
-void plm_ref_vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va) {
+static void ref_vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va) {
     const block_iq4_xs *x = vw;
     const block_q8_K *y = va;
     float sum = 0.0f;
@@ -282,59 +284,47 @@ void plm_ref_vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va)
 
 /* ---- the table ---------------------------------------------------------- */
 
-static const plm_kernels kernels_ref = {
+/* Everything but the row conversions. */
+static const plm_kernels ref_kernels = {
     .name = "ref",
     .attn_f16 = plm_attn_f16,
+    .attn_quant = plm_attn_quant,
     .swiglu = plm_swiglu,
     .vec_dot = {
-        [PLM_TYPE_F32] = plm_ref_vec_dot_f32,
-        [PLM_TYPE_F16] = plm_ref_vec_dot_f16,
-        [PLM_TYPE_BF16] = plm_ref_vec_dot_bf16,
-        [PLM_TYPE_Q4_0] = plm_ref_vec_dot_q4_0,
-        [PLM_TYPE_Q4_1] = plm_ref_vec_dot_q4_1,
-        [PLM_TYPE_Q5_0] = plm_ref_vec_dot_q5_0,
-        [PLM_TYPE_Q5_1] = plm_ref_vec_dot_q5_1,
-        [PLM_TYPE_Q8_0] = plm_ref_vec_dot_q8_0,
-        [PLM_TYPE_Q2_K] = plm_ref_vec_dot_q2_K,
-        [PLM_TYPE_Q3_K] = plm_ref_vec_dot_q3_K,
-        [PLM_TYPE_Q4_K] = plm_ref_vec_dot_q4_K,
-        [PLM_TYPE_Q5_K] = plm_ref_vec_dot_q5_K,
-        [PLM_TYPE_Q6_K] = plm_ref_vec_dot_q6_K,
-        [PLM_TYPE_IQ4_NL] = plm_ref_vec_dot_iq4_nl,
-        [PLM_TYPE_IQ4_XS] = plm_ref_vec_dot_iq4_xs,
-    },
-    .quantize_row = {
-        [PLM_TYPE_F32] = plm_quantize_row_f32,
-        [PLM_TYPE_F16] = plm_quantize_row_f16,
-        [PLM_TYPE_BF16] = plm_quantize_row_bf16,
-        [PLM_TYPE_Q4_0] = plm_quantize_row_q4_0,
-        [PLM_TYPE_Q4_1] = plm_quantize_row_q4_1,
-        [PLM_TYPE_Q5_0] = plm_quantize_row_q5_0,
-        [PLM_TYPE_Q5_1] = plm_quantize_row_q5_1,
-        [PLM_TYPE_Q8_0] = plm_quantize_row_q8_0,
-        [PLM_TYPE_Q8_1] = plm_quantize_row_q8_1,
-        [PLM_TYPE_Q8_K] = plm_quantize_row_q8_K,
-        [PLM_TYPE_IQ4_NL] = plm_quantize_row_iq4_nl,
-    },
-    .dequantize_row = {
-        [PLM_TYPE_F32] = plm_dequantize_row_f32,
-        [PLM_TYPE_F16] = plm_dequantize_row_f16,
-        [PLM_TYPE_BF16] = plm_dequantize_row_bf16,
-        [PLM_TYPE_Q4_0] = plm_dequantize_row_q4_0,
-        [PLM_TYPE_Q4_1] = plm_dequantize_row_q4_1,
-        [PLM_TYPE_Q5_0] = plm_dequantize_row_q5_0,
-        [PLM_TYPE_Q5_1] = plm_dequantize_row_q5_1,
-        [PLM_TYPE_Q8_0] = plm_dequantize_row_q8_0,
-        [PLM_TYPE_Q8_1] = plm_dequantize_row_q8_1,
-        [PLM_TYPE_Q2_K] = plm_dequantize_row_q2_K,
-        [PLM_TYPE_Q3_K] = plm_dequantize_row_q3_K,
-        [PLM_TYPE_Q4_K] = plm_dequantize_row_q4_K,
-        [PLM_TYPE_Q5_K] = plm_dequantize_row_q5_K,
-        [PLM_TYPE_Q6_K] = plm_dequantize_row_q6_K,
-        [PLM_TYPE_Q8_K] = plm_dequantize_row_q8_K,
-        [PLM_TYPE_IQ4_NL] = plm_dequantize_row_iq4_nl,
-        [PLM_TYPE_IQ4_XS] = plm_dequantize_row_iq4_xs,
+        [PLM_TYPE_F32] = ref_vec_dot_f32,
+        [PLM_TYPE_F16] = ref_vec_dot_f16,
+        [PLM_TYPE_BF16] = ref_vec_dot_bf16,
+        [PLM_TYPE_Q4_0] = ref_vec_dot_q4_0,
+        [PLM_TYPE_Q4_1] = ref_vec_dot_q4_1,
+        [PLM_TYPE_Q5_0] = ref_vec_dot_q5_0,
+        [PLM_TYPE_Q5_1] = ref_vec_dot_q5_1,
+        [PLM_TYPE_Q8_0] = ref_vec_dot_q8_0,
+        [PLM_TYPE_Q2_K] = ref_vec_dot_q2_K,
+        [PLM_TYPE_Q3_K] = ref_vec_dot_q3_K,
+        [PLM_TYPE_Q4_K] = ref_vec_dot_q4_K,
+        [PLM_TYPE_Q5_K] = ref_vec_dot_q5_K,
+        [PLM_TYPE_Q6_K] = ref_vec_dot_q6_K,
+        [PLM_TYPE_IQ4_NL] = ref_vec_dot_iq4_nl,
+        [PLM_TYPE_IQ4_XS] = ref_vec_dot_iq4_xs,
     },
 };
 
-const plm_kernels *plm_kernels_ref(void) { return &kernels_ref; }
+/* The row conversions are the reference functions of the type table
+ * (types.c), so every format it knows is here. */
+static plm_kernels kernels_ref;
+static pthread_once_t ref_once = PTHREAD_ONCE_INIT;
+
+static void build_ref(void) {
+    kernels_ref = ref_kernels;
+    for (int t = 0; t < PLM_TYPE_COUNT; t++) {
+        const plm_type_info *ti = plm_type_info_get((uint32_t)t);
+        if (!ti) continue;
+        kernels_ref.quantize_row[t] = ti->quantize_row;
+        kernels_ref.dequantize_row[t] = ti->dequantize_row;
+    }
+}
+
+const plm_kernels *plm_kernels_ref(void) {
+    pthread_once(&ref_once, build_ref);
+    return &kernels_ref;
+}

@@ -232,62 +232,6 @@ static size_t row_offset(plm_type type, int off) {
     return (size_t)(off / (int)ti->block_size) * ti->type_size;
 }
 
-/* Scores of the nb keys from j0 on against a query in the keys' vec_dot format. */
-static void quantized_scores(const plm_forward_state *ctx, const uint8_t *K, const void *qbuf, int j0, int nb,
-                             float *s) {
-    const plm_kv_cache *kv = &ctx->kv;
-    const int hd = ctx->model->hp.head_dim;
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int j = 0; j < nb; j++) {
-        ctx->kt->vec_dot[kv->type_k](hd, &s[j], K + (size_t)(j0 + j) * kv->k_row, qbuf);
-        s[j] *= scale;
-    }
-}
-
-/* o += sum_j w[j] v_j over the nb value rows from j0 on, each dequantized on
- * its own: never a dequantized copy of the cache. */
-static void quantized_values(const plm_forward_state *ctx, const uint8_t *V, const float *w, int j0, int nb,
-                             float *o) {
-    const plm_kv_cache *kv = &ctx->kv;
-    const int hd = ctx->model->hp.head_dim;
-    float vrow[1024];
-    for (int j = 0; j < nb; j++) {
-        ctx->kt->dequantize_row[kv->type_v](V + (size_t)(j0 + j) * kv->v_row, vrow, hd);
-        for (int i = 0; i < hd; i++) o[i] += w[j] * vrow[i];
-    }
-}
-
-/* One query head over a quantized cache, or one of K and V quantized (K and
- * V at the head's offset): the keys meet the query in their vec_dot format
- * (Q8_0, or F16), as weights do.  The same two modes as plm_attn_f16. */
-static void attend_quantized(const plm_forward_state *ctx, const float *q, const uint8_t *K, const uint8_t *V,
-                             int n_keys, float *o) {
-    const int hd = ctx->model->hp.head_dim;
-    const bool flash = ctx->flash_attn;
-    uint8_t qbuf[2048];  /* head_dim <= 1024 in the keys' vec_dot format: F16 or Q8_0 blocks */
-    float s[PLM_ATTN_BLOCK];
-    ctx->kt->quantize_row[plm_type_info_get(ctx->kv.type_k)->vec_dot_type](q, qbuf, hd);
-    plm_softmax_run run = {-INFINITY, 0.0};
-    for (int i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
-        const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
-        quantized_scores(ctx, K, qbuf, j0, nb, s);
-        plm_softmax_run_block(&run, s, nb, o, flash ? hd : 0);
-        if (flash) quantized_values(ctx, V, s, j0, nb, o);
-    }
-    const float inv = (float)(1.0 / run.sum);
-    if (flash) {
-        plm_scale(o, inv, hd);
-        return;
-    }
-    for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
-        const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
-        quantized_scores(ctx, K, qbuf, j0, nb, s);
-        for (int j = 0; j < nb; j++) s[j] = plm_softmax_weight(s[j], run.max, inv);
-        quantized_values(ctx, V, s, j0, nb, o);
-    }
-}
-
 /* Query values one unit holds at most (its f16 copy lives on the stack). */
 #define ATTN_UNIT_ELEMS 4096
 
@@ -311,7 +255,8 @@ static void attend_unit(const attn_job *a, int t, int h0, int nh) {
                           ctx->flash_attn);
         return;
     }
-    for (int h = 0; h < nh; h++) attend_quantized(ctx, q + h * hd, K, V, n_keys, o + h * hd);
+    ctx->kt->attn_quant(ctx->kt, o, q, nh, kv->type_k, K, kv->k_row, kv->type_v, V, kv->v_row, n_keys, hd,
+                        1.0f / sqrtf((float)hd), ctx->flash_attn);
 }
 
 static void attn_task(void *arg, int ith, int nth) {

@@ -54,9 +54,8 @@ void plm_quantize_row_q4_K(const float *x, void *y, int64_t n);
 void plm_quantize_row_q5_K(const float *x, void *y, int64_t n);
 void plm_quantize_row_q6_K(const float *x, void *y, int64_t n);
 
-/* Dispatch by type; false when the type has no such function here. */
-typedef void (*plm_dequantize_fn)(const void *x, float *y, int64_t n);
-typedef void (*plm_quantize_fn)(const float *x, void *y, int64_t n);
+/* The reference functions of a type (its plm_type_info entry); NULL when
+ * the type has no such function or is unknown. */
 plm_dequantize_fn plm_get_dequantize(plm_type type);
 plm_quantize_fn plm_get_quantize(plm_type type);
 

@@ -264,25 +264,3 @@ void plm_quantize_row_iq4_nl(const float *x, void *vy, int64_t n) {
         }
     }
 }
-
-plm_quantize_fn plm_get_quantize(plm_type type) {
-    switch (type) {
-    case PLM_TYPE_F32: return plm_quantize_row_f32;
-    case PLM_TYPE_F16: return plm_quantize_row_f16;
-    case PLM_TYPE_BF16: return plm_quantize_row_bf16;
-    case PLM_TYPE_Q4_0: return plm_quantize_row_q4_0;
-    case PLM_TYPE_Q4_1: return plm_quantize_row_q4_1;
-    case PLM_TYPE_Q5_0: return plm_quantize_row_q5_0;
-    case PLM_TYPE_Q5_1: return plm_quantize_row_q5_1;
-    case PLM_TYPE_Q8_0: return plm_quantize_row_q8_0;
-    case PLM_TYPE_Q8_1: return plm_quantize_row_q8_1;
-    case PLM_TYPE_Q8_K: return plm_quantize_row_q8_K;
-    case PLM_TYPE_Q2_K: return plm_quantize_row_q2_K;
-    case PLM_TYPE_Q3_K: return plm_quantize_row_q3_K;
-    case PLM_TYPE_Q4_K: return plm_quantize_row_q4_K;
-    case PLM_TYPE_Q5_K: return plm_quantize_row_q5_K;
-    case PLM_TYPE_Q6_K: return plm_quantize_row_q6_K;
-    case PLM_TYPE_IQ4_NL: return plm_quantize_row_iq4_nl;
-    default: return NULL;
-    }
-}

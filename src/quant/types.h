@@ -45,12 +45,20 @@ typedef enum {
     PLM_TYPE_COUNT = 40
 } plm_type;
 
+/* Row conversions (quant.h): n elements, a whole number of blocks. */
+typedef void (*plm_dequantize_fn)(const void *x, float *y, int64_t n);
+typedef void (*plm_quantize_fn)(const float *x, void *y, int64_t n);
+
+/* Everything that is a property of a format, in one table (types.c): a new
+ * format is one line there, and every dispatch by type reads it. */
 typedef struct plm_type_info {
     const char *name;     /* "Q4_K", as ggml prints it; NULL for unused ids */
     uint32_t block_size;  /* elements per block */
     uint32_t type_size;   /* bytes per block */
     bool supported;       /* we can dequantize and dot it */
     plm_type vec_dot_type;/* activation format its dot product consumes */
+    plm_quantize_fn quantize_row;     /* reference quantizer (llama.cpp's, bit for bit); NULL: none */
+    plm_dequantize_fn dequantize_row; /* reference dequantizer; NULL: none */
 } plm_type_info;
 
 /* NULL when `type` is not a known ggml type id. */

@@ -9,6 +9,9 @@
  * polynomial four lanes at a time.  Scores keep the reference's order where
  * it matters: whole steps of 32 in SIMD (each key's eight lanes reduced as
  * the x86 kernel reduces them), the rest one by one in float.
+ *
+ * Over a quantized cache (plm_arm_attn_quant) the same block functions run
+ * in the shared loop of attn_quant.c.
  */
 #include "kernels/arm/arm.h"
 
@@ -16,6 +19,7 @@
 
 #include <math.h>
 
+#include "kernels/attn_quant.h"
 #include "kernels/ops.h"
 #include "quant/fp16.h"
 
@@ -167,6 +171,14 @@ static void stage_rows(float *dst, const char *src, size_t stride, int n, int hd
 void plm_arm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t ks, size_t vs,
                       int n_keys, int hd, float scale, bool flash) {
     plm_attn_f16_passes(attn_pass, o, q, n_q, k, v, ks, vs, n_keys, hd, scale, flash);
+}
+
+static const plm_attn_blocks arm_attn_blocks = {softmax_run_block, block_weights, block_values};
+
+void plm_arm_attn_quant(const plm_kernels *kt, float *o, const float *q, int n_q, plm_type type_k, const void *k,
+                        size_t ks, plm_type type_v, const void *v, size_t vs, int n_keys, int hd, float scale,
+                        bool flash) {
+    plm_attn_quant_run(&arm_attn_blocks, kt, o, q, n_q, type_k, k, ks, type_v, v, vs, n_keys, hd, scale, flash);
 }
 
 /* g = silu(g) * u four at a time: g / (1 + e^-g) * u. */

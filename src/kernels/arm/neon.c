@@ -229,6 +229,29 @@ static void dequantize_row_f16(const void *vx, float *y, int64_t n) {
     for (; i < n; i++) y[i] = plm_arm_h2f(x[i]);
 }
 
+/* 16 signed bytes times d -> 16 floats (exact, as the reference). */
+static inline void scale_bytes16(float *y, int8x16_t q, float d) {
+    const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_high_s8(q);
+    vst1q_f32(y, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), d));
+    vst1q_f32(y + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(lo)), d));
+    vst1q_f32(y + 8, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), d));
+    vst1q_f32(y + 12, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(hi)), d));
+}
+
+/* Q8_0/Q4_0 rows (the quantized KV cache's value rows) -> floats. */
+PLM_ARM_INL void dequantize_32(plm_type type, const void *x, float *y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+        int8x16_t e0, e1;
+        float m;
+        const float d = plm_arm_unpack32(type, x, b, &e0, &e1, &m);
+        scale_bytes16(y, e0, d);
+        scale_bytes16(y + 16, e1, d);
+    }
+}
+
+static void dequantize_row_q8_0(const void *x, float *y, int64_t n) { dequantize_32(PLM_TYPE_Q8_0, x, y, n); }
+static void dequantize_row_q4_0(const void *x, float *y, int64_t n) { dequantize_32(PLM_TYPE_Q4_0, x, y, n); }
+
 /* ---- activation quantizers ----------------------------------------------
  * Byte-identical to quant/quantize.c: same scale expressions, products
  * without fused multiply-add, and the same rounding (Q8_0/Q8_1 round half
@@ -341,12 +364,15 @@ void plm_arm_fill_neon(plm_kernels *t) {
     t->vec_dot[PLM_TYPE_F16] = vec_dot_f16;
     t->vec_dot[PLM_TYPE_BF16] = vec_dot_bf16;
     t->attn_f16 = plm_arm_attn_f16;
+    t->attn_quant = plm_arm_attn_quant;
     t->swiglu = plm_arm_swiglu;
     t->gemm[PLM_TYPE_F32] = gemm_f32;
     t->gemm[PLM_TYPE_F16] = gemm_f16;
     t->gemm[PLM_TYPE_BF16] = gemm_bf16;
     t->quantize_row[PLM_TYPE_F16] = quantize_row_f16;
     t->dequantize_row[PLM_TYPE_F16] = dequantize_row_f16;
+    t->dequantize_row[PLM_TYPE_Q8_0] = dequantize_row_q8_0;
+    t->dequantize_row[PLM_TYPE_Q4_0] = dequantize_row_q4_0;
     t->quantize_row[PLM_TYPE_Q8_0] = quantize_row_q8_0;
     t->quantize_row[PLM_TYPE_Q8_1] = quantize_row_q8_1;
     t->quantize_row[PLM_TYPE_Q8_K] = quantize_row_q8_K;

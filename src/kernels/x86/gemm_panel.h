@@ -1,6 +1,7 @@
 /*
  * Prefill gemm on 16-row panels: the AVX-512 VNNI table's matrix-matrix
- * kernel, included by x86_body.h when X86_ZMM is set.
+ * kernel (X86_ZMM).  Part of an x86 table (see x86.h); `type` is a
+ * constant at every call.
  *
  * Why panels.  vpdpbusd multiplies unsigned by signed bytes and sums them in
  * fours into 16 int32 lanes.  When lane j belongs to weight row j and holds
@@ -49,15 +50,15 @@ typedef struct {
 /* Per token and sub-block: where the integer sums start, the activation
  * scale, and the activation sums a min multiplies. */
 typedef struct {
-    int32_t init_lo[PANEL_TG][PANEL_SB]; /* -o * sum(a), or of elements 0..15 (K_OFS2) */
-    int32_t init_hi[PANEL_TG][PANEL_SB]; /* -o * sum(a 16..31) (K_OFS2) */
+    int32_t init_lo[PANEL_TG][PANEL_SB]; /* -o * sum(a), or of elements 0..15 (PANEL_K_OFS2) */
+    int32_t init_hi[PANEL_TG][PANEL_SB]; /* -o * sum(a 16..31) (PANEL_K_OFS2) */
     float d[PANEL_TG][PANEL_SB];         /* activation scale */
-    float sum[PANEL_TG][PANEL_SB];       /* d_a * sum(a) (q8_1), sum(a) of 0..31 (K_MIN1), of 0..15 (K_MIN2) */
-    float sum_hi[PANEL_TG][PANEL_SB];    /* sum(a 16..31) (K_MIN2) */
+    float sum[PANEL_TG][PANEL_SB];       /* d_a * sum(a) (q8_1), sum(a) of 0..31 (PANEL_K_MIN1), of 0..15 (PANEL_K_MIN2) */
+    float sum_hi[PANEL_TG][PANEL_SB];    /* sum(a 16..31) (PANEL_K_MIN2) */
 } ptab;
 
 /* In-register transpose of 8 rows of 8 dwords (r[j] dword g -> r[g] dword j). */
-INL void transpose8x8(__m256i r[8]) {
+X86_INL void transpose8x8(__m256i r[8]) {
     __m256i t[8], u[8];
     for (int i = 0; i < 4; i++) {
         t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);     /* dwords 0 1 | 4 5 of the pair */
@@ -76,7 +77,7 @@ INL void transpose8x8(__m256i r[8]) {
 }
 
 /* 16 rows of 32 codes (row j in r[j]) -> the transposed q[8]. */
-INL void panel_transpose(__m256i r[PANEL_R], pblk *p) {
+X86_INL void panel_transpose(__m256i r[PANEL_R], pblk *p) {
     transpose8x8(r);
     transpose8x8(r + 8);
     for (int g = 0; g < 8; g++) p->q[g] = _mm512_inserti64x4(_mm512_castsi256_si512(r[g]), r[8 + g], 1);
@@ -84,41 +85,71 @@ INL void panel_transpose(__m256i r[PANEL_R], pblk *p) {
 
 /* Four activation bytes in all 16 lanes, straight from memory (a broadcast
  * load; going through a general register costs a cross-domain move). */
-INL __m512i bcast4(const void *p) { return _mm512_broadcastd_epi32(_mm_loadu_si32(p)); }
+X86_INL __m512i bcast4(const void *p) { return _mm512_broadcastd_epi32(_mm_loadu_si32(p)); }
 
 /* 16 f16 scales -> one float vector. */
-INL __m512 panel_scales(const plm_fp16_t h[PANEL_R]) {
+X86_INL __m512 panel_scales(const plm_fp16_t h[PANEL_R]) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)h));
 }
 
-/* ---- 32-element formats against Q8_0 ------------------------------------ */
+/* ---- what each format needs -------------------------------------------------
+ * A 32-element format's codes carry an offset (Q8_0 activations) or its
+ * block a min (Q8_1 activations).  A K-quant super-block is 8 sub-blocks of
+ * 32; per row and sub-block the panel holds the codes and float scales
+ * S = d * sc for elements 0-15 and 16-31 (equal for Q4_K/Q5_K), and mins
+ * M = dmin * m where the format has them.  The activation scale d_a is per
+ * super-block (the table keeps it per sub-block) and is applied once a
+ * super-block (panel_tile_k):
+ *   PANEL_K_MIN1  Q4_K, Q5_K: (cvt(dot) * S - M * bsum32) * d_a
+ *   PANEL_K_OFS2  Q6_K, Q3_K: codes carry an offset o (32, 4) under the
+ *                 same scale as their half, so each half's integer sum
+ *                 starts at -o * bsum16, as in the 32-element formats
+ *   PANEL_K_MIN2  Q2_K: a scale and a min per 16 elements
+ *   PANEL_K_OFS1  IQ4_XS: signed levels + 128 under one scale per 32 */
+enum panel_mode { PANEL_Q8_0, PANEL_Q8_1, PANEL_K_MIN1, PANEL_K_OFS2, PANEL_K_MIN2, PANEL_K_OFS1 };
 
-INL __m256i udec_q4_0(const block_q4_0 *b) { return nibbles32(b->qs); }
-INL __m256i udec_q5_0(const block_q5_0 *b) {
-    return _mm256_or_si256(nibbles32(b->qs), _mm256_and_si256(bits32(b->qh), _mm256_set1_epi8(0x10)));
-}
-INL __m256i udec_q8_0(const block_q8_0 *b) { return _mm256_xor_si256(LOADU(b->qs), _mm256_set1_epi8((char)0x80)); }
-INL __m256i udec_iq4_nl(const block_iq4_nl *b) {
-    return _mm256_xor_si256(dec_iq4_nl(b), _mm256_set1_epi8((char)0x80));
+X86_INL enum panel_mode panel_mode_of(plm_type type) {
+    switch (type) {
+    case PLM_TYPE_Q4_1:
+    case PLM_TYPE_Q5_1: return PANEL_Q8_1;
+    case PLM_TYPE_Q4_K:
+    case PLM_TYPE_Q5_K: return PANEL_K_MIN1;
+    case PLM_TYPE_Q3_K:
+    case PLM_TYPE_Q6_K: return PANEL_K_OFS2;
+    case PLM_TYPE_Q2_K: return PANEL_K_MIN2;
+    case PLM_TYPE_IQ4_XS: return PANEL_K_OFS1;
+    default: return PANEL_Q8_0; /* Q4_0, Q5_0, Q8_0, IQ4_NL */
+    }
 }
 
-/* Table for Q8_0 activations: one sum and one scale per 32-block. */
-INL void ptab_q8_0(const char *act, size_t as, int tn, int64_t b0, int kb, int o, ptab *t) {
+/* The code offset o (code = weight + o) of the offset modes. */
+X86_INL int panel_offset(plm_type type) {
+    switch (type) {
+    case PLM_TYPE_Q3_K: return 4;
+    case PLM_TYPE_Q6_K: return 32;
+    case PLM_TYPE_IQ4_XS: return 128;
+    default: return block32_offset(type);
+    }
+}
+
+/* ---- tabling the activations of a token group for one k slice ------------ */
+
+/* Q8_0 activations: one sum and one scale per 32-block. */
+X86_INL void panel_tabulate_q8_0(const char *act, size_t as, int tn, int64_t b0, int kb, int o, ptab *t) {
     const __m256i ones = _mm256_set1_epi8(1);
     for (int c = 0; c < tn; c++) {
         const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + (size_t)c * as) + b0;
         for (int b = 0; b < kb; b++) {
-            const int s = hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, LOADU(y[b].qs)));
+            const int s = hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, loadu256(y[b].qs)));
             t->init_lo[c][b] = -o * s;
             t->d[c][b] = h2f(y[b].d);
         }
     }
 }
 
-/* Table for Q8_1 activations (Q4_1, Q5_1): codes carry no offset; the
- * min m of a weight block meets s = d_a * sum(a), stored by the quantizer. */
-INL void ptab_q8_1(const char *act, size_t as, int tn, int64_t b0, int kb, int o, ptab *t) {
-    (void)o;
+/* Q8_1 activations (Q4_1, Q5_1): codes carry no offset; the min m of a
+ * weight block meets s = d_a * sum(a), stored by the quantizer. */
+X86_INL void panel_tabulate_q8_1(const char *act, size_t as, int tn, int64_t b0, int kb, ptab *t) {
     for (int c = 0; c < tn; c++) {
         const block_q8_1 *y = (const block_q8_1 *)(const void *)(act + (size_t)c * as) + b0;
         for (int b = 0; b < kb; b++) {
@@ -129,13 +160,99 @@ INL void ptab_q8_1(const char *act, size_t as, int tn, int64_t b0, int kb, int o
     }
 }
 
-/* Tokens c0..c0+C-1 of the group against one packed panel: 16 rows x C
- * tokens of float sums in acc.  A 32-block is one chain of eight vpdpbusd;
- * the C tokens' chains are independent, which hides the latency (two
- * chains a token measured the same). */
-INL void ptile_32(int C, int q8_1, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
-                  int64_t b0, __m512 *acc) {
-    const size_t ab = q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);  /* qs is last in both */
+/* Q8_K activations, by the mode's needs: slices start at sub-block s0. */
+X86_INL void panel_tabulate_q8_K(const char *act, size_t as, int tn, int64_t s0, int ks, enum panel_mode mode, int o,
+                                 ptab *t) {
+    for (int c = 0; c < tn; c++) {
+        const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)c * as) + s0 / 8;
+        for (int s = 0; s < ks; s++) {
+            const block_q8_K *q = y + s / 8;
+            const int lo = q->bsums[2 * (s % 8)], hi = q->bsums[2 * (s % 8) + 1];
+            t->d[c][s] = q->d;
+            if (mode == PANEL_K_MIN1) t->sum[c][s] = (float)(lo + hi);
+            if (mode == PANEL_K_MIN2) t->sum[c][s] = (float)lo, t->sum_hi[c][s] = (float)hi;
+            if (mode == PANEL_K_OFS2) t->init_lo[c][s] = -o * lo, t->init_hi[c][s] = -o * hi;
+            if (mode == PANEL_K_OFS1) t->init_lo[c][s] = -o * (lo + hi);
+        }
+    }
+}
+
+X86_INL void panel_tabulate(plm_type type, const char *act, size_t as, int tn, int64_t s0, int ks, ptab *t) {
+    const enum panel_mode mode = panel_mode_of(type);
+    if (mode == PANEL_Q8_0) panel_tabulate_q8_0(act, as, tn, s0, ks, panel_offset(type), t);
+    else if (mode == PANEL_Q8_1) panel_tabulate_q8_1(act, as, tn, s0, ks, t);
+    else panel_tabulate_q8_K(act, as, tn, s0, ks, mode, panel_offset(type), t);
+}
+
+/* ---- packing 16 weight rows of one k slice --------------------------------- */
+
+/* 32-element formats: codes + offset, scales d and mins m (Q4_1, Q5_1). */
+X86_INL void panel_pack_32(plm_type type, const char *w, size_t ws, int rn, int64_t b0, int kb, pblk *p) {
+    for (int b = 0; b < kb; b++) {
+        __m256i r[PANEL_R];
+        plm_fp16_t d[PANEL_R], m[PANEL_R];
+        for (int j = 0; j < PANEL_R; j++) { /* rows past the end: row 0, scale 0 */
+            const void *x = block_at(type, w + (size_t)(j < rn ? j : 0) * ws, b0 + b);
+            r[j] = block32_unsigned(type, x);
+            d[j] = j < rn ? block32_d(x) : 0;
+            m[j] = j < rn && has_min32(type) ? block32_m(x) : 0;
+        }
+        panel_transpose(r, &p[b]);
+        p[b].d = panel_scales(d);
+        p[b].m = panel_scales(m);
+    }
+}
+
+/* Scales and mins of sub-block s of a decoded super-block: lanes 0 and 8 of
+ * sc[s] scale elements 0-15 and 16-31; off has one lane per 16 elements. */
+X86_INL void kdec_sub(const kdec *u, int s, float *S_lo, float *S_hi, float *M_lo, float *M_hi) {
+    int16_t sc[16], off[16];
+    _mm256_storeu_si256((__m256i *)sc, u->sc[s]);
+    _mm256_storeu_si256((__m256i *)off, u->off);
+    *S_lo = u->d * sc[0];
+    *S_hi = u->d * sc[8];
+    *M_lo = u->dm * off[2 * s];
+    *M_hi = u->dm * off[2 * s + 1];
+}
+
+/* K-quants: 16 rows' super-blocks decoded (kdec), then transposed a
+ * sub-block at a time. */
+X86_INL void panel_pack_k(plm_type type, const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p) {
+    kdec u[PANEL_R];
+    for (int sb = 0; sb < ks; sb += 8) {
+        for (int j = 0; j < PANEL_R; j++)
+            kdec_decode(type, block_at(type, w + (size_t)(j < rn ? j : 0) * ws, (s0 + sb) / 8), &u[j]);
+        for (int s = 0; s < 8; s++) {
+            __m256i r[PANEL_R];
+            _Alignas(64) float S_lo[PANEL_R], S_hi[PANEL_R], M_lo[PANEL_R], M_hi[PANEL_R];
+            for (int j = 0; j < PANEL_R; j++) {
+                r[j] = load256(u[j].q + 32 * s);
+                kdec_sub(&u[j], s, &S_lo[j], &S_hi[j], &M_lo[j], &M_hi[j]);
+                if (j >= rn) S_lo[j] = S_hi[j] = M_lo[j] = M_hi[j] = 0.0f;
+            }
+            pblk *b = &p[sb + s];
+            panel_transpose(r, b);
+            b->d = _mm512_load_ps(S_lo);
+            b->d_hi = _mm512_load_ps(S_hi);
+            b->m = _mm512_load_ps(M_lo);
+            b->m_hi = _mm512_load_ps(M_hi);
+        }
+    }
+}
+
+X86_INL void panel_pack(plm_type type, const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p) {
+    if (is_k_quant(type)) panel_pack_k(type, w, ws, rn, s0, ks, p);
+    else panel_pack_32(type, w, ws, rn, s0, ks, p);
+}
+
+/* ---- tiles: C tokens against one packed panel ------------------------------ */
+
+/* 32-element formats: 16 rows x C tokens of float sums in acc.  A 32-block
+ * is one chain of eight vpdpbusd; the C tokens' chains are independent,
+ * which hides the latency (two chains a token measured the same). */
+X86_INL void panel_tile_32(int C, bool q8_1, const pblk *p, int kb, const ptab *t, int c0, const char *act,
+                           size_t as, int64_t b0, __m512 *acc) {
+    const size_t ab = q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0); /* qs is last in both */
     _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int b = 0; b < kb; b++) {
         _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
@@ -149,159 +266,17 @@ INL void ptile_32(int C, int q8_1, const pblk *p, int kb, const ptab *t, int c0,
     }
 }
 
-/* Store (first slice) or add (later slices) 16 rows x C tokens. */
-INL void panel_store(int C, const __m512 *acc, float *out, int64_t os, int rn, bool add) {
-    const __mmask16 m = (__mmask16)((1u << rn) - 1);
-    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
-        float *o = out + c * os;
-        _mm512_mask_storeu_ps(o, m, add ? _mm512_add_ps(acc[c], _mm512_maskz_loadu_ps(m, o)) : acc[c]);
-    }
-}
-
-/* One tile of C tokens, C a constant in each case so acc stays in registers. */
-#define PANEL_CASES(TILE, ...)                                                                   \
-    switch (C) {                                                                                 \
-    case 8: TILE(8, __VA_ARGS__); break;                                                         \
-    case 7: TILE(7, __VA_ARGS__); break;                                                         \
-    case 6: TILE(6, __VA_ARGS__); break;                                                         \
-    case 5: TILE(5, __VA_ARGS__); break;                                                         \
-    case 4: TILE(4, __VA_ARGS__); break;                                                         \
-    case 3: TILE(3, __VA_ARGS__); break;                                                         \
-    case 2: TILE(2, __VA_ARGS__); break;                                                         \
-    default: TILE(1, __VA_ARGS__); break;                                                        \
-    }
-
-#define RUN_TILE_32(CC, q8_1, p, kb, t, c0, act, as, b0, out, os, rn, add)                      \
-    do {                                                                                         \
-        __m512 acc_[CC];                                                                         \
-        ptile_32(CC, q8_1, p, kb, t, c0, act, as, b0, acc_);                                     \
-        panel_store(CC, acc_, out, os, rn, add);                                                 \
-    } while (0)
-
-TGT static void ptile_q8_0(int C, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
-                           int64_t b0, float *out, int64_t os, int rn, bool add) {
-    PANEL_CASES(RUN_TILE_32, 0, p, kb, t, c0, act, as, b0, out, os, rn, add)
-}
-
-TGT static void ptile_q8_1(int C, const pblk *p, int kb, const ptab *t, int c0, const char *act, size_t as,
-                           int64_t b0, float *out, int64_t os, int rn, bool add) {
-    PANEL_CASES(RUN_TILE_32, 1, p, kb, t, c0, act, as, b0, out, os, rn, add)
-}
-
-/* The three steps of a panel gemm, per format: table the activations of a
- * token group for a k slice, pack 16 weight rows of that slice, run a tile
- * of up to PANEL_C tokens.  Slices and groups are counted in 32-element
- * sub-blocks for every format. */
-typedef void (*ptab_fn)(const char *act, size_t as, int tn, int64_t s0, int ks, ptab *t);
-typedef void (*pack_fn)(const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p);
-typedef void (*ptile_fn)(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act, size_t as,
-                         int64_t s0, float *out, int64_t os, int rn, bool add);
-
-/* k in slices, tokens in groups, rows in panels (see the top of the file). */
-INL void panel_gemm(ptab_fn tabulate, pack_fn pack, ptile_fn tile, int64_t k, const void *w, size_t ws,
-                    int64_t nr, const void *act, size_t as, int nt, float *out, int64_t os) {
-    _Alignas(64) pblk panel[PANEL_SB];
-    _Alignas(64) ptab tab;
-    const int64_t ns = k / 32;
-    for (int64_t s0 = 0; s0 < ns; s0 += PANEL_SB) {
-        const int ks = (int)(ns - s0 < PANEL_SB ? ns - s0 : PANEL_SB);
-        for (int t0 = 0; t0 < nt; t0 += PANEL_TG) {
-            const int tn = nt - t0 < PANEL_TG ? nt - t0 : PANEL_TG;
-            const char *at = (const char *)act + (size_t)t0 * as;
-            tabulate(at, as, tn, s0, ks, &tab);
-            for (int64_t r0 = 0; r0 < nr; r0 += PANEL_R) {
-                const int rn = (int)(nr - r0 < PANEL_R ? nr - r0 : PANEL_R);
-                pack((const char *)w + (size_t)r0 * ws, ws, rn, s0, ks, panel);
-                for (int c = 0; c < tn; c += PANEL_C)
-                    tile(tn - c < PANEL_C ? tn - c : PANEL_C, panel, ks, &tab, c, at, as, s0, out + (t0 + c) * os + r0,
-                         os, rn, s0 > 0);
-            }
-        }
-    }
-}
-
-/* The gemm for a 32-element format: UDEC gives a block's codes + OFS as
- * unsigned bytes in element order; ACT is the activation format (q8_0, or
- * q8_1 for the formats with a min, MIN the min's field or `d` as a dummy);
- * SMALL is the row-by-row gemm. */
-#define DEF_PANEL_32(NAME, BT, UDEC, OFS, ACT, MIN, SMALL)                                       \
-    INL void pack_##NAME(const char *w, size_t ws, int rn, int64_t b0, int kb, pblk *p) {        \
-        for (int b = 0; b < kb; b++) {                                                           \
-            __m256i r[PANEL_R];                                                                  \
-            plm_fp16_t d[PANEL_R], m[PANEL_R];                                                   \
-            for (int j = 0; j < PANEL_R; j++) { /* rows past the end: row 0, scale 0 */          \
-                const BT *x = (const BT *)(const void *)(w + (size_t)(j < rn ? j : 0) * ws) + b0 + b; \
-                r[j] = UDEC(x);                                                                  \
-                d[j] = j < rn ? x->d : 0;                                                        \
-                m[j] = j < rn ? x->MIN : 0;                                                      \
-            }                                                                                    \
-            panel_transpose(r, &p[b]);                                                           \
-            p[b].d = panel_scales(d);                                                            \
-            p[b].m = panel_scales(m);                                                            \
-        }                                                                                        \
-    }                                                                                            \
-    INL void tab_##NAME(const char *act, size_t as, int tn, int64_t b0, int kb, ptab *t) {         \
-        ptab_##ACT(act, as, tn, b0, kb, OFS, t);                                                 \
-    }                                                                                            \
-    TGT static void gemmp_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
-                                 size_t as, int nt, float *out, int64_t os) {                    \
-        if (nt < PANEL_MIN_TOK) SMALL(k, w, ws, nr, act, as, nt, out, os);                       \
-        else panel_gemm(tab_##NAME, pack_##NAME, ptile_##ACT, k, w, ws, nr, act, as, nt, out, os); \
-    }
-
-DEF_PANEL_32(q4_0, block_q4_0, udec_q4_0, 8, q8_0, d, gemm_q4_0)
-DEF_PANEL_32(q5_0, block_q5_0, udec_q5_0, 16, q8_0, d, gemm_q5_0)
-DEF_PANEL_32(q8_0, block_q8_0, udec_q8_0, 128, q8_0, d, gemm_q8_0)
-DEF_PANEL_32(iq4_nl, block_iq4_nl, udec_iq4_nl, 128, q8_0, d, gemm_iq4_nl)
-DEF_PANEL_32(q4_1, block_q4_1, dec_q4_1, 0, q8_1, m, gemm_q4_1)
-DEF_PANEL_32(q5_1, block_q5_1, dec_q5_1, 0, q8_1, m, gemm_q5_1)
-
-#define GEMM_Q4_0 gemmp_q4_0
-#define GEMM_Q5_0 gemmp_q5_0
-#define GEMM_Q8_0 gemmp_q8_0
-#define GEMM_IQ4_NL gemmp_iq4_nl
-#define GEMM_Q4_1 gemmp_q4_1
-#define GEMM_Q5_1 gemmp_q5_1
-
-/* ---- K-quants against Q8_K ----------------------------------------------
- * A super-block is 8 sub-blocks of 32.  Per row and sub-block the panel
- * holds the codes and float scales S = d * sc for elements 0-15 and 16-31
- * (equal for Q4_K/Q5_K), and mins M = dmin * m where the format has them.
- * The activation scale d_a is per super-block (the table keeps it per
- * sub-block) and is applied once a super-block (ptile_k):
- *   K_MIN1  Q4_K, Q5_K: (cvt(dot) * S - M * bsum32) * d_a
- *   K_OFS2  Q6_K, Q3_K: codes carry an offset o (32, 4) under the same
- *           scale as their half, so each half's integer sum starts at
- *           -o * bsum16, as in the 32-element formats
- *   K_MIN2  Q2_K: a scale and a min per 16 elements
- *   K_OFS1  IQ4_XS: signed levels + 128 under one scale per 32 */
-enum { K_MIN1, K_OFS2, K_MIN2, K_OFS1 };
-
-INL void ptab_q8_K(const char *act, size_t as, int tn, int64_t s0, int ks, int mode, int o, ptab *t) {
-    for (int c = 0; c < tn; c++) {
-        const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)c * as) + s0 / 8;
-        for (int s = 0; s < ks; s++) {
-            const block_q8_K *q = y + s / 8;
-            const int lo = q->bsums[2 * (s % 8)], hi = q->bsums[2 * (s % 8) + 1];
-            t->d[c][s] = q->d;
-            if (mode == K_MIN1) t->sum[c][s] = (float)(lo + hi);
-            if (mode == K_MIN2) t->sum[c][s] = (float)lo, t->sum_hi[c][s] = (float)hi;
-            if (mode == K_OFS2) t->init_lo[c][s] = -o * lo, t->init_hi[c][s] = -o * hi;
-            if (mode == K_OFS1) t->init_lo[c][s] = -o * (lo + hi);
-        }
-    }
-}
-
-/* Every mode sums a super-block's sub-blocks in float before applying the
- * activation scale, which is one per super-block:
+/* K-quants: every mode sums a super-block's sub-blocks in float before
+ * applying the activation scale, which is one per super-block:
  *   acc += d_a * sum_s (cvt(dot_s) * S_s - M_s * bsum_s)
  * with one scale per 32 (K_MIN1, K_OFS1) the halves' integer sums are added
  * first, with two (K_OFS2, K_MIN2) each half has its own scale and min.
  * A sub-block's dot is two chains of four (one chain of eight measured
  * slower: too few independent chains in flight). */
-INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, const char *act, size_t as,
-                 int64_t s0, __m512 *acc) {
-    const bool one_scale = mode == K_MIN1 || mode == K_OFS1;
+X86_INL void panel_tile_k(int C, enum panel_mode mode, const pblk *p, int ks, const ptab *t, int c0, const char *act,
+                          size_t as, int64_t s0, __m512 *acc) {
+    const bool one_scale = mode == PANEL_K_MIN1 || mode == PANEL_K_OFS1;
+    const bool has_min = mode == PANEL_K_MIN1 || mode == PANEL_K_MIN2;
     _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int sb = 0; sb < ks / 8; sb++) {
         __m512 part[PANEL_C];
@@ -312,9 +287,9 @@ INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, 
             _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
                 const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)(c0 + c) * as) + s0 / 8 + sb;
                 const int8_t *qs = y->qs + 32 * s;
-                __m512i lo = mode == K_OFS1 || mode == K_OFS2 ? _mm512_set1_epi32(t->init_lo[c0 + c][st])
-                                                              : _mm512_setzero_si512();
-                __m512i hi = mode == K_OFS2 ? _mm512_set1_epi32(t->init_hi[c0 + c][st]) : _mm512_setzero_si512();
+                __m512i lo = mode == PANEL_K_OFS1 || mode == PANEL_K_OFS2 ? _mm512_set1_epi32(t->init_lo[c0 + c][st])
+                                                                          : _mm512_setzero_si512();
+                __m512i hi = mode == PANEL_K_OFS2 ? _mm512_set1_epi32(t->init_hi[c0 + c][st]) : _mm512_setzero_si512();
                 for (int g = 0; g < 4; g++) {
                     lo = _mm512_dpbusd_epi32(lo, b->q[g], bcast4(qs + 4 * g));
                     hi = _mm512_dpbusd_epi32(hi, b->q[g + 4], bcast4(qs + 4 * g + 16));
@@ -326,8 +301,8 @@ INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, 
                     v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), b->d, v);
                     v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), b->d_hi, v);
                 }
-                if (mode == K_MIN1 || mode == K_MIN2) v = _mm512_fnmadd_ps(b->m, _mm512_set1_ps(t->sum[c0 + c][st]), v);
-                if (mode == K_MIN2) v = _mm512_fnmadd_ps(b->m_hi, _mm512_set1_ps(t->sum_hi[c0 + c][st]), v);
+                if (has_min) v = _mm512_fnmadd_ps(b->m, _mm512_set1_ps(t->sum[c0 + c][st]), v);
+                if (mode == PANEL_K_MIN2) v = _mm512_fnmadd_ps(b->m_hi, _mm512_set1_ps(t->sum_hi[c0 + c][st]), v);
                 part[c] = v;
             }
         }
@@ -336,92 +311,107 @@ INL void ptile_k(int C, int mode, const pblk *p, int ks, const ptab *t, int c0, 
     }
 }
 
-#define RUN_TILE_K(CC, mode, p, ks, t, c0, act, as, s0, out, os, rn, add)                       \
-    do {                                                                                         \
-        __m512 acc_[CC];                                                                         \
-        ptile_k(CC, mode, p, ks, t, c0, act, as, s0, acc_);                                      \
-        panel_store(CC, acc_, out, os, rn, add);                                                 \
-    } while (0)
-
-#define DEF_PTILE_K(MODE)                                                                        \
-    TGT static void ptile_k##MODE(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act, \
-                                  size_t as, int64_t s0, float *out, int64_t os, int rn, bool add) { \
-        PANEL_CASES(RUN_TILE_K, MODE, p, ks, t, c0, act, as, s0, out, os, rn, add)               \
+/* Store (first slice) or add (later slices) 16 rows x C tokens. */
+X86_INL void panel_store(int C, const __m512 *acc, float *out, int64_t os, int rn, bool add) {
+    const __mmask16 m = (__mmask16)((1u << rn) - 1);
+    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
+        float *o = out + c * os;
+        _mm512_mask_storeu_ps(o, m, add ? _mm512_add_ps(acc[c], _mm512_maskz_loadu_ps(m, o)) : acc[c]);
     }
-DEF_PTILE_K(K_MIN1)
-DEF_PTILE_K(K_OFS2)
-DEF_PTILE_K(K_MIN2)
-DEF_PTILE_K(K_OFS1)
-
-/* IQ4_XS as a kdec: levels + 128, one 6-bit scale (minus 32) per 32. */
-INL void kdec_iq4_xs(const block_iq4_xs *x, kdec *u) {
-    const __m256i lut = lut_iq4(), flip = _mm256_set1_epi8((char)0x80);
-    for (int ib = 0; ib < QK_K / 32; ib++) {
-        const __m256i q = _mm256_shuffle_epi8(lut, nibbles32(x->qs + 16 * ib));
-        _mm256_store_si256((__m256i *)(void *)(u->q + 32 * ib), _mm256_xor_si256(q, flip));
-        u->sc[ib] = _mm256_set1_epi16((short)(plm_iq4_xs_scale(x, ib) - 32));
-    }
-    u->off = _mm256_setzero_si256();
-    u->d = h2f(x->d);
-    u->dm = 0.0f;
 }
 
-/* Scales and mins of sub-block s of a decoded super-block: lanes 0 and 8 of
- * sc[s] scale elements 0-15 and 16-31; off has one lane per 16 elements. */
-INL void kdec_sub(const kdec *u, int s, float *S_lo, float *S_hi, float *M_lo, float *M_hi) {
-    int16_t sc[16], off[16];
-    _mm256_storeu_si256((__m256i *)(void *)sc, u->sc[s]);
-    _mm256_storeu_si256((__m256i *)(void *)off, u->off);
-    *S_lo = u->d * sc[0];
-    *S_hi = u->d * sc[8];
-    *M_lo = u->dm * off[2 * s];
-    *M_hi = u->dm * off[2 * s + 1];
+/* One tile of C tokens (C constant here, so acc stays in registers). */
+X86_INL void panel_tile_c(int C, enum panel_mode mode, const pblk *p, int ks, const ptab *t, int c0, const char *act,
+                          size_t as, int64_t s0, float *out, int64_t os, int rn, bool add) {
+    __m512 acc[PANEL_C];
+    if (mode == PANEL_Q8_0 || mode == PANEL_Q8_1) panel_tile_32(C, mode == PANEL_Q8_1, p, ks, t, c0, act, as, s0, acc);
+    else panel_tile_k(C, mode, p, ks, t, c0, act, as, s0, acc);
+    panel_store(C, acc, out, os, rn, add);
 }
 
-/* DEC decodes a super-block to codes (kdec); MODE and the code offset OFS
- * (K_OFS2 only) as above; SMALL is the row-by-row gemm. */
-#define DEF_PANEL_K(NAME, BT, DEC, MODE, OFS, SMALL)                                             \
-    INL void packk_##NAME(const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p) {       \
-        kdec u[PANEL_R];                                                                         \
-        for (int sb = 0; sb < ks; sb += 8) {                                                     \
-            for (int j = 0; j < PANEL_R; j++)                                                    \
-                DEC((const BT *)(const void *)(w + (size_t)(j < rn ? j : 0) * ws) + (s0 + sb) / 8, &u[j]); \
-            for (int s = 0; s < 8; s++) {                                                        \
-                __m256i r[PANEL_R];                                                              \
-                _Alignas(64) float S_lo[PANEL_R], S_hi[PANEL_R], M_lo[PANEL_R], M_hi[PANEL_R];  \
-                for (int j = 0; j < PANEL_R; j++) {                                              \
-                    r[j] = _mm256_load_si256((const __m256i *)(const void *)(u[j].q + 32 * s));  \
-                    kdec_sub(&u[j], s, &S_lo[j], &S_hi[j], &M_lo[j], &M_hi[j]);                  \
-                    if (j >= rn) S_lo[j] = S_hi[j] = M_lo[j] = M_hi[j] = 0.0f;                   \
-                }                                                                                \
-                pblk *b = &p[sb + s];                                                            \
-                panel_transpose(r, b);                                                           \
-                b->d = _mm512_load_ps(S_lo);                                                     \
-                b->d_hi = _mm512_load_ps(S_hi);                                                  \
-                b->m = _mm512_load_ps(M_lo);                                                     \
-                b->m_hi = _mm512_load_ps(M_hi);                                                  \
-            }                                                                                    \
-        }                                                                                        \
-    }                                                                                            \
-    INL void tabk_##NAME(const char *act, size_t as, int tn, int64_t s0, int ks, ptab *t) {        \
-        ptab_q8_K(act, as, tn, s0, ks, MODE, OFS, t);                                            \
-    }                                                                                            \
-    TGT static void gemmp_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
-                                 size_t as, int nt, float *out, int64_t os) {                    \
-        if (nt < PANEL_MIN_TOK) SMALL(k, w, ws, nr, act, as, nt, out, os);                       \
-        else panel_gemm(tabk_##NAME, packk_##NAME, ptile_k##MODE, k, w, ws, nr, act, as, nt, out, os); \
+/* A tile of any C in 1..PANEL_C, by a constant C each. */
+X86_INL void panel_tile(enum panel_mode mode, int C, const pblk *p, int ks, const ptab *t, int c0, const char *act,
+                        size_t as, int64_t s0, float *out, int64_t os, int rn, bool add) {
+    switch (C) {
+    case 8: panel_tile_c(8, mode, p, ks, t, c0, act, as, s0, out, os, rn, add); break;
+    case 7: panel_tile_c(7, mode, p, ks, t, c0, act, as, s0, out, os, rn, add); break;
+    case 6: panel_tile_c(6, mode, p, ks, t, c0, act, as, s0, out, os, rn, add); break;
+    case 5: panel_tile_c(5, mode, p, ks, t, c0, act, as, s0, out, os, rn, add); break;
+    case 4: panel_tile_c(4, mode, p, ks, t, c0, act, as, s0, out, os, rn, add); break;
+    case 3: panel_tile_c(3, mode, p, ks, t, c0, act, as, s0, out, os, rn, add); break;
+    case 2: panel_tile_c(2, mode, p, ks, t, c0, act, as, s0, out, os, rn, add); break;
+    default: panel_tile_c(1, mode, p, ks, t, c0, act, as, s0, out, os, rn, add); break;
     }
+}
 
-DEF_PANEL_K(q2_K, block_q2_K, kdec_q2_K, K_MIN2, 0, gemm_q2_K)
-DEF_PANEL_K(q3_K, block_q3_K, kdec_q3_K, K_OFS2, 4, gemm_q3_K)
-DEF_PANEL_K(q4_K, block_q4_K, kdec_q4_K, K_MIN1, 0, gemm_q4_K)
-DEF_PANEL_K(q5_K, block_q5_K, kdec_q5_K, K_MIN1, 0, gemm_q5_K)
-DEF_PANEL_K(q6_K, block_q6_K, kdec_q6_K, K_OFS2, 32, gemm_q6_K)
-DEF_PANEL_K(iq4_xs, block_iq4_xs, kdec_iq4_xs, K_OFS1, 128, gemm_iq4_xs)
+/* The tiles are functions of their own, one per mode (shared by the
+ * formats of that mode: eight unrolled tile sizes each). */
+typedef void (*panel_tile_fn)(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act, size_t as,
+                              int64_t s0, float *out, int64_t os, int rn, bool add);
 
-#define GEMM_Q2_K gemmp_q2_K
-#define GEMM_Q3_K gemmp_q3_K
-#define GEMM_Q4_K gemmp_q4_K
-#define GEMM_Q5_K gemmp_q5_K
-#define GEMM_Q6_K gemmp_q6_K
-#define GEMM_IQ4_XS gemmp_iq4_xs
+X86_TARGET static void X86_FN(panel_tile_q8_0)(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act,
+                                               size_t as, int64_t s0, float *out, int64_t os, int rn, bool add) {
+    panel_tile(PANEL_Q8_0, C, p, ks, t, c0, act, as, s0, out, os, rn, add);
+}
+
+X86_TARGET static void X86_FN(panel_tile_q8_1)(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act,
+                                               size_t as, int64_t s0, float *out, int64_t os, int rn, bool add) {
+    panel_tile(PANEL_Q8_1, C, p, ks, t, c0, act, as, s0, out, os, rn, add);
+}
+
+X86_TARGET static void X86_FN(panel_tile_k_min1)(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act,
+                                                 size_t as, int64_t s0, float *out, int64_t os, int rn, bool add) {
+    panel_tile(PANEL_K_MIN1, C, p, ks, t, c0, act, as, s0, out, os, rn, add);
+}
+
+X86_TARGET static void X86_FN(panel_tile_k_ofs2)(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act,
+                                                 size_t as, int64_t s0, float *out, int64_t os, int rn, bool add) {
+    panel_tile(PANEL_K_OFS2, C, p, ks, t, c0, act, as, s0, out, os, rn, add);
+}
+
+X86_TARGET static void X86_FN(panel_tile_k_min2)(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act,
+                                                 size_t as, int64_t s0, float *out, int64_t os, int rn, bool add) {
+    panel_tile(PANEL_K_MIN2, C, p, ks, t, c0, act, as, s0, out, os, rn, add);
+}
+
+X86_TARGET static void X86_FN(panel_tile_k_ofs1)(int C, const pblk *p, int ks, const ptab *t, int c0, const char *act,
+                                                 size_t as, int64_t s0, float *out, int64_t os, int rn, bool add) {
+    panel_tile(PANEL_K_OFS1, C, p, ks, t, c0, act, as, s0, out, os, rn, add);
+}
+
+X86_INL panel_tile_fn panel_tile_of(plm_type type) {
+    switch (panel_mode_of(type)) {
+    case PANEL_Q8_1: return X86_FN(panel_tile_q8_1);
+    case PANEL_K_MIN1: return X86_FN(panel_tile_k_min1);
+    case PANEL_K_OFS2: return X86_FN(panel_tile_k_ofs2);
+    case PANEL_K_MIN2: return X86_FN(panel_tile_k_min2);
+    case PANEL_K_OFS1: return X86_FN(panel_tile_k_ofs1);
+    default: return X86_FN(panel_tile_q8_0);
+    }
+}
+
+/* ---- the gemm: k in slices, tokens in groups, rows in panels ---------------
+ * (see the top of the file).  Slices and groups are counted in 32-element
+ * sub-blocks for every format. */
+X86_INL void gemm_panel(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                        int nt, float *out, int64_t os) {
+    const panel_tile_fn tile = panel_tile_of(type);
+    _Alignas(64) pblk panel[PANEL_SB];
+    _Alignas(64) ptab tab;
+    const int64_t ns = k / 32;
+    for (int64_t s0 = 0; s0 < ns; s0 += PANEL_SB) {
+        const int ks = (int)(ns - s0 < PANEL_SB ? ns - s0 : PANEL_SB);
+        for (int t0 = 0; t0 < nt; t0 += PANEL_TG) {
+            const int tn = nt - t0 < PANEL_TG ? nt - t0 : PANEL_TG;
+            const char *at = (const char *)act + (size_t)t0 * as;
+            panel_tabulate(type, at, as, tn, s0, ks, &tab);
+            for (int64_t r0 = 0; r0 < nr; r0 += PANEL_R) {
+                const int rn = (int)(nr - r0 < PANEL_R ? nr - r0 : PANEL_R);
+                panel_pack(type, (const char *)w + (size_t)r0 * ws, ws, rn, s0, ks, panel);
+                for (int c = 0; c < tn; c += PANEL_C)
+                    tile(tn - c < PANEL_C ? tn - c : PANEL_C, panel, ks, &tab, c, at, as, s0, out + (t0 + c) * os + r0,
+                         os, rn, s0 > 0);
+            }
+        }
+    }
+}

@@ -9,14 +9,13 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#define X86_TGT __attribute__((target("avx2,fma,f16c")))
-#define X86_VNNI 0
-#define X86_ZMM 0
-#define X86_GEMM_T 4
+#define X86_TARGET __attribute__((target("avx2,fma,f16c")))
+#define X86_ISA X86_ISA_AVX2
+#define X86_FN(name) name##_avx2
 #define X86_NAME "avx2"
-#include "kernels/x86/x86_body.h"
+#include "kernels/x86/x86_table.h"
 
-const plm_kernels *plm_kernels_avx2(void) { return plm_x86_has_avx2() ? x86_complete() : NULL; }
+const plm_kernels *plm_kernels_avx2(void) { return plm_x86_has_avx2() ? table_avx2() : NULL; }
 
 #else
 

@@ -10,14 +10,13 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#define X86_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-#define X86_VNNI 1
-#define X86_ZMM 1
-#define X86_GEMM_T 8
+#define X86_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define X86_ISA X86_ISA_AVX512
+#define X86_FN(name) name##_avx512
 #define X86_NAME "avx512"
-#include "kernels/x86/x86_body.h"
+#include "kernels/x86/x86_table.h"
 
-const plm_kernels *plm_kernels_avx512(void) { return plm_x86_has_avx512() ? x86_complete() : NULL; }
+const plm_kernels *plm_kernels_avx512(void) { return plm_x86_has_avx512() ? table_avx512() : NULL; }
 
 #else
 

@@ -14,14 +14,13 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-#define X86_TGT __attribute__((target("avx2,fma,f16c,avxvnni")))
-#define X86_VNNI 2
-#define X86_ZMM 0
-#define X86_GEMM_T 4
+#define X86_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define X86_ISA X86_ISA_AVXVNNI
+#define X86_FN(name) name##_avxvnni
 #define X86_NAME "avxvnni"
-#include "kernels/x86/x86_body.h"
+#include "kernels/x86/x86_table.h"
 
-const plm_kernels *plm_kernels_avxvnni(void) { return plm_x86_has_avxvnni() ? x86_complete() : NULL; }
+const plm_kernels *plm_kernels_avxvnni(void) { return plm_x86_has_avxvnni() ? table_avxvnni() : NULL; }
 
 #else
 

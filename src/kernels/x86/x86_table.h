@@ -1,0 +1,88 @@
+/*
+ * One x86 kernel table: every kernel file, then the table listing them.
+ * Included once by each of kernels_avx2.c, kernels_avxvnni.c and
+ * kernels_avx512.c after they define X86_TARGET, X86_ISA and X86_FN (see
+ * x86.h); X86_FN(table)() returns the complete table.
+ */
+#include <pthread.h>
+
+#include "kernels/x86/x86.h"
+
+#include "kernels/x86/float_dots.h"
+#include "kernels/x86/blocks32.h"
+#include "kernels/x86/kquants.h"
+#include "kernels/x86/act_quant.h"
+#include "kernels/x86/dequantize.h"
+#include "kernels/x86/attention.h"
+#if X86_ZMM
+#include "kernels/x86/gemm_panel.h"
+#endif
+#include "kernels/x86/gemm_rows.h"
+
+/* What the x86 files have SIMD code for; the rest (row quantizers of the
+ * weight formats, most dequantizers) comes from the reference table when the
+ * complete table is first asked for. */
+static const plm_kernels X86_FN(simd) = {
+    .attn_f16 = X86_FN(attn_f16),
+    .attn_quant = X86_FN(attn_quant),
+    .swiglu = X86_FN(swiglu),
+    .vec_dot = {
+        [PLM_TYPE_F32] = X86_FN(vec_dot_f32),
+        [PLM_TYPE_F16] = X86_FN(vec_dot_f16),
+        [PLM_TYPE_BF16] = X86_FN(vec_dot_bf16),
+        [PLM_TYPE_Q4_0] = X86_FN(vec_dot_q4_0),
+        [PLM_TYPE_Q4_1] = X86_FN(vec_dot_q4_1),
+        [PLM_TYPE_Q5_0] = X86_FN(vec_dot_q5_0),
+        [PLM_TYPE_Q5_1] = X86_FN(vec_dot_q5_1),
+        [PLM_TYPE_Q8_0] = X86_FN(vec_dot_q8_0),
+        [PLM_TYPE_IQ4_NL] = X86_FN(vec_dot_iq4_nl),
+        [PLM_TYPE_Q2_K] = X86_FN(vec_dot_q2_K),
+        [PLM_TYPE_Q3_K] = X86_FN(vec_dot_q3_K),
+        [PLM_TYPE_Q4_K] = X86_FN(vec_dot_q4_K),
+        [PLM_TYPE_Q5_K] = X86_FN(vec_dot_q5_K),
+        [PLM_TYPE_Q6_K] = X86_FN(vec_dot_q6_K),
+        [PLM_TYPE_IQ4_XS] = X86_FN(vec_dot_iq4_xs),
+    },
+    .gemm = {
+        [PLM_TYPE_F32] = X86_FN(gemm_f32),
+        [PLM_TYPE_F16] = X86_FN(gemm_f16),
+        [PLM_TYPE_BF16] = X86_FN(gemm_bf16),
+        [PLM_TYPE_Q4_0] = X86_FN(gemm_q4_0),
+        [PLM_TYPE_Q4_1] = X86_FN(gemm_q4_1),
+        [PLM_TYPE_Q5_0] = X86_FN(gemm_q5_0),
+        [PLM_TYPE_Q5_1] = X86_FN(gemm_q5_1),
+        [PLM_TYPE_Q8_0] = X86_FN(gemm_q8_0),
+        [PLM_TYPE_IQ4_NL] = X86_FN(gemm_iq4_nl),
+        [PLM_TYPE_Q2_K] = X86_FN(gemm_q2_K),
+        [PLM_TYPE_Q3_K] = X86_FN(gemm_q3_K),
+        [PLM_TYPE_Q4_K] = X86_FN(gemm_q4_K),
+        [PLM_TYPE_Q5_K] = X86_FN(gemm_q5_K),
+        [PLM_TYPE_Q6_K] = X86_FN(gemm_q6_K),
+        [PLM_TYPE_IQ4_XS] = X86_FN(gemm_iq4_xs),
+    },
+    .quantize_row = {
+        [PLM_TYPE_Q8_0] = X86_FN(quantize_row_q8_0),
+        [PLM_TYPE_Q8_1] = X86_FN(quantize_row_q8_1),
+        [PLM_TYPE_Q8_K] = X86_FN(quantize_row_q8_K),
+    },
+    .dequantize_row = {
+        [PLM_TYPE_F16] = X86_FN(dequantize_row_f16),
+        [PLM_TYPE_Q8_0] = X86_FN(dequantize_row_q8_0),
+        [PLM_TYPE_Q4_0] = X86_FN(dequantize_row_q4_0),
+    },
+};
+
+static plm_kernels X86_FN(complete);
+static pthread_once_t X86_FN(once) = PTHREAD_ONCE_INIT;
+
+static void X86_FN(build)(void) {
+    X86_FN(complete) = X86_FN(simd);
+    X86_FN(complete).name = X86_NAME;
+    plm_kernels_fill_from(&X86_FN(complete), plm_kernels_ref());
+}
+
+/* The complete table, built on first use. */
+static const plm_kernels *X86_FN(table)(void) {
+    pthread_once(&X86_FN(once), X86_FN(build));
+    return &X86_FN(complete);
+}
