@@ -12,7 +12,9 @@
  *   test_tokenizer                          the whole suite
  *   test_tokenizer vectors V.gguf INP OUT [special]
  *       only the vectors of one vocabulary, in the same file format; with
- *       "special", tokenized with parse_special=true and no round trip.
+ *       "special", tokenized with parse_special=true and no round trip; with
+ *       "special-rt", parse_special=true and a round trip that renders
+ *       special tokens.
  *       tests/oracle/tokenizer.test.mjs uses this for llama-bpe and qwen2
  *       and for texts it tokenized with llama.cpp itself.
  *   test_tokenizer dump V.gguf
@@ -205,21 +207,23 @@ static int check_vectors(const plm_vocab *v, const vectors *t, const char *name,
     return good;
 }
 
-/* detokenize(tokenize(x)) == x.  SPM adds one leading space, which the
- * caller strips (as llama.cpp's detokenizer does), and cannot give back a
+/* detokenize(tokenize(x)) == x, with special tokens parsed and rendered
+ * when `special`.  SPM with add_space_prefix adds one leading space, which
+ * the caller strips (as llama.cpp's detokenizer does), and cannot give back a
  * U+2581 of the input (it reads as an escaped space): such texts are
  * skipped.  Returns the count that came back; *tried gets the count tried. */
-static int check_round_trip(const plm_vocab *v, const vectors *t, const char *name, bool spm, int *tried) {
+static int check_round_trip(const plm_vocab *v, const vectors *t, const char *name, bool spm_prefix,
+                            bool special, int *tried) {
     int good = 0;
     *tried = 0;
     for (int i = 0; i < t->n; i++) {
-        if (spm && memmem(t->text[i], t->text_len[i], "\xE2\x96\x81", 3)) continue;
+        if (spm_prefix && memmem(t->text[i], t->text_len[i], "\xE2\x96\x81", 3)) continue;
         int n;
         size_t len;
-        plm_token *ids = tokenize(v, t->text[i], t->text_len[i], &n, false, false);
-        char *back = detokenize(v, ids, n, false, &len);
+        plm_token *ids = tokenize(v, t->text[i], t->text_len[i], &n, false, special);
+        char *back = detokenize(v, ids, n, special, &len);
         const char *b = back;
-        if (spm && len > 0 && b[0] == ' ') b++, len--;
+        if (spm_prefix && len > 0 && b[0] == ' ') b++, len--;
         bool same = len == t->text_len[i] && memcmp(b, t->text[i], len) == 0;
         CHECK(same, "%s: text %d '%.*s' comes back as '%.*s'", name, i, (int)t->text_len[i],
               t->text[i], (int)len, b);
@@ -231,18 +235,22 @@ static int check_round_trip(const plm_vocab *v, const vectors *t, const char *na
     return good;
 }
 
-static bool file_is_spm(const char *path) {
+/* SentencePiece with the leading space added (tokenizer.ggml.add_space_prefix). */
+static bool file_is_spm_prefixed(const char *path) {
     plm_error err;
     gguf_file *f = gguf_open(path, NULL, &err);
     gguf_str s;
+    bool prefix = true;
     bool spm = f && gguf_get_str(f, "tokenizer.ggml.model", &s) && gguf_str_eq(s, "llama");
+    if (f) gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &prefix);
     gguf_close(f);
-    return spm;
+    return spm && prefix;
 }
 
-/* Checks one vocabulary's vectors (and, without parse_special, round
- * trips); returns false when it could not run. */
-static bool run_vectors(const char *gguf, const char *inp, const char *out, bool parse_special) {
+/* Checks one vocabulary's vectors (and, without parse_special or with
+ * special_rt, round trips); returns false when it could not run. */
+static bool run_vectors(const char *gguf, const char *inp, const char *out, bool parse_special,
+                        bool special_rt) {
     plm_vocab *v = load_vocab(gguf);
     vectors t;
     bool ok = read_vectors(inp, out, &t);
@@ -251,9 +259,9 @@ static bool run_vectors(const char *gguf, const char *inp, const char *out, bool
         const char *name = strrchr(gguf, '/') ? strrchr(gguf, '/') + 1 : gguf;
         int good = check_vectors(v, &t, name, parse_special);
         printf("%-32s %2d/%d texts exact", name, good, t.n);
-        if (!parse_special) {
+        if (!parse_special || special_rt) {
             int tried;
-            int rt = check_round_trip(v, &t, name, file_is_spm(gguf), &tried);
+            int rt = check_round_trip(v, &t, name, file_is_spm_prefixed(gguf), parse_special, &tried);
             printf(", %2d/%d round-trip", rt, tried);
         }
         printf("\n");
@@ -279,7 +287,7 @@ static void test_shared_vocab_vectors(void) {
         snprintf(inp, sizeof inp, "%s.inp", gguf);
         snprintf(out, sizeof out, "%s.out", gguf);
         if (access(inp, R_OK) || access(out, R_OK)) continue;
-        n_vocabs += run_vectors(gguf, inp, out, false);
+        n_vocabs += run_vectors(gguf, inp, out, false, false);
     }
     closedir(d);
     CHECK(n_vocabs >= 4, "only %d vocabularies with test vectors in %s", n_vocabs, dir);
@@ -668,7 +676,9 @@ static int dump_vocab(const char *gguf) {
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "dump") == 0) return dump_vocab(argv[2]);
     if ((argc == 5 || argc == 6) && strcmp(argv[1], "vectors") == 0) {
-        run_vectors(argv[2], argv[3], argv[4], argc == 6 && strcmp(argv[5], "special") == 0);
+        const char *mode = argc == 6 ? argv[5] : "";
+        bool rt = strcmp(mode, "special-rt") == 0;
+        run_vectors(argv[2], argv[3], argv[4], rt || strcmp(mode, "special") == 0, rt);
         return test_summary();
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/plm_tok_XXXXXX");

@@ -12,15 +12,19 @@
  *    codepoint replaced by a byte naming its category (0xD1 number, 0xD2
  *    letter, 0xD3 punctuation, 0xD4 mark, 0xD5 symbol, 0xD0 other; 0x0B for
  *    whitespace).  Each \p{X} becomes a class of that byte plus the ASCII
- *    members of X.  So \s is ASCII whitespace plus 0x0B, \p{Lu} means any
- *    letter, and '~' is not a symbol (llama.cpp's ASCII symbol set lacks it).
- *    The GPT-2 and LLaMA-3 regexes, which llama.cpp runs with hand-written
- *    code, give the same splits this way.
- *  - Any other regex runs on the codepoints themselves, with non-ASCII
- *    whitespace replaced by 0x0B (std::wregex's \s is ASCII-only).
+ *    members of X.  So \s is ASCII whitespace plus 0x0B, and \p{Lu} means
+ *    any letter.  The GPT-2, LLaMA-3, Qwen2 and Qwen3.5 regexes, which
+ *    llama.cpp runs with hand-written code, give the same splits this way.
+ *  - Any other regex runs on the codepoints themselves (PCRE2's UTF mode,
+ *    no UCP: \s and \d stay ASCII like std::wregex's), with non-ASCII
+ *    whitespace replaced by 0x0B.  Their non-ASCII characters are written
+ *    as \x{...} so that no editor's Unicode normalization can change them.
+ *  - Two lists start with hand-written splitters that follow no regex
+ *    (kimi-k2, and the digit groups of afmoe and tiny_aya): see below.
  *
- * Categories come from utf8proc; whitespace is Unicode's White_Space
- * property, which is the Z categories plus U+0009..U+000D and U+0085.
+ * Categories come from utf8proc, patched to llama.cpp's Unicode 15.1;
+ * whitespace is Unicode's White_Space property, which is the Z categories
+ * plus U+0009..U+000D and U+0085.
  */
 #include "tokenizer/internal.h"
 

@@ -99,3 +99,110 @@ export function withKey(kvs, key, type, value) {
   out.splice(at < 0 ? out.length : at, 0, [key, type, value]);
   return out;
 }
+
+// ---- HF tokenizer.json -> vocabulary GGUF, as llama.cpp's converter does ----
+
+// gguf-py's does_token_look_special
+export function looksSpecial(t) {
+  return ["<pad>", "<mask>", "<2mass>", "[@BOS@]"].includes(t) ||
+    (t.startsWith("<|") && t.endsWith("|>")) || (t.startsWith("<｜") && t.endsWith("｜>")) ||
+    (t.startsWith("<start_of_") && t.endsWith(">")) || (t.startsWith("<end_of_") && t.endsWith(">"));
+}
+
+const tokenText = (x) => (x == null ? null : typeof x === "string" ? x : x.content);
+
+// tokenizer.json and tokenizer_config.json of an npm tokenizer package
+// (its "exports" hide models/, so it is read by path).
+export function readHF(dir) {
+  return {
+    tj: JSON.parse(fs.readFileSync(`${dir}/models/tokenizer.json`, "utf8")),
+    cfg: JSON.parse(fs.readFileSync(`${dir}/models/tokenizer_config.json`, "utf8")),
+  };
+}
+
+// Placeholder metadata llama.cpp needs to accept a vocabulary-only file.
+function llamaHeader(name, n) {
+  return [
+    ["general.architecture", T.STR, "llama"],
+    ["general.name", T.STR, name],
+    ["llama.context_length", T.U32, 4096],
+    ["llama.embedding_length", T.U32, 4096],
+    ["llama.block_count", T.U32, 32],
+    ["llama.feed_forward_length", T.U32, 14336],
+    ["llama.attention.head_count", T.U32, 32],
+    ["llama.attention.head_count_kv", T.U32, 8],
+    ["llama.attention.layer_norm_rms_epsilon", T.F32, 1e-5],
+    ["llama.rope.dimension_count", T.U32, 128],
+    ["llama.vocab_size", T.U32, n],
+  ];
+}
+
+function specialIds(tokens, cfg, kvs) {
+  const idOf = (x) => (tokenText(x) == null ? -1 : tokens.indexOf(tokenText(x)));
+  for (const [key, x] of [["bos", cfg.bos_token], ["eos", cfg.eos_token], ["padding", cfg.pad_token],
+                          ["unknown", cfg.unk_token]]) {
+    const id = idOf(x);
+    if (id >= 0) kvs.push([`tokenizer.ggml.${key}_token_id`, T.U32, id]);
+  }
+  if (typeof cfg.add_bos_token === "boolean") kvs.push(["tokenizer.ggml.add_bos_token", T.BOOL, cfg.add_bos_token]);
+  if (typeof cfg.add_eos_token === "boolean") kvs.push(["tokenizer.ggml.add_eos_token", T.BOOL, cfg.add_eos_token]);
+}
+
+// Byte-level BPE (Llama 3, Qwen): tokens, token types, merges, special ids.
+export function bpeVocabKvs({ tj, cfg }, pre) {
+  const added = new Map(tj.added_tokens.map((t) => [t.id, t]));
+  const n = [...Object.values(tj.model.vocab), ...added.keys()].reduce((a, b) => Math.max(a, b), -1) + 1;
+  const tokens = new Array(n), types = new Array(n);
+  for (let i = 0; i < n; i++) { tokens[i] = `[PAD${i}]`; types[i] = 5; } // unused padding
+  for (const [text, id] of Object.entries(tj.model.vocab)) { tokens[id] = text; types[id] = 1; }
+  for (const [id, t] of added) {
+    tokens[id] = t.content;
+    types[id] = t.special || looksSpecial(t.content) ? 3 : 4; // control : user-defined
+  }
+  const merges = tj.model.merges.map((m) => (Array.isArray(m) ? m.join(" ") : m));
+  const kvs = [
+    ...llamaHeader(pre, n),
+    ["tokenizer.ggml.model", T.STR, "gpt2"],
+    ["tokenizer.ggml.pre", T.STR, pre],
+    ["tokenizer.ggml.tokens", T.ARR, tokens, T.STR],
+    ["tokenizer.ggml.token_type", T.ARR, types, T.I32],
+    ["tokenizer.ggml.merges", T.ARR, merges, T.STR],
+  ];
+  specialIds(tokens, cfg, kvs);
+  return { kvs, n, merges: merges.length, added: added.size };
+}
+
+// SentencePiece BPE with byte fallback (Gemma), from the HF BPE conversion of
+// its tokenizer.model: the pieces keep their ids; the score that orders
+// SentencePiece's merges is -id (SentencePiece numbers its BPE pieces in
+// merge order); <0xNN> pieces are bytes; added tokens are control when
+// special, else user-defined with U+2581 read back as a space.
+export function spmVocabKvs({ tj, cfg }, name) {
+  const added = new Map(tj.added_tokens.map((t) => [t.id, t]));
+  const n = [...Object.values(tj.model.vocab), ...added.keys()].reduce((a, b) => Math.max(a, b), -1) + 1;
+  const tokens = new Array(n), types = new Array(n), scores = new Array(n);
+  for (let i = 0; i < n; i++) { tokens[i] = `[PAD${i}]`; types[i] = 5; scores[i] = 0; }
+  for (const [text, id] of Object.entries(tj.model.vocab)) {
+    tokens[id] = text;
+    types[id] = /^<0x[0-9A-F]{2}>$/.test(text) ? 6 : 1;
+    scores[id] = types[id] === 1 ? -id : 0;
+  }
+  for (const [id, t] of added) {
+    if (t.special || looksSpecial(t.content)) { tokens[id] = t.content; types[id] = 3; }
+    else { tokens[id] = t.content.replaceAll("\u2581", " "); types[id] = 4; }
+    scores[id] = types[id] === 4 ? -1000 : 0;
+  }
+  const unk = tokens.indexOf(tokenText(cfg.unk_token));
+  if (unk >= 0) types[unk] = 2;
+  const kvs = [
+    ...llamaHeader(name, n),
+    ["tokenizer.ggml.model", T.STR, "llama"],
+    ["tokenizer.ggml.pre", T.STR, "default"],
+    ["tokenizer.ggml.tokens", T.ARR, tokens, T.STR],
+    ["tokenizer.ggml.scores", T.ARR, scores, T.F32],
+    ["tokenizer.ggml.token_type", T.ARR, types, T.I32],
+    ["tokenizer.ggml.add_space_prefix", T.BOOL, false],
+  ];
+  specialIds(tokens, cfg, kvs);
+  return { kvs, n, added: added.size };
+}
