@@ -587,6 +587,61 @@ static void test_bad_vocabs(void) {
     CHECK(!v && err.code == PLM_ERR_UNSUPPORTED, "WPM is not supported: %s", err.message);
 }
 
+/* Every pre-tokenizer name llama.cpp accepts (node-llama-cpp 3.21.1) loads,
+ * so all its regexes compile, and tokenizes awkward input (invalid UTF-8,
+ * long blank runs, digits, Han, marks) without failing; under ASan this is
+ * the memory check of every splitter.  Which ids come out is the oracle's
+ * business (tests/oracle/pretokenizers.test.mjs). */
+static void test_every_pre_name(void) {
+    static const char *const names[] = {
+        "default", "minicpm5", "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
+        "midm-2.0", "lfm2", "jina-v5-nano", "deepseek-llm", "deepseek-coder", "deepseek-v3", "youtu",
+        "falcon", "mpt", "starcoder", "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es",
+        "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "jais-2", "gemma4", "granite-embed-multi-311m",
+        "sarvam-moe", "jina-v1-en", "jina-v2-code", "roberta-bpe", "whitespace", "refact", "command-r",
+        "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "qwen35", "stablelm2", "olmo", "dbrx",
+        "smaug-bpe", "poro-chat", "glm4", "chatglm-bpe", "viking", "jais", "tekken", "smollm",
+        "codeshell", "bloom", "gpt3-finnish", "exaone", "exaone4", "exaone-moe", "chameleon",
+        "minerva-7b", "megrez", "gpt-4o", "llama4", "kanana2", "talkie", "granite-embed-multi-97m",
+        "tiny_aya", "cohere2moe", "superbpe", "trillion", "granite-docling", "bailingmoe", "bailingmoe2",
+        "llada-moe", "seed-coder", "hunyuan", "hunyuan-dense", "joyai-llm", "kimi-k2", "grok-2", "afmoe",
+        "laguna", "minimax-m2", "solar-open", "mellum2",
+    };
+    static const char text[] =
+        "ab 12345678 x1y22 \xe4\xb8\xad\xe6\x96\x87 \xf0\xa0\x80\x80 e\xcc\x81 I'M we'll \xff\xc3 \xed\xa0\x80"
+        "  \t\n\r\n   \xe3\x80\x80 <sentinel:7> IMGIMGABZ \xe2\x96\x81 \n\n\n ~!? \xd9\xa3\xd9\xa4 ab";
+    int loaded = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "pre-%zu.gguf", i);
+        plm_error err;
+        gguf_writer *w = small_bpe(names[i]);
+        gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 0); /* llama3, tekken ... add BOS */
+        plm_vocab *v = load_written(w, file, &err);
+        CHECK(v != NULL, "pre '%s' loads: %s", names[i], v ? "" : err.message);
+        if (!v) continue;
+        loaded++;
+        for (size_t len = 0; len <= sizeof text - 1; len += 7) { /* every prefix length, cut mid-character too */
+            int n;
+            plm_token *ids = tokenize(v, text, len, &n, true, true);
+            CHECK(ids && n >= 0, "pre '%s' tokenizes %zu bytes: %d", names[i], len, n);
+            free(ids);
+        }
+        plm_vocab_free(v);
+    }
+    printf("%d pre-tokenizer names load and tokenize\n", loaded);
+
+    gguf_writer *w = gguf_writer_new(); /* kimi-k2 alone may have no merges */
+    gguf_str toks[] = {{"a", 1}};
+    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_writer_set_str(w, "tokenizer.ggml.pre", "kimi-k2");
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 1);
+    plm_error err;
+    plm_vocab *v = load_written(w, "kimi.gguf", &err);
+    CHECK(v != NULL, "kimi-k2 without merges loads: %s", v ? "" : err.message);
+    plm_vocab_free(v);
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #define SLOW_BUILD 1
 #elif defined(__has_feature)
@@ -693,6 +748,7 @@ int main(int argc, char **argv) {
     test_model_prompt();
     test_threads();
     test_bad_vocabs();
+    test_every_pre_name();
     test_load_speed();
     rmdir(tmpdir);
     return test_summary();
