@@ -236,8 +236,8 @@ int plm_vocab_token_to_piece(const plm_vocab *v, plm_token t, char *buf, int siz
     sink s = {buf, size > 0 ? (size_t)size : 0, 0};
     if (attr & (TOK_UNKNOWN | TOK_CONTROL | TOK_USER_DEFINED))
         put(&s, text, len);
-    else if ((attr & TOK_NORMAL) && v->type == VOCAB_SPM)
-        spm_piece(text, len, &s);
+    else if ((attr & TOK_NORMAL) && (v->type == VOCAB_SPM || v->escape_spaces))
+        spm_piece(text, len, &s); /* gemma4's BPE spells spaces U+2581 too */
     else if (attr & TOK_NORMAL)
         bpe_piece(text, len, &s);
     else if (attr & TOK_BYTE)

