@@ -167,6 +167,7 @@ for (const v of variants) {
     const want = texts.map((t) => model.tokenize(t, special));
     const { ok, log } = runPocketlm(gguf, texts, want, special, `${v.name}-${special}`);
     check(ok === texts.length, `${v.name}: parse_special=${special}: ${ok}/${texts.length} texts as llama.cpp\n${log.slice(0, 3000)}`);
+    check(!/Sanitizer/.test(log), `${v.name}: test_tokenizer reports a sanitizer error\n${log.slice(-3000)}`);
     results.push(`${ok}/${texts.length}`);
   }
   console.log(`${v.name.padEnd(26)} identical ids: ${results.join(", ")} (parse_special off, on); add_bos ${head.wantsBos}`);

@@ -89,8 +89,9 @@ function runPocketlm(gguf, texts, ids, tag, mode = "special-rt") {
   fs.writeFileSync(out, ids.map((l) => l.map((i) => " " + i).join("") + "\n").join(""));
   const r = spawnSync(TOKENIZER_BIN, ["vectors", gguf, inp, out, mode], { encoding: "utf8", maxBuffer: 1 << 28 });
   const m = /(\d+)\/(\d+) texts exact(?:, +(\d+)\/(\d+) round-trip)?/.exec(r.stdout ?? "");
-  return { ok: m ? Number(m[1]) : 0, rt: m ? Number(m[3]) : 0, tried: m ? Number(m[4]) : 0,
-           log: ((r.stdout ?? "") + (r.stderr ?? "")).slice(0, 3000) };
+  const log = (r.stdout ?? "") + (r.stderr ?? "");
+  check(!/Sanitizer/.test(log), `${tag}: test_tokenizer reports a sanitizer error\n${log.slice(-3000)}`);
+  return { ok: m ? Number(m[1]) : 0, rt: m ? Number(m[3]) : 0, tried: m ? Number(m[4]) : 0, log: log.slice(0, 3000) };
 }
 
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
