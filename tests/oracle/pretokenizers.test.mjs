@@ -6,8 +6,9 @@
 // (scripts, marks, emoji and ZWJ sequences, digits of every length,
 // whitespace runs, code, contractions, punctuation, the chameleon and kimi-k2
 // cases) is tokenized by llama.cpp itself (node-llama-cpp), with
-// parse_special off and on.  pocketlm must give the same ids for every text,
-// and agree on add_bos.  A name llama.cpp cannot load is reported, and an
+// parse_special off and on.  pocketlm must give the same ids for every text
+// (test_tokenizer's vector mode, and for a few names `pocketlm tokenize
+// --lines`), and agree on add_bos.  A name llama.cpp cannot load is reported, and an
 // unknown name must be refused by both.
 //
 // Run: node tests/oracle/pretokenizers.test.mjs
@@ -18,7 +19,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { BIN, SHARED, llama, check, finish } from "./lib.mjs";
+import { BIN, SHARED, llama, check, finish, pocketlm } from "./lib.mjs";
 import { T, readGGUFMeta, ggufBytes, withKey } from "./tokenizer_gguf.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -39,6 +40,9 @@ const PRE_NAMES = [
   "llada-moe", "seed-coder", "hunyuan", "hunyuan-dense", "joyai-llm", "kimi-k2", "grok-2", "afmoe",
   "laguna", "minimax-m2", "solar-open", "mellum2",
 ];
+
+// These also go through the command line tool, one process for all texts.
+const CLI_NAMES = ["gpt-2", "llama3", "qwen2", "deepseek-llm", "chameleon", "kimi-k2", "afmoe", "gemma4"];
 
 function findBinary() {
   if (process.env.PLM_TEST_TOKENIZER) return process.env.PLM_TEST_TOKENIZER;
@@ -168,9 +172,20 @@ for (const v of variants) {
     const { ok, log } = runPocketlm(gguf, texts, want, special, `${v.name}-${special}`);
     check(ok === texts.length, `${v.name}: parse_special=${special}: ${ok}/${texts.length} texts as llama.cpp\n${log.slice(0, 3000)}`);
     check(!/Sanitizer/.test(log), `${v.name}: test_tokenizer reports a sanitizer error\n${log.slice(-3000)}`);
-    results.push(`${ok}/${texts.length}`);
+    results.push(`parse_special ${special ? "on" : "off"} ${ok}/${texts.length}`);
   }
-  console.log(`${v.name.padEnd(26)} identical ids: ${results.join(", ")} (parse_special off, on); add_bos ${head.wantsBos}`);
+  if (CLI_NAMES.includes(v.name)) { // the same through `pocketlm tokenize --lines`
+    const one = texts.filter((t) => !t.includes("\n"));
+    const file = path.join(tmp, `${v.name}.lines`);
+    fs.writeFileSync(file, one.join("\n") + "\n");
+    const r = pocketlm(["tokenize", "-m", gguf, "-f", file, "--lines"]);
+    const got = r.stdout.split("\n").slice(0, -1);
+    const good = one.filter((t, i) => got[i] === Array.from(model.tokenize(t, false)).join(" ")).length;
+    check(r.status === 0 && got.length === one.length && good === one.length,
+          `${v.name}: pocketlm tokenize --lines: ${good}/${one.length} lines as llama.cpp (${got.length} printed) ${r.stderr}`);
+    results.push(`pocketlm tokenize --lines ${good}/${one.length}`);
+  }
+  console.log(`${v.name.padEnd(26)} identical ids: ${results.join(", ")}; add_bos ${head.wantsBos}`);
   await model.dispose();
 }
 
