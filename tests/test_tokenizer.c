@@ -12,7 +12,9 @@
  *   test_tokenizer                          the whole suite
  *   test_tokenizer vectors V.gguf INP OUT [special]
  *       only the vectors of one vocabulary, in the same file format; with
- *       "special", tokenized with parse_special=true and no round trip.
+ *       "special", tokenized with parse_special=true and no round trip; with
+ *       "special-rt", parse_special=true and a round trip that renders
+ *       special tokens.
  *       tests/oracle/tokenizer.test.mjs uses this for llama-bpe and qwen2
  *       and for texts it tokenized with llama.cpp itself.
  *   test_tokenizer dump V.gguf
@@ -205,21 +207,23 @@ static int check_vectors(const plm_vocab *v, const vectors *t, const char *name,
     return good;
 }
 
-/* detokenize(tokenize(x)) == x.  SPM adds one leading space, which the
- * caller strips (as llama.cpp's detokenizer does), and cannot give back a
+/* detokenize(tokenize(x)) == x, with special tokens parsed and rendered
+ * when `special`.  SPM with add_space_prefix adds one leading space, which
+ * the caller strips (as llama.cpp's detokenizer does), and cannot give back a
  * U+2581 of the input (it reads as an escaped space): such texts are
  * skipped.  Returns the count that came back; *tried gets the count tried. */
-static int check_round_trip(const plm_vocab *v, const vectors *t, const char *name, bool spm, int *tried) {
+static int check_round_trip(const plm_vocab *v, const vectors *t, const char *name, bool spm_prefix,
+                            bool special, int *tried) {
     int good = 0;
     *tried = 0;
     for (int i = 0; i < t->n; i++) {
-        if (spm && memmem(t->text[i], t->text_len[i], "\xE2\x96\x81", 3)) continue;
+        if (spm_prefix && memmem(t->text[i], t->text_len[i], "\xE2\x96\x81", 3)) continue;
         int n;
         size_t len;
-        plm_token *ids = tokenize(v, t->text[i], t->text_len[i], &n, false, false);
-        char *back = detokenize(v, ids, n, false, &len);
+        plm_token *ids = tokenize(v, t->text[i], t->text_len[i], &n, false, special);
+        char *back = detokenize(v, ids, n, special, &len);
         const char *b = back;
-        if (spm && len > 0 && b[0] == ' ') b++, len--;
+        if (spm_prefix && len > 0 && b[0] == ' ') b++, len--;
         bool same = len == t->text_len[i] && memcmp(b, t->text[i], len) == 0;
         CHECK(same, "%s: text %d '%.*s' comes back as '%.*s'", name, i, (int)t->text_len[i],
               t->text[i], (int)len, b);
@@ -231,18 +235,22 @@ static int check_round_trip(const plm_vocab *v, const vectors *t, const char *na
     return good;
 }
 
-static bool file_is_spm(const char *path) {
+/* SentencePiece with the leading space added (tokenizer.ggml.add_space_prefix). */
+static bool file_is_spm_prefixed(const char *path) {
     plm_error err;
     gguf_file *f = gguf_open(path, NULL, &err);
     gguf_str s;
+    bool prefix = true;
     bool spm = f && gguf_get_str(f, "tokenizer.ggml.model", &s) && gguf_str_eq(s, "llama");
+    if (f) gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &prefix);
     gguf_close(f);
-    return spm;
+    return spm && prefix;
 }
 
-/* Checks one vocabulary's vectors (and, without parse_special, round
- * trips); returns false when it could not run. */
-static bool run_vectors(const char *gguf, const char *inp, const char *out, bool parse_special) {
+/* Checks one vocabulary's vectors (and, without parse_special or with
+ * special_rt, round trips); returns false when it could not run. */
+static bool run_vectors(const char *gguf, const char *inp, const char *out, bool parse_special,
+                        bool special_rt) {
     plm_vocab *v = load_vocab(gguf);
     vectors t;
     bool ok = read_vectors(inp, out, &t);
@@ -251,9 +259,9 @@ static bool run_vectors(const char *gguf, const char *inp, const char *out, bool
         const char *name = strrchr(gguf, '/') ? strrchr(gguf, '/') + 1 : gguf;
         int good = check_vectors(v, &t, name, parse_special);
         printf("%-32s %2d/%d texts exact", name, good, t.n);
-        if (!parse_special) {
+        if (!parse_special || special_rt) {
             int tried;
-            int rt = check_round_trip(v, &t, name, file_is_spm(gguf), &tried);
+            int rt = check_round_trip(v, &t, name, file_is_spm_prefixed(gguf), parse_special, &tried);
             printf(", %2d/%d round-trip", rt, tried);
         }
         printf("\n");
@@ -279,7 +287,7 @@ static void test_shared_vocab_vectors(void) {
         snprintf(inp, sizeof inp, "%s.inp", gguf);
         snprintf(out, sizeof out, "%s.out", gguf);
         if (access(inp, R_OK) || access(out, R_OK)) continue;
-        n_vocabs += run_vectors(gguf, inp, out, false);
+        n_vocabs += run_vectors(gguf, inp, out, false, false);
     }
     closedir(d);
     CHECK(n_vocabs >= 4, "only %d vocabularies with test vectors in %s", n_vocabs, dir);
@@ -579,6 +587,61 @@ static void test_bad_vocabs(void) {
     CHECK(!v && err.code == PLM_ERR_UNSUPPORTED, "WPM is not supported: %s", err.message);
 }
 
+/* Every pre-tokenizer name llama.cpp accepts (node-llama-cpp 3.21.1) loads,
+ * so all its regexes compile, and tokenizes awkward input (invalid UTF-8,
+ * long blank runs, digits, Han, marks) without failing; under ASan this is
+ * the memory check of every splitter.  Which ids come out is the oracle's
+ * business (tests/oracle/pretokenizers.test.mjs). */
+static void test_every_pre_name(void) {
+    static const char *const names[] = {
+        "default", "minicpm5", "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
+        "midm-2.0", "lfm2", "jina-v5-nano", "deepseek-llm", "deepseek-coder", "deepseek-v3", "youtu",
+        "falcon", "mpt", "starcoder", "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es",
+        "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "jais-2", "gemma4", "granite-embed-multi-311m",
+        "sarvam-moe", "jina-v1-en", "jina-v2-code", "roberta-bpe", "whitespace", "refact", "command-r",
+        "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "qwen35", "stablelm2", "olmo", "dbrx",
+        "smaug-bpe", "poro-chat", "glm4", "chatglm-bpe", "viking", "jais", "tekken", "smollm",
+        "codeshell", "bloom", "gpt3-finnish", "exaone", "exaone4", "exaone-moe", "chameleon",
+        "minerva-7b", "megrez", "gpt-4o", "llama4", "kanana2", "talkie", "granite-embed-multi-97m",
+        "tiny_aya", "cohere2moe", "superbpe", "trillion", "granite-docling", "bailingmoe", "bailingmoe2",
+        "llada-moe", "seed-coder", "hunyuan", "hunyuan-dense", "joyai-llm", "kimi-k2", "grok-2", "afmoe",
+        "laguna", "minimax-m2", "solar-open", "mellum2",
+    };
+    static const char text[] =
+        "ab 12345678 x1y22 \xe4\xb8\xad\xe6\x96\x87 \xf0\xa0\x80\x80 e\xcc\x81 I'M we'll \xff\xc3 \xed\xa0\x80"
+        "  \t\n\r\n   \xe3\x80\x80 <sentinel:7> IMGIMGABZ \xe2\x96\x81 \n\n\n ~!? \xd9\xa3\xd9\xa4 ab";
+    int loaded = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "pre-%zu.gguf", i);
+        plm_error err;
+        gguf_writer *w = small_bpe(names[i]);
+        gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 0); /* llama3, tekken ... add BOS */
+        plm_vocab *v = load_written(w, file, &err);
+        CHECK(v != NULL, "pre '%s' loads: %s", names[i], v ? "" : err.message);
+        if (!v) continue;
+        loaded++;
+        for (size_t len = 0; len <= sizeof text - 1; len += 7) { /* every prefix length, cut mid-character too */
+            int n;
+            plm_token *ids = tokenize(v, text, len, &n, true, true);
+            CHECK(ids && n >= 0, "pre '%s' tokenizes %zu bytes: %d", names[i], len, n);
+            free(ids);
+        }
+        plm_vocab_free(v);
+    }
+    printf("%d pre-tokenizer names load and tokenize\n", loaded);
+
+    gguf_writer *w = gguf_writer_new(); /* kimi-k2 alone may have no merges */
+    gguf_str toks[] = {{"a", 1}};
+    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_writer_set_str(w, "tokenizer.ggml.pre", "kimi-k2");
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 1);
+    plm_error err;
+    plm_vocab *v = load_written(w, "kimi.gguf", &err);
+    CHECK(v != NULL, "kimi-k2 without merges loads: %s", v ? "" : err.message);
+    plm_vocab_free(v);
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #define SLOW_BUILD 1
 #elif defined(__has_feature)
@@ -668,7 +731,9 @@ static int dump_vocab(const char *gguf) {
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "dump") == 0) return dump_vocab(argv[2]);
     if ((argc == 5 || argc == 6) && strcmp(argv[1], "vectors") == 0) {
-        run_vectors(argv[2], argv[3], argv[4], argc == 6 && strcmp(argv[5], "special") == 0);
+        const char *mode = argc == 6 ? argv[5] : "";
+        bool rt = strcmp(mode, "special-rt") == 0;
+        run_vectors(argv[2], argv[3], argv[4], rt || strcmp(mode, "special") == 0, rt);
         return test_summary();
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/plm_tok_XXXXXX");
@@ -683,6 +748,7 @@ int main(int argc, char **argv) {
     test_model_prompt();
     test_threads();
     test_bad_vocabs();
+    test_every_pre_name();
     test_load_speed();
     rmdir(tmpdir);
     return test_summary();

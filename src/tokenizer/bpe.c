@@ -6,6 +6,7 @@
  */
 #include "tokenizer/internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,16 +94,29 @@ static void emit_symbol(const plm_vocab *v, const char *text, size_t n, tokvec *
         tokvec_push(out, t);
         return;
     }
-    /* llama.cpp's fallback: each raw byte of the (encoded) symbol, if a token */
+    /* llama.cpp's fallback: each raw byte of the (encoded) symbol, if a
+     * token; raw-byte vocabularies spell bytes <0xNN> */
     for (size_t i = 0; i < n; i++) {
-        t = vocab_find(v, text + i, 1);
+        if (v->raw_bytes) {
+            char hex[7];
+            snprintf(hex, sizeof hex, "<0x%02X>", (unsigned char)text[i]);
+            t = vocab_find(v, hex, 6);
+        } else {
+            t = vocab_find(v, text + i, 1);
+        }
         if (t >= 0) tokvec_push(out, t);
     }
 }
 
-/* Tokenizes one byte-encoded word held in s->word[0 .. len). */
+static bool only_newlines(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (s[i] != '\n') return false;
+    return true;
+}
+
+/* Tokenizes one (byte-encoded) word held in s->word[0 .. len). */
 static void merge_word(const plm_vocab *v, scratch *s, size_t len, tokvec *out) {
-    if (v->ignore_merges) {
+    if (v->ignore_merges || (v->newline_words && only_newlines(s->word, len))) {
         plm_token t = vocab_find(v, s->word, len);
         if (t >= 0) {
             tokvec_push(out, t);
@@ -147,8 +161,13 @@ void bpe_tokenize(const plm_vocab *v, const char *text, size_t len, tokvec *out)
             s.word = grow(s.word, &s.word_cap, p->len * 2 + 1, 1, &s.oom);
             if (s.oom) break;
             size_t n = 0;
-            for (size_t i = 0; i < p->len; i++)
-                n += (size_t)bpe_byte_to_utf8((uint8_t)words.text[p->off + i], s.word + n);
+            if (v->raw_bytes) {
+                memcpy(s.word, words.text + p->off, p->len);
+                n = p->len;
+            } else {
+                for (size_t i = 0; i < p->len; i++)
+                    n += (size_t)bpe_byte_to_utf8((uint8_t)words.text[p->off + i], s.word + n);
+            }
             if (n > 0) merge_word(v, &s, n, out);
         }
     }

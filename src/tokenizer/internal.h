@@ -99,18 +99,33 @@ void pretok_free(pretok *p);
 enum {
     RX_DEFAULT,
     RX_LLAMA3,
+    RX_JAIS2,
     RX_DEEPSEEK_LLM,
     RX_DEEPSEEK3_LLM,
+    RX_YOUTU,
     RX_DEEPSEEK_CODER,
     RX_FALCON,
     RX_STARCODER,
     RX_GPT2,
     RX_QWEN2,
+    RX_QWEN35,
     RX_PORO,
     RX_VIKING,
     RX_TEKKEN,
+    RX_CHAMELEON,
     RX_GPT4O,
+    RX_GRANITE_EMB_MULTI,
+    RX_TINY_AYA,
+    RX_KIMI_K2,
+    RX_SUPERBPE,
+    RX_BAILINGMOE,
     RX_SEED_CODER,
+    RX_AFMOE,
+    RX_LAGUNA,
+    RX_EXAONE_MOE,
+    RX_NEWLINES, /* gemma4, sarvam-moe: lines and runs of newlines */
+    RX_MINICPM5,
+    RX_WHITESPACE,
     RX_COUNT
 };
 
@@ -178,9 +193,14 @@ struct plm_vocab {
     strtab merges;         /* BPE: "left right" strings, index = rank */
     pretok *pre;           /* BPE: the pre-tokenizer */
     bool ignore_merges;    /* BPE: a word that is a token stays whole */
+    bool raw_bytes;        /* BPE: merge UTF-8 as is, not GPT-2's byte stand-ins;
+                              unknown bytes become <0xNN> tokens (gemma4 style) */
+    bool escape_spaces;    /* BPE: ' ' becomes U+2581 before pre-tokenizing */
+    bool newline_words;    /* BPE: a word of newlines that is a token stays whole (gemma4) */
 
     bool add_space_prefix; /* SPM */
     bool add_bos, add_eos;
+    bool force_bos;        /* add_bos even when the file says false (gemma4) */
 
     plm_token bos, eos, eot, eom, unk;
 

@@ -208,6 +208,7 @@ plm_status vocab_setup_special(plm_vocab *v, const gguf_file *f, plm_error *err)
 
     bool b;
     if (gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b)) v->add_bos = b;
+    if (v->force_bos) v->add_bos = true; /* llama.cpp overrides the file for gemma4 */
     if (gguf_get_bool(f, "tokenizer.ggml.add_eos_token", &b)) v->add_eos = b;
     if (v->add_bos && v->bos < 0)
         return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.add_bos_token is true, but there is no BOS token");

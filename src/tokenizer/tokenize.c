@@ -107,6 +107,28 @@ static bool partition(const plm_vocab *v, const char *text, size_t len, bool par
     return ok;
 }
 
+/* SentencePiece-style BPE (gemma4): spaces become U+2581 first. */
+static void bpe_tokenize_escaped(const plm_vocab *v, const char *text, size_t len, tokvec *out) {
+    size_t n = len;
+    for (size_t i = 0; i < len; i++) n += text[i] == ' ' ? 2 : 0;
+    char *buf = malloc(n ? n : 1);
+    if (!buf) {
+        out->oom = true;
+        return;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(buf + o, "\xE2\x96\x81", 3);
+            o += 3;
+        } else {
+            buf[o++] = text[i];
+        }
+    }
+    bpe_tokenize(v, buf, n, out);
+    free(buf);
+}
+
 static void tokenize_fragments(const plm_vocab *v, const char *text, const fragvec *fv,
                                bool add_special, tokvec *out) {
     if (add_special && v->add_bos) tokvec_push(out, v->bos);
@@ -119,6 +141,8 @@ static void tokenize_fragments(const plm_vocab *v, const char *text, const fragv
         } else if (v->type == VOCAB_SPM) {
             spm_tokenize(v, text + f->off, f->len, v->add_space_prefix && prev_special, out);
             prev_special = false;
+        } else if (v->escape_spaces) {
+            bpe_tokenize_escaped(v, text + f->off, f->len, out);
         } else {
             bpe_tokenize(v, text + f->off, f->len, out);
         }
@@ -212,8 +236,8 @@ int plm_vocab_token_to_piece(const plm_vocab *v, plm_token t, char *buf, int siz
     sink s = {buf, size > 0 ? (size_t)size : 0, 0};
     if (attr & (TOK_UNKNOWN | TOK_CONTROL | TOK_USER_DEFINED))
         put(&s, text, len);
-    else if ((attr & TOK_NORMAL) && v->type == VOCAB_SPM)
-        spm_piece(text, len, &s);
+    else if ((attr & TOK_NORMAL) && (v->type == VOCAB_SPM || v->escape_spaces))
+        spm_piece(text, len, &s); /* gemma4's BPE spells spaces U+2581 too */
     else if (attr & TOK_NORMAL)
         bpe_piece(text, len, &s);
     else if (attr & TOK_BYTE)

@@ -86,34 +86,59 @@ int utf8_encode(uint32_t cp, char out[4]) {
 
 /* ---- pre-tokenizer names (tokenizer.ggml.pre), as llama.cpp maps them -- */
 
+enum {
+    PRE_IGNORE_MERGES = 1 << 0, /* a word that is a token is not merged */
+    PRE_ADD_BOS = 1 << 1,       /* default add_bos_token = true */
+    PRE_NO_BOS = 1 << 2,        /* no default BOS id */
+    PRE_RAW_BYTES = 1 << 3,     /* BPE on raw UTF-8, <0xNN> byte tokens */
+    PRE_ESCAPE_SPACES = 1 << 4, /* ' ' -> U+2581 first */
+    PRE_GEMMA4 = 1 << 5,        /* newline words stay whole; BOS always added */
+    PRE_NO_MERGES_OK = 1 << 6,  /* tokenizer.ggml.merges may be absent */
+};
+
 typedef struct pre_type {
     const char *names; /* '|'-separated */
     int regex_set;
-    bool ignore_merges, add_bos, no_bos;
+    unsigned flags;
 } pre_type;
 
+/* Every name llama.cpp accepts, grouped by what it does with it. */
 static const pre_type pre_types[] = {
-    {"default", RX_DEFAULT, false, false, false},
+    {"default", RX_DEFAULT, 0},
+    {"minicpm5", RX_MINICPM5, PRE_IGNORE_MERGES},
     {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2|jina-v5-nano", RX_LLAMA3,
-     true, true, false},
-    {"dbrx|smaug-bpe", RX_LLAMA3, false, false, false},
-    {"glm4|chatglm-bpe", RX_LLAMA3, false, false, true},
-    {"deepseek-llm", RX_DEEPSEEK_LLM, false, false, false},
-    {"deepseek-coder", RX_DEEPSEEK_CODER, false, false, false},
-    {"deepseek-v3|hunyuan-dense|joyai-llm|hy_v4", RX_DEEPSEEK3_LLM, false, false, false},
-    {"falcon", RX_FALCON, false, false, false},
+     PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"dbrx|smaug-bpe", RX_LLAMA3, 0},
+    {"glm4|chatglm-bpe", RX_LLAMA3, PRE_NO_BOS},
+    {"jais-2", RX_JAIS2, 0},
+    {"deepseek-llm", RX_DEEPSEEK_LLM, 0},
+    {"deepseek-coder", RX_DEEPSEEK_CODER, 0},
+    {"deepseek-v3|hunyuan-dense|joyai-llm", RX_DEEPSEEK3_LLM, 0},
+    {"youtu", RX_YOUTU, PRE_IGNORE_MERGES},
+    {"falcon", RX_FALCON, 0},
     {"gpt-2|phi-2|jina-es|jina-de|gigachat|jina-v2-es|jina-v2-de|a.x-4.0|mellum|modern-bert|"
-     "exaone4|mpt|olmo|jais|trillion|granite-docling|jina-v1-en|jina-v2-code|roberta-bpe",
-     RX_GPT2, false, false, false},
-    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b|mellum2", RX_STARCODER, false,
-     false, false},
-    {"qwen2|deepseek-r1-qwen|kormo|f2llmv2|megrez|stablelm2|hunyuan|solar-open|grok-2", RX_QWEN2,
-     false, false, false},
-    {"poro-chat|bloom|gpt3-finnish", RX_PORO, false, false, false},
-    {"viking", RX_VIKING, false, false, false},
-    {"tekken", RX_TEKKEN, true, true, false},
-    {"gpt-4o|llama4|kanana2|talkie|minimax-m2", RX_GPT4O, false, false, false},
-    {"seed-coder", RX_SEED_CODER, false, false, false},
+     "jina-v1-en|jina-v2-code|roberta-bpe|exaone4|mpt|olmo|jais|trillion|granite-docling",
+     RX_GPT2, 0},
+    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b|mellum2", RX_STARCODER, 0},
+    {"qwen2|deepseek-r1-qwen|kormo|f2llmv2|megrez|stablelm2|hunyuan|solar-open|grok-2", RX_QWEN2, 0},
+    {"qwen35", RX_QWEN35, 0},
+    {"poro-chat|bloom|gpt3-finnish", RX_PORO, 0},
+    {"viking", RX_VIKING, 0},
+    {"tekken", RX_TEKKEN, PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"chameleon", RX_CHAMELEON, PRE_ADD_BOS},
+    {"gpt-4o|llama4|kanana2|talkie|minimax-m2", RX_GPT4O, 0},
+    {"granite-embed-multi-97m", RX_GRANITE_EMB_MULTI, PRE_IGNORE_MERGES},
+    {"tiny_aya|cohere2moe", RX_TINY_AYA, 0},
+    {"kimi-k2", RX_KIMI_K2, PRE_NO_MERGES_OK},
+    {"superbpe", RX_SUPERBPE, 0},
+    {"bailingmoe|bailingmoe2|llada-moe", RX_BAILINGMOE, 0},
+    {"seed-coder", RX_SEED_CODER, 0},
+    {"afmoe", RX_AFMOE, 0},
+    {"laguna", RX_LAGUNA, 0},
+    {"exaone-moe", RX_EXAONE_MOE, 0},
+    {"gemma4|granite-embed-multi-311m", RX_NEWLINES, PRE_RAW_BYTES | PRE_ESCAPE_SPACES | PRE_GEMMA4},
+    {"sarvam-moe", RX_NEWLINES, PRE_RAW_BYTES | PRE_ESCAPE_SPACES},
+    {"whitespace", RX_WHITESPACE, PRE_RAW_BYTES},
 };
 
 static bool name_in_list(const char *list, const char *name, size_t len) {
@@ -200,8 +225,10 @@ static plm_status load_scores_and_types(plm_vocab *v, const gguf_file *f, plm_er
     return PLM_OK;
 }
 
-static plm_status load_merges(plm_vocab *v, const gguf_file *f, plm_error *err) {
+static plm_status load_merges(plm_vocab *v, const gguf_file *f, bool optional, plm_error *err) {
     const gguf_array *m = gguf_get_arr(f, "tokenizer.ggml.merges");
+    if (!m && optional) /* kimi-k2 */
+        return strtab_init(&v->merges, 0, 0) ? PLM_OK : plm_fail(err, PLM_ERR_NOMEM, "out of memory");
     if (!m || m->type != GGUF_TYPE_STRING)
         return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.merges is missing or not a string array");
     if (m->n > INT32_MAX / 2)
@@ -227,13 +254,36 @@ static bool get_bool_default(const gguf_file *f, const char *key, bool def) {
     return gguf_get_bool(f, key, &b) ? b : def;
 }
 
+/* Sets up byte-level BPE for the pre-tokenizer named `pre`. */
+static plm_status setup_bpe(plm_vocab *v, gguf_str pre, bool *merges_optional, plm_error *err) {
+    v->type = VOCAB_BPE;
+    v->bos = 11; /* sic: llama.cpp's defaults for BPE */
+    v->eos = 11;
+    const pre_type *pt = pre.len ? find_pre_type(pre) : &pre_types[0];
+    if (!pt) {
+        char name[64];
+        return plm_fail(err, PLM_ERR_UNSUPPORTED, "unknown pre-tokenizer type '%s'",
+                        gguf_str_copy(pre, name, sizeof name));
+    }
+    v->ignore_merges = pt->flags & PRE_IGNORE_MERGES;
+    v->add_bos = pt->flags & PRE_ADD_BOS;
+    if (pt->flags & PRE_NO_BOS) v->bos = -1;
+    v->raw_bytes = pt->flags & PRE_RAW_BYTES;
+    v->escape_spaces = pt->flags & PRE_ESCAPE_SPACES;
+    v->newline_words = v->force_bos = pt->flags & PRE_GEMMA4;
+    *merges_optional = pt->flags & PRE_NO_MERGES_OK;
+    v->pre = pretok_new(pt->regex_set, err);
+    return v->pre ? PLM_OK : err ? err->code : PLM_ERR_UNSUPPORTED;
+}
+
 /* Chooses the tokenizer and its defaults from tokenizer.ggml.model/pre. */
-static plm_status setup_model(plm_vocab *v, const gguf_file *f, plm_error *err) {
+static plm_status setup_model(plm_vocab *v, const gguf_file *f, bool *merges_optional, plm_error *err) {
     gguf_str model, pre = {"", 0};
     if (!gguf_get_str(f, "tokenizer.ggml.model", &model))
         return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.model is missing");
     gguf_get_str(f, "tokenizer.ggml.pre", &pre);
     v->unk = -1;
+    plm_status st = PLM_OK;
     if (gguf_str_eq(model, "llama")) {
         v->type = VOCAB_SPM;
         v->bos = 1;
@@ -242,25 +292,16 @@ static plm_status setup_model(plm_vocab *v, const gguf_file *f, plm_error *err) 
         v->add_space_prefix = true;
         v->add_bos = true;
     } else if (gguf_str_eq(model, "gpt2")) {
-        v->type = VOCAB_BPE;
-        v->bos = 11; /* sic: llama.cpp's defaults for BPE */
-        v->eos = 11;
-        const pre_type *pt = pre.len ? find_pre_type(pre) : &pre_types[0];
-        if (!pt) {
-            char name[64];
-            return plm_fail(err, PLM_ERR_UNSUPPORTED, "unknown pre-tokenizer type '%s'",
-                            gguf_str_copy(pre, name, sizeof name));
-        }
-        v->ignore_merges = pt->ignore_merges;
-        v->add_bos = pt->add_bos;
-        if (pt->no_bos) v->bos = -1;
-        v->pre = pretok_new(pt->regex_set, err);
-        if (!v->pre) return err ? err->code : PLM_ERR_UNSUPPORTED;
+        st = setup_bpe(v, pre, merges_optional, err);
+    } else if (gguf_str_eq(model, "gemma4")) { /* BPE whatever the pre name says */
+        st = setup_bpe(v, (gguf_str){"gemma4", 6}, merges_optional, err);
+        v->bos = v->eos = -1;
     } else {
         char name[64];
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "unsupported tokenizer '%s'",
                         gguf_str_copy(model, name, sizeof name));
     }
+    if (st) return st;
     v->add_space_prefix = get_bool_default(f, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
     return PLM_OK;
 }
@@ -272,10 +313,11 @@ plm_vocab *plm_vocab_load(const gguf_file *f, plm_error *err) {
         return NULL;
     }
     v->eot = v->eom = -1;
-    plm_status st = setup_model(v, f, err);
+    bool merges_optional = false;
+    plm_status st = setup_model(v, f, &merges_optional, err);
     if (!st) st = load_tokens(v, f, err);
     if (!st) st = load_scores_and_types(v, f, err);
-    if (!st && v->type == VOCAB_BPE) st = load_merges(v, f, err);
+    if (!st && v->type == VOCAB_BPE) st = load_merges(v, f, merges_optional, err);
     if (!st) st = vocab_setup_special(v, f, err);
     if (st) {
         plm_vocab_free(v);

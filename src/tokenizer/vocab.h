@@ -1,7 +1,8 @@
 /*
  * Tokenizers read from GGUF metadata (tokenizer.ggml.*): SentencePiece
- * ("llama") and byte-level BPE ("gpt2"), with the pre-tokenizer regexes that
- * llama.cpp selects by tokenizer.ggml.pre.  A loaded vocabulary is immutable
+ * ("llama"), byte-level BPE ("gpt2") with the pre-tokenizer that llama.cpp
+ * selects by tokenizer.ggml.pre (every name it knows), and Gemma 4's BPE
+ * over UTF-8 ("gemma4").  A loaded vocabulary is immutable
  * and safe to use from several threads at once.
  */
 #ifndef PLM_TOKENIZER_VOCAB_H

@@ -29,6 +29,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { BIN, SHARED, llama, check, finish } from "./lib.mjs";
+import { bpeVocabKvs, ggufBytes, readHF } from "./tokenizer_gguf.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -48,95 +49,12 @@ const TOKENIZER_BIN = findBinary();
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "plm-tok-oracle-"));
 const SEP = "\n__ggml_vocab_test__\n";
 
-// ---- a minimal GGUF v3 writer (metadata only, no tensors) -----------------
-
-const T = { U32: 4, I32: 5, F32: 6, BOOL: 7, STR: 8, ARR: 9 };
-
-function ggufBytes(kvs) {
-  const parts = [];
-  const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); parts.push(b); };
-  const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); parts.push(b); };
-  const str = (s) => { const b = Buffer.from(s, "utf8"); u64(b.length); parts.push(b); };
-  const scalar = (type, v) => {
-    const b = Buffer.alloc(type === T.BOOL ? 1 : 4);
-    if (type === T.U32) b.writeUInt32LE(v);
-    else if (type === T.I32) b.writeInt32LE(v);
-    else if (type === T.F32) b.writeFloatLE(v);
-    else if (type === T.BOOL) b.writeUInt8(v ? 1 : 0);
-    parts.push(b);
-  };
-  parts.push(Buffer.from("GGUF"));
-  u32(3);
-  u64(0); // tensors
-  u64(kvs.length);
-  for (const [key, type, value, elemType] of kvs) {
-    str(key);
-    u32(type);
-    if (type === T.STR) str(value);
-    else if (type === T.ARR) {
-      u32(elemType);
-      u64(value.length);
-      for (const v of value) elemType === T.STR ? str(v) : scalar(elemType, v);
-    } else scalar(type, value);
-  }
-  const size = parts.reduce((n, b) => n + b.length, 0);
-  parts.push(Buffer.alloc((32 - (size % 32)) % 32)); // align the (empty) data section
-  return Buffer.concat(parts);
-}
-
-// ---- HF tokenizer.json -> vocab GGUF, as llama.cpp's converter does --------
-
-// gguf-py's does_token_look_special
-function looksSpecial(t) {
-  return ["<pad>", "<mask>", "<2mass>", "[@BOS@]"].includes(t) ||
-    (t.startsWith("<|") && t.endsWith("|>")) || (t.startsWith("<｜") && t.endsWith("｜>")) ||
-    (t.startsWith("<start_of_") && t.endsWith(">")) || (t.startsWith("<end_of_") && t.endsWith(">"));
-}
-
-function tokenText(x) {
-  return x == null ? null : typeof x === "string" ? x : x.content;
-}
+// ---- HF tokenizer.json -> vocab GGUF (tokenizer_gguf.mjs) --------------------
 
 function buildVocabGGUF(pkg, pre, file) {
-  const dir = path.join(here, "node_modules", pkg); // its "exports" hide models/
-  const tj = JSON.parse(fs.readFileSync(path.join(dir, "models/tokenizer.json"), "utf8"));
-  const cfg = JSON.parse(fs.readFileSync(path.join(dir, "models/tokenizer_config.json"), "utf8"));
-  const added = new Map(tj.added_tokens.map((t) => [t.id, t]));
-  const n = [...Object.values(tj.model.vocab), ...added.keys()].reduce((a, b) => Math.max(a, b), -1) + 1;
-  const tokens = new Array(n), types = new Array(n);
-  for (let i = 0; i < n; i++) { tokens[i] = `[PAD${i}]`; types[i] = 5; } // unused padding
-  for (const [text, id] of Object.entries(tj.model.vocab)) { tokens[id] = text; types[id] = 1; }
-  for (const [id, t] of added) {
-    tokens[id] = t.content;
-    types[id] = t.special || looksSpecial(t.content) ? 3 : 4; // control : user-defined
-  }
-  const merges = tj.model.merges.map((m) => (Array.isArray(m) ? m.join(" ") : m));
-  const idOf = (x) => (tokenText(x) == null ? -1 : tokens.indexOf(tokenText(x)));
-  const kvs = [
-    ["general.architecture", T.STR, "llama"],
-    ["general.name", T.STR, pre],
-    ["llama.context_length", T.U32, 4096],
-    ["llama.embedding_length", T.U32, 4096],
-    ["llama.block_count", T.U32, 32],
-    ["llama.feed_forward_length", T.U32, 14336],
-    ["llama.attention.head_count", T.U32, 32],
-    ["llama.attention.head_count_kv", T.U32, 8],
-    ["llama.attention.layer_norm_rms_epsilon", T.F32, 1e-5],
-    ["llama.rope.dimension_count", T.U32, 128],
-    ["llama.vocab_size", T.U32, n],
-    ["tokenizer.ggml.model", T.STR, "gpt2"],
-    ["tokenizer.ggml.pre", T.STR, pre],
-    ["tokenizer.ggml.tokens", T.ARR, tokens, T.STR],
-    ["tokenizer.ggml.token_type", T.ARR, types, T.I32],
-    ["tokenizer.ggml.merges", T.ARR, merges, T.STR],
-  ];
-  const bos = idOf(cfg.bos_token), eos = idOf(cfg.eos_token), pad = idOf(cfg.pad_token);
-  if (bos >= 0) kvs.push(["tokenizer.ggml.bos_token_id", T.U32, bos]);
-  if (eos >= 0) kvs.push(["tokenizer.ggml.eos_token_id", T.U32, eos]);
-  if (pad >= 0) kvs.push(["tokenizer.ggml.padding_token_id", T.U32, pad]);
-  if (typeof cfg.add_bos_token === "boolean") kvs.push(["tokenizer.ggml.add_bos_token", T.BOOL, cfg.add_bos_token]);
-  fs.writeFileSync(file, ggufBytes(kvs));
-  return { n, merges: merges.length, added: added.size };
+  const v = bpeVocabKvs(readHF(path.join(here, "node_modules", pkg)), pre);
+  fs.writeFileSync(file, ggufBytes(v.kvs));
+  return v;
 }
 
 // ---- running both tokenizers -------------------------------------------------
