@@ -4,7 +4,10 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
+
+#include "core/fault_guard.h"
 
 /* Spin this many times before sleeping: long enough to bridge the gap
  * between two steps of one forward pass, short against a sampling step. */
@@ -25,6 +28,7 @@ struct plm_pool {
     atomic_uint closed;      /* the last generation the caller has finished */
     atomic_int active;       /* workers inside the current task */
     atomic_bool stop;
+    _Atomic(const void *) fault; /* a SIGBUS in a mapped file cut a task short here */
     pthread_mutex_t mutex;
     pthread_cond_t wake;
     int sleeping;            /* guarded by mutex */
@@ -55,6 +59,13 @@ static unsigned wait_for_task(plm_pool *p, unsigned seen) {
     return g;
 }
 
+/* A task under a SIGBUS recovery point: a worker that faults records it and
+ * goes on serving; the caller re-raises it once the task is closed. */
+static void run_guarded(plm_pool *p, plm_task_fn fn, void *arg, int ith) {
+    const void *addr = NULL;
+    if (!plm_fault_guard_call(fn, arg, ith, p->n, &addr)) atomic_store(&p->fault, addr);
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     plm_pool *p = w->pool;
@@ -68,7 +79,7 @@ static void *worker_main(void *arg) {
          * `seen` too (this worker was descheduled through whole tasks; fn and
          * arg then belong to a later one): run only while `seen` is open. */
         atomic_fetch_add(&p->active, 1);
-        if ((int)(seen - atomic_load(&p->closed)) > 0) p->fn(p->arg, w->ith, p->n);
+        if ((int)(seen - atomic_load(&p->closed)) > 0) run_guarded(p, p->fn, p->arg, w->ith);
         atomic_fetch_sub(&p->active, 1);
     }
     return NULL;
@@ -131,11 +142,13 @@ void plm_pool_run(plm_pool *p, plm_task_fn fn, void *arg) {
     p->fn = fn;
     p->arg = arg;
     const unsigned g = publish(p);
-    fn(arg, 0, p->n);
+    run_guarded(p, fn, arg, 0);
     atomic_store(&p->closed, g);
     int spins = 0;
     while (atomic_load(&p->active) != 0) {
         if (++spins < SPIN_ITERATIONS) cpu_relax();
         else sched_yield();
     }
+    const void *fault = atomic_exchange(&p->fault, NULL);
+    if (fault) plm_fault_guard_raise(fault);
 }
