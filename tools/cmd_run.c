@@ -116,6 +116,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load, plm_cont
     telemetry_tick(&tm, n_prompt, false, true);
 
     int n_gen = 0;
+    bool decode_failed = false;
     const char *why = NULL;
     t0 = now_s();
     while (o->n_predict < 0 || n_gen < o->n_predict) {
@@ -147,6 +148,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load, plm_cont
         }
         if (plm_decode(ctx, &t, 1, &err)) {
             fprintf(stderr, "\npocketlm run: %s\n", err.message);
+            decode_failed = true;
             break;
         }
         telemetry_tick(&tm, n_prompt + n_gen, true, false);
@@ -165,7 +167,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load, plm_cont
             n_gen / (t_gen > 0 ? t_gen : 1e-9), plm_peak_rss_bytes() / 1048576.0, o->seed);
     plm_stop_free(stop);
     plm_sampler_free(smp);
-    rc = 0;
+    rc = decode_failed ? 1 : 0;
 done:
     free(toks);
     free(prompt);
