@@ -293,7 +293,7 @@ uint32_t plm_default_threads(void);
  * the widest loads the CPU has; gbps[t-1] gets the median over `passes` of
  * bytes / seconds / 1e9. */
 typedef struct plm_bandwidth_params {
-    uint64_t buffer_bytes;  /* 0 = min(1 GiB, available RAM / 4) */
+    uint64_t buffer_bytes;  /* 0 = 1 GiB; never above plm_probe_budget / 4 */
     uint32_t max_threads;   /* 0 = physical cores */
     uint32_t passes;        /* 0 = 3 */
 } plm_bandwidth_params;

@@ -55,7 +55,7 @@ static void print_bill(const char *cmd, const plm_plan *p, const plm_plan_verdic
  * run that pages still needs room for the tensors it is reading. */
 static uint32_t paging_ctx(const plm_plan *p, uint64_t budget) {
     plm_plan t = *p;
-    uint32_t best = 0, top = p->n_ctx_train ? p->n_ctx_train : 4096;
+    uint32_t best = 0, top = p->n_ctx_train && p->n_ctx_train < 4096 ? p->n_ctx_train : 4096;
     for (uint32_t n = 256; n <= top; n += 256) {
         plm_plan_set_ctx(&t, n);
         if (t.anon_bytes > budget / 4 * 3) break;
@@ -72,7 +72,8 @@ static void warn_paging(const char *cmd, const plm_plan *p, const plm_plan_verdi
             cmd, human(p->peak_rss, a, sizeof a), human(p->weights_resident, b, sizeof b),
             human(v->budget_bytes, c, sizeof c), v->budget_source);
     if (v->decode_tps_paged > 0)
-        fprintf(stderr, ", about %.2f tok/s at %.2f GB/s", v->decode_tps_paged, v->storage_gbs);
+        fprintf(stderr, ", about %.2f tok/s at an assumed %.2f GB/s (`pocketlm plan` measures this disk)",
+                v->decode_tps_paged, v->storage_gbs);
     fprintf(stderr, "%s%s\n", v->quant_for_ctx[0] ? "; a smaller quant fits in RAM: " : "", v->quant_for_ctx);
 }
 

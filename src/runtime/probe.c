@@ -575,12 +575,12 @@ plm_status plm_probe_bandwidth(const plm_bandwidth_params *params, plm_bandwidth
         free(ci);
     }
     if (p.max_threads > PLM_PROBE_MAX_CPUS) p.max_threads = PLM_PROBE_MAX_CPUS;
-    if (p.buffer_bytes == 0) {
-        plm_mem_info mi;
-        p.buffer_bytes = (uint64_t)1 << 30;
-        if (plm_probe_memory(&mi, NULL) == PLM_OK && mi.available_bytes / 4 < p.buffer_bytes)
-            p.buffer_bytes = mi.available_bytes / 4;
-    }
+    /* A quarter of the process's budget at most (its cgroup, not the host's
+     * free RAM): a probe must never be what the OS kills. */
+    plm_mem_budget mb;
+    const uint64_t cap = plm_probe_budget(0, &mb, NULL) == PLM_OK ? mb.bytes / 4 : (uint64_t)1 << 30;
+    if (p.buffer_bytes == 0) p.buffer_bytes = (uint64_t)1 << 30;
+    if (p.buffer_bytes > cap) p.buffer_bytes = cap;
     /* Every thread gets at least a few KiB; slices are whole loop steps. */
     uint64_t min_bytes = (uint64_t)p.max_threads * 4096;
     if (p.buffer_bytes < min_bytes) p.buffer_bytes = min_bytes;
