@@ -39,7 +39,7 @@
 #define VOCAB SHARED("vocab/ggml-vocab-llama-spm.gguf")
 
 static char dir[] = "/tmp/plm-phone-XXXXXX";
-static char q4[600], f16[600], prompt[600];
+static char q4[600], f16[600], prompt[600], prompt_short[600];
 
 /* Runs a shell command; returns its output (stdout + stderr) and status. */
 static char *sh(int *status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -83,8 +83,8 @@ static void write_prompt(const char *path, int n) {
 /* The plan's verdict inside a box of `mem`: "fits", "paging" or "no_fit". */
 static const char *verdict_in_box(const char *mem, const char *model, int n_ctx, bool mmap) {
     int st;
-    char *out = sh(&st, "%s --mem %s -- %s plan -m %s -c %d -b 512 -t 2 --bandwidth 10 %s -o json 2>&1", SIM, mem,
-                   PLM_BIN, model, n_ctx, mmap ? "" : "--no-mmap");
+    char *out = sh(&st, "%s --mem %s -- %s plan -m %s -c %d -b %d -t 2 --bandwidth 10 %s -o json 2>&1", SIM, mem,
+                   PLM_BIN, model, n_ctx, n_ctx, mmap ? "" : "--no-mmap");
     const char *v = "?";
     if (st == 0 && out) {
         if (strstr(out, "\"fit\": \"fits\"")) v = "fits";
@@ -108,17 +108,20 @@ static void paging_warning(const char *mem, const char *out) {
     CHECK(tokens == 1, "%s: the warning comes with the first generated token (%d): %s", mem, tokens, out);
 }
 
-/* One cell of the matrix: plan, then run with a whole-batch prompt that
- * (with -n 4) fills a 512-token context. */
+/* One cell of the matrix: plan, then run with a prompt of one whole batch
+ * that (with -n 4) fills the context: n_ctx = n_batch = 512 tokens for the
+ * Q4_0 model, 128 for the slower F16. */
 static void cell(const char *mem, const char *model, const char *name, bool mmap) {
-    const char *v = verdict_in_box(mem, model, 512, mmap);
+    const int n_ctx = strstr(name, "F16") ? 128 : 512;
+    const char *v = verdict_in_box(mem, model, n_ctx, mmap);
     const bool paging = !strcmp(v, "paging");
     int st;
     /* A paging run reads the whole file per token: a short prompt, 2 tokens. */
-    char *out = sh(&st, "XDG_CONFIG_HOME=%s %s --mem %s --evict %s -- %s run -m %s -c 512 -b 512 -t 2 %s %s "
+    char *out = sh(&st, "XDG_CONFIG_HOME=%s %s --mem %s --evict %s -- %s run -m %s -c %d -b %d -t 2 %s %s "
                         "--no-display-prompt --ignore-eos -s 1 %s %s 2>&1",
-                   dir, SIM, mem, model, PLM_BIN, model, paging ? "-p 'Once upon a time'" : "-f", paging ? "" : prompt,
-                   paging ? "-n 2" : "-n 4", mmap ? "" : "--no-mmap");
+                   dir, SIM, mem, model, PLM_BIN, model, n_ctx, n_ctx, paging ? "-p 'Once upon a time'" : "-f",
+                   paging ? "" : n_ctx == 512 ? prompt : prompt_short, paging ? "-n 2" : "-n 4",
+                   mmap ? "" : "--no-mmap");
     printf("  %-5s %-4s %-8s plan: %-7s run: exit %d\n", mem, name, mmap ? "mmap" : "no-mmap", v, st);
     CHECK(st != 137 && !(out && strstr(out, "OOM killer")), "%s %s %s: killed by the kernel (plan: %s): %s", mem,
           name, mmap ? "mmap" : "no-mmap", v, out);
@@ -180,7 +183,9 @@ int main(void) {
     snprintf(f16, sizeof f16, "%s/q05-f16.gguf", dir);
     snprintf(q4, sizeof q4, "%s/q05-q4_0.gguf", dir);
     snprintf(prompt, sizeof prompt, "%s/prompt.txt", dir);
+    snprintf(prompt_short, sizeof prompt_short, "%s/prompt-short.txt", dir);
     write_prompt(prompt, 470);
+    write_prompt(prompt_short, 118);
     out = sh(&st, "%s synth qwen2.5-0.5b --vocab %s -o %s 2>&1 && %s quantize %s %s Q4_0 -t 2 2>&1", PLM_BIN, VOCAB,
              f16, PLM_BIN, f16, q4);
     free(out);
