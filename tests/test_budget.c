@@ -46,6 +46,13 @@ static void rlimit_binds(int resource, const char *key, const char *name, uint64
     const uint64_t used = status_kb(key);
     struct rlimit lim = {.rlim_cur = used + room, .rlim_max = old.rlim_max};
     REQUIRE_VOID(setrlimit(resource, &lim) == 0, "setrlimit %s", name);
+    struct rlimit now;
+    if (getrlimit(resource, &now) != 0 || now.rlim_cur != lim.rlim_cur) {
+        /* qemu-user accepts and ignores RLIMIT_AS/RLIMIT_DATA (its own memory). */
+        printf("  %s: skipped: setrlimit has no effect here (an emulator?)\n", name);
+        setrlimit(resource, &old);
+        return;
+    }
     plm_mem_budget b;
     plm_error err;
     plm_status st = plm_probe_budget(0, &b, &err);

@@ -36,7 +36,17 @@ typedef struct frame {
     const void *volatile addr;
 } frame;
 
+/* The handler reads this thread's frame.  initial-exec TLS is a fixed offset
+ * from the thread pointer, so the read allocates nothing even on a thread
+ * that never ran a guarded call (global-dynamic TLS in a shared library may
+ * malloc on first use, which a signal handler must not).  Android before API
+ * 29 has only emulated TLS: there the first read must not come from the
+ * handler, which holds for every thread of ours (they set it first). */
+#if defined(__GLIBC__)
+static __thread frame *current __attribute__((tls_model("initial-exec")));
+#else
 static __thread frame *current;
+#endif
 
 static const mapping *find(uintptr_t a) {
     for (int i = 0; i < MAX_MAPPINGS; i++) {
