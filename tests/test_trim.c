@@ -12,7 +12,7 @@
 #include "test.h"
 
 #define STORIES SHARED("models/stories260K.gguf")
-#define N_FILL 1536
+#define N_FILL 768
 #define N_KEEP 16
 
 static uint64_t rss_anon(void) {
@@ -30,7 +30,7 @@ static uint64_t rss_anon(void) {
  * then decode `next`; returns the logits (malloc'd). */
 static float *fill_cut_decode(plm_model *m, plm_trim_level level, bool trim, uint64_t *drop, uint64_t *released) {
     plm_context_params cp = plm_context_default_params();
-    cp.n_ctx = 4096;
+    cp.n_ctx = 1024;
     cp.n_batch = 512;
     cp.n_threads = 2;
     plm_context *c;
@@ -66,7 +66,7 @@ int main(void) {
     plm_error err;
     REQUIRE(plm_model_load(STORIES, NULL, &m, &err) == PLM_OK, "load: %s", err.message);
     plm_plan_params pp = plm_plan_default_params();
-    pp.n_ctx = 4096;
+    pp.n_ctx = 1024;
     pp.n_threads = 2;
     plm_plan plan;
     REQUIRE(plm_plan_file(STORIES, &pp, &plan, &err) == PLM_OK, "plan: %s", err.message);
