@@ -6,8 +6,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/fault_guard.h"
 #include "core/error.h"
+#include "core/fault_guard.h"
 #include "model/model.h"
 
 plm_model_params plm_model_default_params(void) {

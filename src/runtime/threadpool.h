@@ -23,7 +23,9 @@ void plm_pool_free(plm_pool *p);
 int plm_pool_size(const plm_pool *p);
 /* Runs fn(arg, ith, nth) on the caller (ith 0) and on every worker that picks
  * the task up before the caller has finished it; returns when all that
- * started are done. */
+ * started are done.  Every thread's part runs under a SIGBUS recovery point
+ * (core/fault_guard.h): a fault in a mapped model file on any of them is
+ * re-raised on the caller, into its own guard, once the task is closed. */
 void plm_pool_run(plm_pool *p, plm_task_fn fn, void *arg);
 
 #endif
