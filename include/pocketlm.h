@@ -293,7 +293,7 @@ uint32_t plm_default_threads(void);
  * the widest loads the CPU has; gbps[t-1] gets the median over `passes` of
  * bytes / seconds / 1e9. */
 typedef struct plm_bandwidth_params {
-    uint64_t buffer_bytes;  /* 0 = min(1 GiB, available RAM / 4) */
+    uint64_t buffer_bytes;  /* 0 = 1 GiB; never above plm_probe_budget / 4 */
     uint32_t max_threads;   /* 0 = physical cores */
     uint32_t passes;        /* 0 = 3 */
 } plm_bandwidth_params;
@@ -323,6 +323,10 @@ typedef struct plm_file_read_result {
 } plm_file_read_result;
 
 plm_status plm_probe_file_read(const char *path, plm_file_read_result *out, plm_error *err);
+/* The same, stopping after max_bytes (0 = the whole file): a quick figure
+ * for the paging speed of a file too large to read whole. */
+plm_status plm_probe_file_read_n(const char *path, uint64_t max_bytes, plm_file_read_result *out,
+                                 plm_error *err);
 
 /* ---- memory planning ----------------------------------------------------
  * The bill for running a model, computed from a GGUF header alone (a model
@@ -460,6 +464,11 @@ typedef struct plm_device {
     double storage_gbs;      /* flash sequential read, GB/s: the mmap paging speed */
     double compute_gops;     /* CPU int8 dot-product peak, all cores, GOPS */
     bool phone;
+    /* A process limit below the RAM share (plm_probe_budget, --mem-limit, the
+     * app's figure): 0 = none.  The budget is the smaller of the two. */
+    uint64_t limit_bytes;
+    char limit_source[48];   /* which limit: "cgroup memory.max", "RLIMIT_AS", ... */
+    bool limit_maps_count;   /* mapped files count against it (RLIMIT_AS): no paging */
 } plm_device;
 
 int plm_device_count(void);
@@ -482,13 +491,16 @@ typedef struct plm_plan_verdict {
     double prefill_tps;      /* estimate: compute x efficiency / flops per token */
     uint32_t max_ctx;        /* largest context (multiple of 256) that fits; 0 = none */
     char quant_for_ctx[16];  /* best plm_plan_quants() entry that fits at this context; "" none */
+    char budget_source[48];  /* what bound the budget: "RAM x app share", "cgroup memory.max", ... */
+    double storage_gbs;      /* the read speed decode_tps_paged assumed */
 } plm_plan_verdict;
 
 #define PLM_PLAN_PREFILL_EFFICIENCY 0.25  /* share of peak int8 throughput a CPU matmul reaches */
 
 plm_status plm_plan_evaluate(const plm_plan *plan, const plm_device *dev, plm_plan_verdict *out,
                              plm_error *err);
-const char *plm_fit_name(plm_fit f);  /* "fits", "fits with mmap paging", "does not fit" */
+/* "fits in RAM", "runs only by paging weights from storage", "does not fit" */
+const char *plm_fit_name(plm_fit f);
 
 /* ---- quality: perplexity and KL divergence -------------------------------
  * What quantization of the weights or of the KV cache costs, measured as
@@ -572,6 +584,61 @@ plm_status plm_kld_file_info(const char *path, plm_kld_info *out, plm_error *err
  * vocabulary or a malformed/truncated one (PLM_ERR_FORMAT). */
 plm_status plm_kld(plm_context *ctx, const char *base_path, const plm_kld_params *params, plm_kld_result *out,
                    plm_error *err);
+
+/* ---- living inside an app's memory --------------------------------------
+ * A phone app is not given the machine's free RAM: Android puts it in a
+ * per-app memory cgroup and its low-memory killer reclaims it, iOS's Jetsam
+ * kills it past a per-process footprint limit.  These calls plan against the
+ * process's real limit, let an app hand memory back under pressure, and keep
+ * a model file that shrinks under the process from killing it. */
+
+/* The smallest of every limit this process can see.  An app passes what its
+ * OS reports, which the library cannot read itself:
+ *   Android: ActivityManager.MemoryInfo.availMem (minus threshold, to stay
+ *            clear of the low-memory killer), or getMemoryClass() x 1 MiB for
+ *            the Java heap's own class (a floor, not the native limit);
+ *   iOS:     os_proc_available_memory() (<os/proc.h>, iOS 13+): bytes left
+ *            before Jetsam, already net of what the app uses.
+ * The cgroup limit is counted net of the cgroup's usage less its page cache
+ * (reclaimable); rlimits net of what the process already uses of them. */
+typedef struct plm_mem_budget {
+    uint64_t bytes;               /* the budget: the smallest limit below */
+    char source[48];              /* which one: "cgroup memory.max", "RLIMIT_AS", ... */
+    uint64_t available_bytes;     /* MemAvailable */
+    uint64_t cgroup_limit_bytes;  /* memory.max / memory.limit_in_bytes; 0 = none */
+    uint64_t cgroup_used_bytes;   /* its usage less page cache */
+    char cgroup_file[256];        /* the file the limit came from */
+    uint64_t rlimit_as_left;      /* RLIMIT_AS - VmSize; 0 = unlimited */
+    uint64_t rlimit_data_left;    /* RLIMIT_DATA - VmData; 0 = unlimited */
+    uint64_t app_limit_bytes;     /* as passed; 0 = none */
+    bool maps_count;              /* bound by RLIMIT_AS: mapped weights count too */
+} plm_mem_budget;
+
+plm_status plm_probe_budget(uint64_t app_limit_bytes, plm_mem_budget *out, plm_error *err);
+
+/* Memory pressure: give back what can be rebuilt, so an app can answer
+ * Android's onTrimMemory / iOS's didReceiveMemoryWarning instead of being
+ * killed.  Nothing the caller can observe changes: cached tokens, logits
+ * and the results of later decodes stay the same; the released pages are
+ * faulted back in (zeroed, or re-read from the model file) when used.
+ *   SCRATCH:  the forward pass's scratch buffers and the idle worker
+ *             threads (restarted by the next decode);
+ *   KV:       + KV cache pages past the tokens now cached;
+ *   WEIGHTS:  + this process's resident pages of the mapped weights (shared
+ *             by every context on the model; re-read from storage next token).
+ * Returns the bytes of address space handed back to the kernel (an upper
+ * bound on the RSS it frees).  Not concurrently with a decode on ctx. */
+typedef enum { PLM_TRIM_SCRATCH = 0, PLM_TRIM_KV, PLM_TRIM_WEIGHTS } plm_trim_level;
+uint64_t plm_context_trim(plm_context *ctx, plm_trim_level level);
+
+/* A mapped model file that shrinks under the process (deleted and replaced
+ * by an update, truncated) makes the next read of a vanished page raise
+ * SIGBUS.  The library catches it in any thread of a decode (a handler
+ * installed once on the first mmap'd model; faults outside its mappings or
+ * outside a decode go to the handler that was there before): plm_decode
+ * returns PLM_ERR_IO naming the file, and the context is poisoned — every
+ * later decode fails the same way; free it and load the model again. */
+bool plm_context_poisoned(const plm_context *ctx);
 
 /* ---- misc ------------------------------------------------------------- */
 

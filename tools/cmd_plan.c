@@ -11,7 +11,7 @@
 #include "pocketlm.h"
 
 typedef struct plan_opts {
-    const char *model, *device, *ram, *type_k, *type_v, *output;
+    const char *model, *device, *ram, *type_k, *type_v, *output, *mem_limit;
     const char *params, *active, *quant;
     int n_ctx, n_batch, n_threads;
     int layers, kv_heads, head_dim, embd, heads, ff, vocab, at_tokens, at_batch;
@@ -25,9 +25,29 @@ static void line(const char *what, uint64_t bytes) {
 }
 
 static double fixed_bw;
+static const char *storage_note = "";  /* where the storage speed came from */
+static char storage_note_buf[96];
 static double given_bandwidth(void *user) {
     (void)user;
     return fixed_bw;
+}
+
+/* The verdict line: fits, pages (and how fast), or what is over the limit. */
+static void print_verdict(const plm_plan *p, const plm_plan_verdict *v) {
+    char a[32], b[32], c[32];
+    const char *budget = human(v->budget_bytes, b, sizeof b);
+    if (v->fit == PLM_FITS)
+        printf("verdict    fits in RAM (peak %s of %s)\n", human(p->peak_rss, a, sizeof a), budget);
+    else if (v->fit == PLM_FITS_MMAP) {
+        printf("verdict    runs only by paging weights from storage (peak %s over the budget %s; %s of it cannot be "
+               "paged out)\n", human(p->peak_rss, a, sizeof a), budget, human(p->anon_bytes, c, sizeof c));
+        if (v->decode_tps_paged > 0)
+            printf("           about %.2f tok/s reading weights back at %.2f GB/s%s\n", v->decode_tps_paged,
+                   v->storage_gbs, storage_note);
+    } else
+        printf("verdict    does not fit (%s needs %s; the budget is %s)\n",
+               p->params.use_mmap ? "anonymous memory: KV cache, buffers, tables," : "the bill, weights read into memory,",
+               human(p->params.use_mmap ? p->anon_bytes : p->peak_rss, a, sizeof a), budget);
 }
 
 static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_verdict *v) {
@@ -76,16 +96,14 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
 
     if (!d) return;
     printf("\ndevice     %s: %s\n", d->name, d->label);
-    printf("budget     %s RAM x %.0f%%%s%s = %s\n", human(d->ram_bytes, a, sizeof a), d->app_share * 100,
-           d->used_bytes ? " - in use " : "", d->used_bytes ? human(d->used_bytes, b, sizeof b) : "",
-           human(v->budget_bytes, b, sizeof b));
-    printf("verdict    %s (peak %s of %s)\n", plm_fit_name(v->fit), human(p->peak_rss, a, sizeof a),
-           human(v->budget_bytes, b, sizeof b));
+    char c[32];
+    printf("budget     %s: %s (RAM %s x %.0f%%%s%s)\n", human(v->budget_bytes, a, sizeof a), v->budget_source,
+           human(d->ram_bytes, b, sizeof b), d->app_share * 100, d->used_bytes ? " - in use " : "",
+           d->used_bytes ? human(d->used_bytes, c, sizeof c) : "");
+    print_verdict(p, v);
     if (v->decode_tps > 0)
         printf("decode     ceiling %.1f tok/s (%.1f GB/s / %s per token); %.1f tok/s at a full context\n",
                v->decode_tps, d->bandwidth_gbs, human(p->decode_bytes, a, sizeof a), v->decode_tps_full);
-    if (v->fit == PLM_FITS_MMAP && v->decode_tps_paged > 0)
-        printf("           with paging from flash (%.2f GB/s): about %.2f tok/s\n", d->storage_gbs, v->decode_tps_paged);
     if (v->prefill_tps > 0)
         printf("prefill    about %.0f tok/s (estimate: %.0f GOPS int8 x %.0f%% / %.1f GFLOP per token)\n", v->prefill_tps,
                d->compute_gops, PLM_PLAN_PREFILL_EFFICIENCY * 100, 2.0 * p->n_params_active / 1e9);
@@ -120,11 +138,28 @@ static void print_json(const plm_plan *p, const plm_device *d, const plm_plan_ve
                ", \"app_share\": %.3f, \"bandwidth_gbs\": %.2f, \"storage_gbs\": %.2f, \"compute_gops\": %.0f},\n",
                d->name, d->ram_bytes, d->used_bytes, d->app_share, d->bandwidth_gbs, d->storage_gbs, d->compute_gops);
         printf("  \"budget\": %" PRIu64 ", \"verdict\": \"%s\", \"decode_tps\": %.3f, \"decode_tps_full\": %.3f, "
-               "\"decode_tps_paged\": %.3f, \"prefill_tps_estimate\": %.3f, \"max_ctx\": %u, \"quant_for_ctx\": \"%s\"",
+               "\"decode_tps_paged\": %.3f, \"prefill_tps_estimate\": %.3f, \"max_ctx\": %u, \"quant_for_ctx\": \"%s\", "
+               "\"budget_source\": \"%s\", \"fit\": \"%s\"",
                v->budget_bytes, plm_fit_name(v->fit), v->decode_tps, v->decode_tps_full, v->decode_tps_paged,
-               v->prefill_tps, v->max_ctx, v->quant_for_ctx);
+               v->prefill_tps, v->max_ctx, v->quant_for_ctx, v->budget_source,
+               v->fit == PLM_FITS ? "fits" : v->fit == PLM_FITS_MMAP ? "paging" : "no_fit");
     }
     printf("\n}\n");
+}
+
+/* This machine pages from the disk the model is on: read the first 128 MiB
+ * of the file from a cold cache (what `pocketlm probe --file` measures). */
+static void measure_storage(const char *path, plm_device *dev, const plm_plan *p, plm_plan_verdict *v) {
+    plm_file_read_result r;
+    if (plm_probe_file_read_n(path, 128u << 20, &r, NULL) != PLM_OK || r.mbps <= 0) {
+        storage_note = " (assumed: the disk read could not be measured)";
+        return;
+    }
+    dev->storage_gbs = r.mbps / 1000.0;
+    snprintf(storage_note_buf, sizeof storage_note_buf, " (measured: %.0f MiB %s read of the model file)",
+             r.bytes / 1048576.0, r.cache_dropped ? "cold" : "partly cached");
+    storage_note = storage_note_buf;
+    plm_plan_evaluate(p, dev, v, NULL);
 }
 
 static int kv_type(const char *name, plm_kv_type *out) {
@@ -216,9 +251,26 @@ static int run_plan(plan_opts *o) {
     if (o->bandwidth > 0) dev.bandwidth_gbs = o->bandwidth;
     if (o->storage > 0) dev.storage_gbs = o->storage;
     if (o->gops > 0) dev.compute_gops = o->gops;
+    if (o->mem_limit) {
+        double lim;
+        if (!parse_size(o->mem_limit, 1, &lim) || lim < 1) {
+            fprintf(stderr, "pocketlm plan: --mem-limit '%s' is not a size like 2G or 512M\n", o->mem_limit);
+            return 1;
+        }
+        if (!dev.limit_bytes || (uint64_t)lim < dev.limit_bytes) {
+            dev.limit_bytes = (uint64_t)lim;
+            dev.limit_maps_count = false;
+            snprintf(dev.limit_source, sizeof dev.limit_source, "--mem-limit");
+        }
+    }
 
     plm_plan_verdict v;
     plm_plan_evaluate(&p, d, &v, NULL);
+    if (v.fit == PLM_FITS_MMAP) {
+        if (o->storage > 0) storage_note = " (--storage)";
+        else if (!strcmp(dev.name, "this") && o->model) measure_storage(o->model, &dev, &p, &v);
+        else storage_note = " (the device profile's flash read speed)";
+    }
     if (!strcmp(o->output, "json")) print_json(&p, d, &v);
     else print_human(&p, d, &v);
     if (o->at_tokens > 0) {
@@ -243,6 +295,8 @@ int cmd_plan(int argc, char **argv) {
         {NULL, "--device", ARG_STR, &o.device, "NAME", "a device profile (--list-devices) or 'this' (default)"},
         {NULL, "--ram", ARG_STR, &o.ram, "SIZE", "plan for a device with this much RAM (8G, 12GB, 7.5GiB)"},
         {NULL, "--bandwidth", ARG_FLOAT, &o.bandwidth, "GB/s", "memory bandwidth (overrides the profile/probe)"},
+        {NULL, "--mem-limit", ARG_STR, &o.mem_limit, "SIZE",
+         "the app's own limit (Android MemoryInfo, iOS os_proc_available_memory); the budget is the smallest"},
         {NULL, "--app-share", ARG_FLOAT, &o.app_share, "F", "share of RAM an app can use (phones: 0.6)"},
         {NULL, "--storage", ARG_FLOAT, &o.storage, "GB/s", "flash read speed, for mmap paging"},
         {NULL, "--gops", ARG_FLOAT, &o.gops, "N", "CPU int8 GOPS, for the prefill estimate"},

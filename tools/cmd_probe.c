@@ -86,6 +86,9 @@ static void print_text(const plm_cpu_info *c, const plm_mem_info *m, const plm_b
     printf("\n");
     printf("memory     %.2f GiB total, %.2f GiB available, page size %" PRIu64 " bytes\n",
            m->total_bytes / 1073741824.0, m->available_bytes / 1073741824.0, m->page_size);
+    plm_mem_budget mb;  /* what this process may really use: docs/MEMORY.md */
+    if (plm_probe_budget(0, &mb, NULL) == PLM_OK)
+        printf("budget     %.2f GiB: %s\n", mb.bytes / 1073741824.0, mb.source);
     if (bw) {
         printf("bandwidth  read, %s loads, %.0f MiB buffer, median of %u passes:\n", bw->method,
                bw->buffer_bytes / 1048576.0, bw->passes);

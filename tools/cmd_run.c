@@ -37,8 +37,9 @@ static void emit(plm_stop_out o) {
     fflush(stdout);
 }
 
-static int generate(const run_opts *o, plm_model *model, double t_load) {
-    plm_error err;
+/* Plans the context before the model is loaded: a --no-mmap load that does
+ * not fit must be refused before it is read, not killed while reading. */
+static bool plan_context(const run_opts *o, plm_context_params *out, fit_info *fi) {
     plm_context_params cp = plm_context_default_params();
     cp.n_ctx = (uint32_t)o->n_ctx;
     cp.n_batch = (uint32_t)o->n_batch;
@@ -46,7 +47,12 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
     cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
     cp.flash_attn = o->flash_attn;
-    if (!fit_context("run", o->model, !o->no_mmap, o->mem_limit, &cp)) return 1;
+    *out = cp;
+    return fit_context_info("run", o->model, !o->no_mmap, o->mem_limit, out, fi);
+}
+
+static int generate(const run_opts *o, plm_model *model, double t_load, plm_context_params cp, const fit_info *fi) {
+    plm_error err;
     plm_context *ctx;
     if (plm_context_new(model, &cp, &ctx, &err)) {
         fprintf(stderr, "pocketlm run: %s\n", err.message);
@@ -95,6 +101,8 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
         plm_stop_free(stop);
         goto done;
     }
+    telemetry_set_plan(&tm, fi);
+    telemetry_trim_on_sigusr1(&tm, ctx);
     telemetry_tick(&tm, 0, false, true);
     double t0 = now_s();
     if (plm_decode(ctx, toks, n_prompt, &err)) {
@@ -108,6 +116,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
     telemetry_tick(&tm, n_prompt, false, true);
 
     int n_gen = 0;
+    bool decode_failed = false;
     const char *why = NULL;
     t0 = now_s();
     while (o->n_predict < 0 || n_gen < o->n_predict) {
@@ -139,6 +148,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
         }
         if (plm_decode(ctx, &t, 1, &err)) {
             fprintf(stderr, "\npocketlm run: %s\n", err.message);
+            decode_failed = true;
             break;
         }
         telemetry_tick(&tm, n_prompt + n_gen, true, false);
@@ -157,7 +167,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
             n_gen / (t_gen > 0 ? t_gen : 1e-9), plm_peak_rss_bytes() / 1048576.0, o->seed);
     plm_stop_free(stop);
     plm_sampler_free(smp);
-    rc = 0;
+    rc = decode_failed ? 1 : 0;
 done:
     free(toks);
     free(prompt);
@@ -241,6 +251,12 @@ int cmd_run(int argc, char **argv) {
     plm_model_params mp = plm_model_default_params();
     mp.use_mmap = !o.no_mmap;
     mp.use_mlock = o.mlock;
+    plm_context_params cp;
+    fit_info fi;
+    if (!plan_context(&o, &cp, &fi)) {
+        args_free(&parser);
+        return 1;
+    }
     plm_model *model;
     plm_error err;
     double t0 = now_s();
@@ -249,7 +265,7 @@ int cmd_run(int argc, char **argv) {
         args_free(&parser);
         return 1;
     }
-    rc = generate(&o, model, now_s() - t0);
+    rc = generate(&o, model, now_s() - t0, cp, &fi);
     plm_model_free(model);
     args_free(&parser);
     return rc;

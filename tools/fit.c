@@ -1,6 +1,7 @@
 #include "fit.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "units.h"
 
@@ -10,28 +11,35 @@ static double no_bandwidth(void *user) {
     return 0;
 }
 
-/* The budget: --mem-limit as given, else this machine's available memory. */
-static bool budget_device(const char *cmd, const char *mem_limit, plm_device *dev) {
-    if (mem_limit) {
-        double bytes;
-        if (!parse_size(mem_limit, 1, &bytes) || bytes < 1) {
-            fprintf(stderr, "pocketlm %s: --mem-limit '%s' is not a size like 2G or 512M\n", cmd, mem_limit);
-            return false;
-        }
-        *dev = (plm_device){.name = "limit", .ram_bytes = (uint64_t)bytes, .app_share = 1.0};
-        return true;
+bool fit_budget_device(const char *cmd, const char *mem_limit, plm_device *dev) {
+    double bytes = 0;
+    if (mem_limit && (!parse_size(mem_limit, 1, &bytes) || bytes < 1)) {
+        fprintf(stderr, "pocketlm %s: --mem-limit '%s' is not a size like 2G or 512M\n", cmd, mem_limit);
+        return false;
     }
     plm_error err;
-    if (plm_device_this(dev, no_bandwidth, NULL, &err) == PLM_OK) return true;
-    fprintf(stderr, "pocketlm %s: cannot read this machine's memory: %s\n", cmd, err.message);
-    return false;
+    if (plm_device_this(dev, no_bandwidth, NULL, &err) != PLM_OK) {
+        fprintf(stderr, "pocketlm %s: cannot read this machine's memory: %s\n", cmd, err.message);
+        return false;
+    }
+    uint64_t now = dev->ram_bytes - dev->used_bytes;
+    if (dev->limit_bytes && dev->limit_bytes < now) now = dev->limit_bytes;
+    if (mem_limit && (uint64_t)bytes < now) {
+        dev->limit_bytes = (uint64_t)bytes;
+        dev->limit_maps_count = false;
+        snprintf(dev->limit_source, sizeof dev->limit_source, "--mem-limit");
+    }
+    return true;
 }
 
 static void print_bill(const char *cmd, const plm_plan *p, const plm_plan_verdict *v) {
-    char a[32], b[32], c[32], d[32];
-    fprintf(stderr, "pocketlm %s: needs %s at %u tokens of context (weights %s, KV cache %s) but the budget is %s\n",
+    char a[32], b[32], c[32], d[32], e[32];
+    fprintf(stderr,
+            "pocketlm %s: does not fit: needs %s at %u tokens of context (weights %s, KV cache %s; %s that cannot "
+            "be paged out) but the budget is %s (%s)\n",
             cmd, human(p->peak_rss, a, sizeof a), p->params.n_ctx, human(p->weights_resident, b, sizeof b),
-            human(p->kv_bytes, c, sizeof c), human(v->budget_bytes, d, sizeof d));
+            human(p->kv_bytes, c, sizeof c), human(p->anon_bytes, e, sizeof e), human(v->budget_bytes, d, sizeof d),
+            v->budget_source);
     if (v->max_ctx > 0)
         fprintf(stderr, "  try -c %u (the largest context that fits)%s%s%s\n", v->max_ctx,
                 p->params.type_k == PLM_KV_F16 ? ", or --cache-type-k q8_0 --cache-type-v q8_0" : "",
@@ -42,10 +50,45 @@ static void print_bill(const char *cmd, const plm_plan *p, const plm_plan_verdic
         fprintf(stderr, "  the model does not fit this budget at any context or quant\n");
 }
 
-bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
-                 plm_context_params *cp) {
+/* Largest context (a multiple of 256, or n_ctx_train) whose anonymous
+ * memory leaves a quarter of the budget to the mapped weights' pages: a
+ * run that pages still needs room for the tensors it is reading. */
+static uint32_t paging_ctx(const plm_plan *p, uint64_t budget) {
+    plm_plan t = *p;
+    uint32_t best = 0, top = p->n_ctx_train && p->n_ctx_train < 4096 ? p->n_ctx_train : 4096;
+    for (uint32_t n = 256; n <= top; n += 256) {
+        plm_plan_set_ctx(&t, n);
+        if (t.anon_bytes > budget / 4 * 3) break;
+        best = n;
+    }
+    return best;
+}
+
+static void warn_paging(const char *cmd, const plm_plan *p, const plm_plan_verdict *v) {
+    char a[32], b[32], c[32];
+    fprintf(stderr,
+            "pocketlm %s: warning: the bill is %s (weights %s) but the budget is %s (%s): decode will read the "
+            "weights from storage again every token",
+            cmd, human(p->peak_rss, a, sizeof a), human(p->weights_resident, b, sizeof b),
+            human(v->budget_bytes, c, sizeof c), v->budget_source);
+    if (v->decode_tps_paged > 0)
+        fprintf(stderr, ", about %.2f tok/s at an assumed %.2f GB/s (`pocketlm plan` measures this disk)",
+                v->decode_tps_paged, v->storage_gbs);
+    fprintf(stderr, "%s%s\n", v->quant_for_ctx[0] ? "; a smaller quant fits in RAM: " : "", v->quant_for_ctx);
+}
+
+static void fill_info(fit_info *fi, const plm_plan *p, const plm_plan_verdict *v) {
+    if (!fi) return;
+    *fi = (fit_info){.budget_bytes = v->budget_bytes, .peak_rss = p->peak_rss, .anon_bytes = p->anon_bytes,
+                     .weights_bytes = p->weights_resident, .fit = v->fit, .paged_tps = v->decode_tps_paged};
+    snprintf(fi->budget_source, sizeof fi->budget_source, "%s", v->budget_source);
+    snprintf(fi->smaller_quant, sizeof fi->smaller_quant, "%s", v->quant_for_ctx);
+}
+
+bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
+                      plm_context_params *cp, fit_info *info) {
     plm_device dev;
-    if (!budget_device(cmd, mem_limit, &dev)) return false;
+    if (!fit_budget_device(cmd, mem_limit, &dev)) return false;
 
     plm_plan_params pp = plm_plan_default_params();
     pp.n_ctx = cp->n_ctx;
@@ -65,20 +108,35 @@ bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const c
 
     if (cp->n_ctx == 0) {
         uint32_t n = v.max_ctx < plan.n_ctx_train || !plan.n_ctx_train ? v.max_ctx : plan.n_ctx_train;
+        const bool paging = n == 0 && use_mmap && !(dev.limit_maps_count && v.budget_bytes == dev.limit_bytes);
+        if (paging) n = paging_ctx(&plan, v.budget_bytes);
         if (n == 0) {
             print_bill(cmd, &plan, &v);
             return false;
         }
+        plm_plan_set_ctx(&plan, n);
+        plm_plan_evaluate(&plan, &dev, &v, NULL);
         char a[32];
-        fprintf(stderr, "pocketlm %s: context %u tokens: %s (budget %s%s)\n", cmd, n,
-                n == plan.n_ctx_train ? "the model's trained context, which fits" : "the largest that fits",
-                human(v.budget_bytes, a, sizeof a), mem_limit ? ", --mem-limit" : ", this machine's available memory");
+        fprintf(stderr, "pocketlm %s: context %u tokens: %s (budget %s: %s)\n", cmd, n,
+                paging ? "the largest whose buffers leave room for paging"
+                : n == plan.n_ctx_train ? "the model's trained context, which fits"
+                                        : "the largest that fits",
+                human(v.budget_bytes, a, sizeof a), v.budget_source);
+        if (paging) warn_paging(cmd, &plan, &v);
         cp->n_ctx = n;
+        fill_info(info, &plan, &v);
         return true;
     }
-    if (v.fit == PLM_NO_FIT || (mem_limit && v.fit != PLM_FITS)) {
+    if (v.fit == PLM_NO_FIT) {
         print_bill(cmd, &plan, &v);
         return false;
     }
+    if (v.fit == PLM_FITS_MMAP) warn_paging(cmd, &plan, &v);
+    fill_info(info, &plan, &v);
     return true;
+}
+
+bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
+                 plm_context_params *cp) {
+    return fit_context_info(cmd, model_path, use_mmap, mem_limit, cp, NULL);
 }

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "core/fault_guard.h"
+
 /* Spin this many times before sleeping: long enough to bridge the gap
  * between two steps of one forward pass, short against a sampling step. */
 enum { SPIN_ITERATIONS = 4000 };
@@ -29,6 +31,7 @@ struct workers {
     atomic_uint closed;      /* the last generation the caller has finished */
     atomic_int active;       /* workers inside the current task */
     atomic_bool stop;
+    _Atomic(const void *) fault; /* a SIGBUS in a mapped file cut a task short here */
     pthread_mutex_t mutex;
     pthread_cond_t wake;
     int sleeping;            /* guarded by mutex */
@@ -68,6 +71,13 @@ static unsigned wait_for_task(workers *p, unsigned seen) {
     return g;
 }
 
+/* A task under a SIGBUS recovery point: a worker that faults records it and
+ * goes on serving; the caller re-raises it once the task is closed. */
+static void run_guarded(workers *p, plm_task_fn fn, void *arg, int ith, int nth) {
+    const void *addr = NULL;
+    if (!plm_fault_guard_call(fn, arg, ith, nth, &addr)) atomic_store(&p->fault, addr);
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     workers *p = w->set;
@@ -81,7 +91,7 @@ static void *worker_main(void *arg) {
          * `seen` too (this worker was descheduled through whole tasks; fn and
          * arg then belong to a later one): run only while `seen` is open. */
         atomic_fetch_add(&p->active, 1);
-        if ((int)(seen - atomic_load(&p->closed)) > 0 && w->ith < p->nth) p->fn(p->arg, w->ith, p->nth);
+        if ((int)(seen - atomic_load(&p->closed)) > 0 && w->ith < p->nth) run_guarded(p, p->fn, p->arg, w->ith, p->nth);
         atomic_fetch_sub(&p->active, 1);
     }
     return NULL;
@@ -213,12 +223,14 @@ void plm_pool_run(plm_pool *h, plm_task_fn fn, void *arg) {
     p->arg = arg;
     p->nth = h->n;
     const unsigned g = publish(p);
-    fn(arg, 0, h->n);
+    run_guarded(p, fn, arg, 0, h->n);
     atomic_store(&p->closed, g);
     int spins = 0;
     while (atomic_load(&p->active) != 0) {
         if (++spins < SPIN_ITERATIONS) cpu_relax();
         else sched_yield();
     }
+    const void *fault = atomic_exchange(&p->fault, NULL);
     pthread_mutex_unlock(&p->running);
+    if (fault) plm_fault_guard_raise(fault);
 }

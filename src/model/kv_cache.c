@@ -4,6 +4,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -165,4 +167,28 @@ plm_status plm_kv_seq_shift(plm_kv_cache *kv, plm_kv_seq seq, uint32_t n_keep, u
     rerotate(user, kv, seq, n_keep, n_move, -(int)n_discard);
     kv->len[seq] -= n_discard;
     return PLM_OK;
+}
+
+/* ---- memory pressure -------------------------------------------------------- */
+
+/* Hands the whole pages inside [p, p + n) back to the kernel; they read as
+ * zeros when next touched.  Returns the bytes released. */
+static uint64_t release_pages(uint8_t *p, size_t n) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
+    if (b <= a || madvise((void *)a, b - a, MADV_DONTNEED) != 0) return 0;
+    return b - a;
+}
+
+uint64_t plm_kv_release_unused(plm_kv_cache *kv) {
+    uint64_t n = 0;
+    for (int il = 0; il < kv->n_layer; il++) {
+        if (kv->window[il]) continue;  /* a windowed layer's cells wrap: all may be live */
+        for (uint32_t seq = 0; seq < kv->n_seq; seq++) {
+            const uint32_t len = kv->len[seq], unused = kv->cells[il] - len;
+            n += release_pages(plm_kv_keys(kv, il, (plm_kv_seq)seq, len), (size_t)unused * kv->k_row);
+            n += release_pages(plm_kv_values(kv, il, (plm_kv_seq)seq, len), (size_t)unused * kv->v_row);
+        }
+    }
+    return n;
 }

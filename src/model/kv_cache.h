@@ -107,6 +107,11 @@ static inline uint8_t *plm_kv_values(const plm_kv_cache *kv, int il, plm_kv_seq 
 void plm_kv_store(plm_kv_cache *kv, const plm_kernels *kt, int il, const plm_ubatch *b, const float *k,
                   const float *v);
 
+/* Memory pressure: hands back to the kernel the pages of cells no sequence
+ * holds (rows past each sequence's length in full-attention layers; they
+ * are written before they are read).  Returns the bytes released. */
+uint64_t plm_kv_release_unused(plm_kv_cache *kv);
+
 /* ---- sequences ------------------------------------------------------------ */
 
 /* Checks that a batch appends to its sequences: each token's sequence

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fault_guard.h"
 #include "model/model.h"
 
 plm_model_params plm_model_default_params(void) {
@@ -67,12 +68,15 @@ plm_status plm_model_load(const char *path, const plm_model_params *params, plm_
     }
     if (p.vocab_only) m->hp.n_vocab = plm_vocab_n_tokens(m->vocab);
     else warm_up(m->file);
+    /* A decode that reads a page the file no longer has fails cleanly. */
+    if (m->file->mapped) plm_fault_guard_register(m->file->image, (size_t)m->file->size, path);
     *out = m;
     return PLM_OK;
 }
 
 void plm_model_free(plm_model *m) {
     if (!m) return;
+    if (m->file && m->file->mapped) plm_fault_guard_unregister(m->file->image);
     plm_vocab_free(m->vocab);
     gguf_close(m->file);
     free(m->layers);

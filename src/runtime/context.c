@@ -3,8 +3,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/error.h"
+#include "core/fault_guard.h"
 #include "runtime/plan.h"
 #include "core/threadpool.h"
 
@@ -124,6 +127,7 @@ void plm_context_free(plm_context *c) {
     plm_kv_free(&c->fwd.kv);
     scratch_free(&c->fwd.s);
     free(c->logits);
+    free(c->poisoned);
     free(c);
 }
 
@@ -150,6 +154,31 @@ static plm_status reserve_logits(plm_context *c, int rows, plm_error *err) {
     return PLM_OK;
 }
 
+typedef struct decode_job {
+    plm_context *c;
+    const plm_token *tokens;
+    int n;
+} decode_job;
+
+/* Evaluates the tokens in chunks of n_batch; each chunk attends to
+ * everything cached before it. */
+static void decode_chunks(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
+    decode_job *j = arg;
+    plm_context *c = j->c;
+    const bool all = c->params.logits_all;
+    const int B = (int)c->params.n_batch, n = j->n, n_vocab = c->model->hp.n_vocab;
+    for (int i = 0; i < n; i += B) {
+        const int m = n - i < B ? n - i : B;
+        const bool last_chunk = i + m == n;
+        int first = all ? 0 : (last_chunk ? m - 1 : m);
+        float *dst = all ? c->logits + (size_t)i * n_vocab : c->logits;
+        const plm_ubatch b = {.tokens = j->tokens + i, .n = m, .pos0 = plm_kv_seq_len(&c->fwd.kv, SEQ)};
+        plm_forward(&c->fwd, &b, first, dst);
+        plm_kv_commit(&c->fwd.kv, &b);
+    }
+}
+
 plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error *err) {
     if (n <= 0) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_decode needs at least one token");
     const int n_vocab = c->model->hp.n_vocab;
@@ -162,25 +191,61 @@ plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error 
         return plm_fail(err, PLM_ERR_CONTEXT_FULL,
                         "context full: %u cached + %d new tokens exceed the context length %u (use a larger -c)",
                         n_past, n, c->fwd.kv.n_ctx);
+    if (c->poisoned) return plm_fail(err, PLM_ERR_IO, "%s", c->poisoned);
     const bool all = c->params.logits_all;
     plm_status st = reserve_logits(c, all ? n : 1, err);
+    if (!st && !c->fwd.pool && !(c->fwd.pool = plm_pool_shared((int)c->params.n_threads)))  /* trimmed: restart */
+        st = plm_fail(err, PLM_ERR_NOMEM, "cannot start %u threads", c->params.n_threads);
     if (st) return st;
 
-    /* Evaluate the prompt in chunks of n_batch tokens; each chunk attends to
-     * everything cached before it. */
-    const int B = (int)c->params.n_batch;
-    for (int i = 0; i < n; i += B) {
-        const int m = n - i < B ? n - i : B;
-        const bool last_chunk = i + m == n;
-        int first = all ? 0 : (last_chunk ? m - 1 : m);
-        float *dst = all ? c->logits + (size_t)i * n_vocab : c->logits;
-        const plm_ubatch b = {.tokens = tokens + i, .n = m, .pos0 = plm_kv_seq_len(&c->fwd.kv, SEQ)};
-        plm_forward(&c->fwd, &b, first, dst);
-        plm_kv_commit(&c->fwd.kv, &b);
+    /* The forward pass runs under a SIGBUS recovery point (core/fault_guard):
+     * a model file that shrank under its mapping poisons the context instead
+     * of killing the process. */
+    decode_job job = {c, tokens, n};
+    const void *addr = NULL;
+    if (!plm_fault_guard_call(decode_chunks, &job, 0, 1, &addr)) {
+        char msg[1024];
+        plm_fault_guard_describe(addr, msg, sizeof msg);
+        c->poisoned = strdup(msg);
+        c->n_logits = 0;
+        return plm_fail(err, PLM_ERR_IO, "%s", msg);
     }
     c->n_logits = all ? n : 1;
     c->logits_first = all ? 0 : n - 1;
     return PLM_OK;
+}
+
+bool plm_context_poisoned(const plm_context *c) { return c && c->poisoned; }
+
+/* ---- memory pressure ------------------------------------------------------- */
+
+/* Hands the whole pages inside [p, p + n) back to the kernel; they read as
+ * zeros when next touched.  Returns the bytes released. */
+static uint64_t release(void *p, size_t n) {
+    if (!p || !n) return 0;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
+    if (b <= a || madvise((void *)a, b - a, MADV_DONTNEED) != 0) return 0;
+    return b - a;
+}
+
+uint64_t plm_context_trim(plm_context *c, plm_trim_level level) {
+    if (!c) return 0;
+    plm_plan_buffers b;
+    if (plan_buffers(c->model, &c->params, &b, NULL)) return 0;
+    /* Scratch: rewritten before it is read by every forward pass. */
+    plm_scratch *s = &c->fwd.s;
+    uint64_t n = release(s->x, b.x) + release(s->xn, b.xn) + release(s->q, b.q) + release(s->k, b.k) +
+                 release(s->v, b.v) + release(s->gate, b.gate) + release(s->up, b.up);
+    for (int i = 0; i < 3; i++) n += release(s->act[i], b.act);
+    /* Idle workers: this context's hold on them (the last holder's release
+     * stops the threads); plm_decode takes them again. */
+    plm_pool_free(c->fwd.pool);
+    c->fwd.pool = NULL;
+    if (level >= PLM_TRIM_KV) n += plm_kv_release_unused(&c->fwd.kv);
+    if (level >= PLM_TRIM_WEIGHTS && c->model->file->mapped)
+        n += release((void *)c->model->file->image, (size_t)c->model->file->size);
+    return n;
 }
 
 const float *plm_get_logits(const plm_context *c, int i) {

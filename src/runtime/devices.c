@@ -15,16 +15,16 @@
  * derived in docs/DEVICES.md. */
 static const plm_device devices[] = {
     {"iphone-15-pro", "Apple iPhone 15 Pro (A17 Pro, 8 GB LPDDR5-6400)", 8 * GIB, 0, 0.60, 51.2, 2.0, 1506,
-     true},
+     true, 0, "", false},
     {"snapdragon-8-gen-2", "Snapdragon 8 Gen 2 phone (12 GB LPDDR5X-8400)", 12 * GIB, 0, 0.60, 67.2, 4.2, 1318,
-     true},
+     true, 0, "", false},
     {"snapdragon-8-gen-3", "Snapdragon 8 Gen 3 phone (12 GB LPDDR5X-9600)", 12 * GIB, 0, 0.60, 76.8, 4.2, 1567,
-     true},
+     true, 0, "", false},
     {"snapdragon-8-gen-3-24g", "Snapdragon 8 Gen 3 phone (24 GB LPDDR5X-9600)", 24 * GIB, 0, 0.60, 76.8, 4.2,
-     1567, true},
+     1567, true, 0, "", false},
     {"dimensity-9300", "MediaTek Dimensity 9300 phone (16 GB LPDDR5T-9600)", 16 * GIB, 0, 0.60, 76.8, 4.2, 2022,
-     true},
-    {"raspberry-pi-5", "Raspberry Pi 5 (8 GB LPDDR4X-4267, 32-bit)", 8 * GIB, 0, 0.85, 17.1, 0.09, 614, false},
+     true, 0, "", false},
+    {"raspberry-pi-5", "Raspberry Pi 5 (8 GB LPDDR4X-4267, 32-bit)", 8 * GIB, 0, 0.85, 17.1, 0.09, 614, false, 0, "", false},
 };
 
 int plm_device_count(void) { return (int)(sizeof devices / sizeof devices[0]); }
@@ -57,6 +57,12 @@ plm_status plm_device_this(plm_device *o, plm_bandwidth_fn bw, void *user, plm_e
     o->ram_bytes = mi.total_bytes;
     o->used_bytes = mi.total_bytes > mi.available_bytes ? mi.total_bytes - mi.available_bytes : 0;
     o->app_share = 1.0;
+    plm_mem_budget mb;  /* the process's own limit: cgroup, rlimits */
+    if (plm_probe_budget(0, &mb, NULL) == PLM_OK && mb.bytes < mi.available_bytes) {
+        o->limit_bytes = mb.bytes;
+        snprintf(o->limit_source, sizeof o->limit_source, "%s", mb.source);
+        o->limit_maps_count = mb.maps_count;
+    }
     o->bandwidth_gbs = bw ? bw(user) : probe_bandwidth();
     /* Rough int8 peak: physical cores x max clock x 64 ops a cycle (two
      * 128-bit dot-product pipes, or one 256-bit AVX2 madd chain). */

@@ -559,8 +559,8 @@ uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batc
 
 const char *plm_fit_name(plm_fit f) {
     switch (f) {
-    case PLM_FITS: return "fits";
-    case PLM_FITS_MMAP: return "fits with mmap paging";
+    case PLM_FITS: return "fits in RAM";
+    case PLM_FITS_MMAP: return "runs only by paging weights from storage";
     default: return "does not fit";
     }
 }
@@ -572,14 +572,32 @@ static uint64_t peak_with_bpw(const plm_plan *p, double bpw) {
     return p->peak_rss - wdata + (uint64_t)((double)wdata * scale);
 }
 
-plm_status plm_plan_evaluate(const plm_plan *p, const plm_device *d, plm_plan_verdict *o, plm_error *err) {
-    memset(o, 0, sizeof *o);
-    if (!p || !d) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_plan_evaluate needs a plan and a device");
+/* The budget: the device's RAM share less what is in use, or the process's
+ * own limit when that is smaller; and which of them it was. */
+static void budget_of(const plm_device *d, plm_plan_verdict *o) {
     double share = d->app_share > 0 && d->app_share <= 1 ? d->app_share : 1.0;
     double budget = (double)d->ram_bytes * share - (double)d->used_bytes;
     o->budget_bytes = budget > 0 ? (uint64_t)budget : 0;
+    if (d->used_bytes) snprintf(o->budget_source, sizeof o->budget_source, "available RAM");
+    else if (share < 1) snprintf(o->budget_source, sizeof o->budget_source, "RAM x app share %.0f%%", share * 100);
+    else snprintf(o->budget_source, sizeof o->budget_source, "RAM");
+    if (d->limit_bytes && d->limit_bytes < o->budget_bytes) {
+        o->budget_bytes = d->limit_bytes;
+        snprintf(o->budget_source, sizeof o->budget_source, "%s", d->limit_source[0] ? d->limit_source : "limit");
+    }
+}
+
+plm_status plm_plan_evaluate(const plm_plan *p, const plm_device *d, plm_plan_verdict *o, plm_error *err) {
+    memset(o, 0, sizeof *o);
+    if (!p || !d) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_plan_evaluate needs a plan and a device");
+    budget_of(d, o);
+    /* Paging: the anonymous part (KV, buffers, tables) must fit; the mapped
+     * weights then take what is left and the rest is read from storage again
+     * every token.  Under RLIMIT_AS the mapping itself counts: no paging. */
+    const bool limit_binds = d->limit_bytes && o->budget_bytes == d->limit_bytes;
     if (p->peak_rss <= o->budget_bytes) o->fit = PLM_FITS;
-    else if (p->params.use_mmap && p->anon_bytes <= o->budget_bytes) o->fit = PLM_FITS_MMAP;
+    else if (p->params.use_mmap && p->anon_bytes <= o->budget_bytes && !(limit_binds && d->limit_maps_count))
+        o->fit = PLM_FITS_MMAP;
     else o->fit = PLM_NO_FIT;
 
     const double bw = d->bandwidth_gbs * 1e9;
@@ -587,12 +605,14 @@ plm_status plm_plan_evaluate(const plm_plan *p, const plm_device *d, plm_plan_ve
         o->decode_tps = bw / (double)p->decode_bytes;
         o->decode_tps_full = bw / (double)(p->decode_bytes + p->kv_read_full);
     }
+    o->storage_gbs = d->storage_gbs;
     if (o->fit == PLM_FITS_MMAP && d->storage_gbs > 0) {
-        /* What does not fit is read again from flash for every token. */
-        uint64_t room = o->budget_bytes - p->anon_bytes;
-        uint64_t missing = p->weights_resident > room ? p->weights_resident - room : 0;
-        double t = (missing ? (double)missing / (d->storage_gbs * 1e9) : 0) +
-                   (bw > 0 ? (double)p->decode_bytes / bw : 0);
+        /* Decode reads the weights in the same order every token: a cyclic
+         * scan larger than the memory it may use, which an LRU page cache
+         * evicts ahead of reuse, so every token reads them all from storage
+         * again (not just the part over the budget: docs/MEMORY.md has the
+         * measurement). */
+        double t = (double)p->decode_bytes / (d->storage_gbs * 1e9) + (bw > 0 ? (double)p->decode_bytes / bw : 0);
         o->decode_tps_paged = t > 0 ? 1.0 / t : 0;
     }
     if (d->compute_gops > 0) {

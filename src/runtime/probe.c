@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -270,6 +271,155 @@ plm_status plm_probe_memory(plm_mem_info *o, plm_error *err) {
     return PLM_OK;
 }
 
+/* ---- the process's memory budget ------------------------------------------------
+ * MemAvailable is the machine's; an app lives under tighter limits: the memory
+ * cgroup it was put in (containers; Android's per-app cgroups), rlimits, and
+ * what the OS tells the app (Android ActivityManager.MemoryInfo, iOS
+ * os_proc_available_memory()), which only the app can pass in. */
+
+/* This process's cgroup directory for a controller: "" when not in one.
+ * v1 lines read "4:memory:/path", v2 "0::/path"; v1 wins when both exist
+ * because a v1 memory controller is the one that holds the limit. */
+static bool own_cgroup(char *v1, size_t v1_size, char *v2, size_t v2_size) {
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return false;
+    char line[1024];
+    v1[0] = v2[0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c2 = '\0';
+        const char *ctrls = c1 + 1, *path = c2 + 1;
+        if (!*ctrls) snprintf(v2, v2_size, "%s", path);
+        else
+            for (const char *t = ctrls; t; t = strchr(t, ',') ? strchr(t, ',') + 1 : NULL)
+                if (!strncmp(t, "memory", 6) && (t[6] == ',' || t[6] == '\0')) snprintf(v1, v1_size, "%s", path);
+    }
+    fclose(f);
+    return v1[0] || v2[0];
+}
+
+/* Reads a cgroup file as a byte count; "max" (v2) and v1's huge "no limit"
+ * values read as 0 = unlimited. */
+static bool read_cg_bytes(const char *dir, const char *name, uint64_t *out) {
+    char path[1200], buf[64];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!read_line(path, buf, sizeof buf)) return false;
+    if (!strncmp(buf, "max", 3)) {
+        *out = 0;
+        return true;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno || end == buf) return false;
+    *out = v >= (1ull << 60) ? 0 : (uint64_t)v; /* v1: PAGE_COUNTER_MAX * page size */
+    return true;
+}
+
+/* One "key value" line of memory.stat. */
+static uint64_t cg_stat(const char *dir, const char *key) {
+    char path[1200], line[256];
+    snprintf(path, sizeof path, "%s/memory.stat", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = strlen(key);
+    uint64_t v = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ' ') {
+            v = strtoull(line + n + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* The tightest limit of this cgroup and its ancestors (a parent's limit
+ * binds its children).  Usage excludes the page cache (memory.stat "file" /
+ * "total_cache"): file pages are reclaimed before anything is killed. */
+static void cgroup_limit(plm_mem_budget *o) {
+    char v1[512], v2[512];
+    if (!own_cgroup(v1, sizeof v1, v2, sizeof v2)) return;
+    const bool is_v1 = v1[0] != '\0';
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s%s", is_v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup", is_v1 ? v1 : v2);
+    if (!is_v1 && access("/sys/fs/cgroup/cgroup.controllers", R_OK) != 0) return; /* v2 not mounted there */
+    for (;;) {
+        uint64_t limit = 0, usage = 0;
+        if (read_cg_bytes(dir, is_v1 ? "memory.limit_in_bytes" : "memory.max", &limit) && limit &&
+            read_cg_bytes(dir, is_v1 ? "memory.usage_in_bytes" : "memory.current", &usage)) {
+            uint64_t cache = cg_stat(dir, is_v1 ? "total_cache" : "file");
+            usage = usage > cache ? usage - cache : 0;
+            uint64_t left = limit > usage ? limit - usage : 0;
+            if (!o->cgroup_limit_bytes || left < o->cgroup_limit_bytes - o->cgroup_used_bytes) {
+                o->cgroup_limit_bytes = limit;
+                o->cgroup_used_bytes = usage;
+                snprintf(o->cgroup_file, sizeof o->cgroup_file, "%.200s/%s", dir,
+                         is_v1 ? "memory.limit_in_bytes" : "memory.max");
+            }
+        }
+        char *slash = strrchr(dir, '/');
+        size_t root = strlen(is_v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup");
+        if (!slash || (size_t)(slash - dir) < root) break;
+        *slash = '\0';
+    }
+}
+
+/* VmSize / VmData of this process, in bytes (0 if unknown). */
+static uint64_t proc_status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t n = strlen(key);
+    uint64_t v = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') {
+            v = strtoull(line + n + 1, NULL, 10) * 1024;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* A soft rlimit minus what the process already uses of it; 0 = unlimited. */
+static uint64_t rlimit_left(int resource, const char *status_key) {
+    struct rlimit rl;
+    if (getrlimit(resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+    uint64_t used = proc_status_kb(status_key);
+    return (uint64_t)rl.rlim_cur > used ? (uint64_t)rl.rlim_cur - used : 1;
+}
+
+static void consider(plm_mem_budget *o, uint64_t bytes, const char *source) {
+    if (!bytes || (o->bytes && bytes >= o->bytes)) return;
+    o->bytes = bytes;
+    snprintf(o->source, sizeof o->source, "%s", source);
+}
+
+plm_status plm_probe_budget(uint64_t app_limit_bytes, plm_mem_budget *o, plm_error *err) {
+    if (!o) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_probe_budget: no output");
+    memset(o, 0, sizeof *o);
+    plm_mem_info mi;
+    plm_status st = plm_probe_memory(&mi, err);
+    if (st) return st;
+    o->available_bytes = mi.available_bytes;
+    cgroup_limit(o);
+    o->rlimit_as_left = rlimit_left(RLIMIT_AS, "VmSize");
+    o->rlimit_data_left = rlimit_left(RLIMIT_DATA, "VmData");
+    o->app_limit_bytes = app_limit_bytes;
+
+    consider(o, o->available_bytes, "available RAM (MemAvailable)");
+    if (o->cgroup_limit_bytes)
+        consider(o, o->cgroup_limit_bytes > o->cgroup_used_bytes ? o->cgroup_limit_bytes - o->cgroup_used_bytes : 1,
+                 o->cgroup_file[0] && strstr(o->cgroup_file, "limit_in_bytes") ? "cgroup memory.limit_in_bytes"
+                                                                                : "cgroup memory.max");
+    consider(o, o->rlimit_as_left, "RLIMIT_AS");
+    consider(o, o->rlimit_data_left, "RLIMIT_DATA");
+    consider(o, app_limit_bytes, "the app's limit");
+    o->maps_count = !strcmp(o->source, "RLIMIT_AS");
+    return PLM_OK;
+}
+
 /* ---- memory read bandwidth --------------------------------------------------- */
 
 typedef uint64_t (*sum_fn)(const uint8_t *p, size_t n);
@@ -425,12 +575,12 @@ plm_status plm_probe_bandwidth(const plm_bandwidth_params *params, plm_bandwidth
         free(ci);
     }
     if (p.max_threads > PLM_PROBE_MAX_CPUS) p.max_threads = PLM_PROBE_MAX_CPUS;
-    if (p.buffer_bytes == 0) {
-        plm_mem_info mi;
-        p.buffer_bytes = (uint64_t)1 << 30;
-        if (plm_probe_memory(&mi, NULL) == PLM_OK && mi.available_bytes / 4 < p.buffer_bytes)
-            p.buffer_bytes = mi.available_bytes / 4;
-    }
+    /* A quarter of the process's budget at most (its cgroup, not the host's
+     * free RAM): a probe must never be what the OS kills. */
+    plm_mem_budget mb;
+    const uint64_t cap = plm_probe_budget(0, &mb, NULL) == PLM_OK ? mb.bytes / 4 : (uint64_t)1 << 30;
+    if (p.buffer_bytes == 0) p.buffer_bytes = (uint64_t)1 << 30;
+    if (p.buffer_bytes > cap) p.buffer_bytes = cap;
     /* Every thread gets at least a few KiB; slices are whole loop steps. */
     uint64_t min_bytes = (uint64_t)p.max_threads * 4096;
     if (p.buffer_bytes < min_bytes) p.buffer_bytes = min_bytes;
@@ -490,6 +640,10 @@ plm_status plm_probe_bandwidth(const plm_bandwidth_params *params, plm_bandwidth
 /* ---- cold-cache file read ------------------------------------------------------ */
 
 plm_status plm_probe_file_read(const char *path, plm_file_read_result *out, plm_error *err) {
+    return plm_probe_file_read_n(path, 0, out, err);
+}
+
+plm_status plm_probe_file_read_n(const char *path, uint64_t max_bytes, plm_file_read_result *out, plm_error *err) {
     if (!out || !path) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_probe_file_read: no path or output");
     memset(out, 0, sizeof *out);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -545,6 +699,7 @@ plm_status plm_probe_file_read(const char *path, plm_file_read_result *out, plm_
         }
         if (got == 0) break;
         total += (uint64_t)got;
+        if (max_bytes && total >= max_bytes) break;
     }
     out->seconds = now_s() - t0;
     free(buf);
