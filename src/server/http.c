@@ -118,7 +118,7 @@ int reply_error(srv_request *rq, srv_api api, unsigned status, const char *param
         body = json_pack("{ss}", "error", msg);
     } else {
         json_t *p = param && *param ? json_string(param) : json_null();
-        body = json_pack("{s{sssssos?}}", "error", "message", msg, "type", error_type(status), "param", p, "code",
+        body = json_pack("{s{sssssoss?}}", "error", "message", msg, "type", error_type(status), "param", p, "code",
                          NULL);
     }
     return reply_json(rq, status, body);
@@ -247,8 +247,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = cs;
         bool known;
         cs->route = find_route(method, url, &known);
+        /* A body somewhat over the limit is read and dropped, so the client
+         * (still sending) sees the 413; a huge one is refused at once, and
+         * the connection closes under the client's feet. */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > srv->cfg.max_body_bytes)
+        if (cl && strtoull(cl, NULL, 10) / 64 > srv->cfg.max_body_bytes)
             return (enum MHD_Result)reply_error(&rq, api_of(url), 413, NULL, "the body has %s bytes: at most %zu",
                                                 cl, srv->cfg.max_body_bytes);
         return MHD_YES;

@@ -89,6 +89,12 @@ static bool parse_generation(const srv_server *srv, json_t *root, const char *ma
     if (!check_max_tokens(srv, j, e)) return false;
     if (!parse_sampling(srv, root, false, &j->sp, e)) return false;
     if (!parse_stops(json_object_get(root, "stop"), "stop", j, e)) return false;
+    v = json_object_get(root, "ignore_eos");
+    if (v && !json_is_null(v) && !json_is_boolean(v)) {
+        parse_error_set(e, 400, "ignore_eos", "'ignore_eos' must be true or false");
+        return false;
+    }
+    j->ignore_eos = json_is_true(v);
     v = json_object_get(root, "logprobs");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 5) {
@@ -195,7 +201,7 @@ static char *sse_final(srv_stream *st) {
     srv_job *j = st->job;
     char *last;
     if (j->status != PLM_OK) {
-        last = sse(json_pack("{s{sssss?}}", "error", "message", j->error, "type", "server_error", "param", NULL));
+        last = sse(json_pack("{s{ssssss?}}", "error", "message", j->error, "type", "server_error", "param", NULL));
     } else {
         json_t *choices = json_pack("[{sssisoss}]", "text", "", "index", 0, "logprobs", json_null(), "finish_reason",
                                     finish_reason_openai(j));

@@ -28,8 +28,10 @@ json_t *parse_body(const srv_request *rq, srv_parse_error *e) {
     json_error_t je;
     json_t *root = json_loadb(rq->body ? rq->body : "", rq->body_len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        parse_error_set(e, 400, NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
-                        je.column);
+        const char *what = json_error_code(&je) == json_error_invalid_utf8 ? "not valid UTF-8"
+                           : json_error_code(&je) == json_error_stack_overflow ? "nested too deeply"
+                                                                                 : "not valid JSON";
+        parse_error_set(e, 400, NULL, "the body is %s: %s (line %d, column %d)", what, je.text, je.line, je.column);
         return NULL;
     }
     if (!json_is_object(root)) {

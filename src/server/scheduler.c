@@ -175,6 +175,7 @@ static void run_job(srv_sched *s, srv_slot *sl, srv_job *j) {
         run_state rs = {s, j};
         plm_generate_params gp = plm_generate_default_params();
         gp.max_tokens = j->max_tokens;
+        gp.ignore_eos = j->ignore_eos;
         gp.stops = (const char *const *)j->stops;
         gp.n_stops = j->n_stops;
         gp.on_token = on_token;

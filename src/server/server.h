@@ -89,6 +89,7 @@ typedef struct srv_job {
     char **stops;
     int n_stops;
     int logprobs;              /* top alternatives per token to record; -1 = no records */
+    bool ignore_eos;           /* llama-server's extension: generate past end-of-generation */
 
     /* outputs, under mu */
     pthread_mutex_t mu;
