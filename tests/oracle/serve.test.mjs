@@ -93,11 +93,21 @@ function parseResponse(buf, atEnd = false) {
   return atEnd ? { status, headers, body: body.toString() } : null;
 }
 
-function post(port, url, body, extraHeaders = "") {
+function post(port, url, body, opts = {}) {
   const b = Buffer.isBuffer(body) ? body : Buffer.from(body);
   return rawRequest(port, [Buffer.concat([Buffer.from(
     `POST ${url} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\n` +
-    `Content-Length: ${b.length}\r\n${extraHeaders}\r\n`), b])]);
+    `Content-Length: ${b.length}\r\n\r\n`), b])], opts);
+}
+
+// SIGTERM, then the exit code (0 = drained cleanly; under ASan, also no leaks).
+function stop(server) {
+  const code = new Promise((resolve) => {
+    if (server.proc.exitCode !== null) resolve(server.proc.exitCode);
+    server.proc.on("exit", (c) => resolve(c));
+  });
+  server.proc.kill("SIGTERM");
+  return code;
 }
 
 const errorOf = (r) => { try { return JSON.parse(r.body).error; } catch { return undefined; } };
@@ -280,7 +290,8 @@ try {
   // ---- a full queue: 503 with Retry-After; every answer still the greedy text ----
   const busy = await startServer(["--queue", "1"]);
   const bodies = Array.from({ length: 24 }, () =>
-    post(busy.port, "/v1/completions", JSON.stringify({ prompt: PROMPT, max_tokens: 1500, ignore_eos: true, temperature: 0 })));
+    post(busy.port, "/v1/completions", JSON.stringify({ prompt: PROMPT, max_tokens: 1500, ignore_eos: true, temperature: 0 }),
+         { timeoutMs: 100000 }));
   const results = await Promise.all(bodies);
   const ok = results.filter((x) => x.status === 200), refused = results.filter((x) => x.status === 503);
   check(ok.length >= 1 && refused.length >= 1 && ok.length + refused.length === results.length,
@@ -288,6 +299,12 @@ try {
   check(refused.every((x) => x.headers["retry-after"] && /busy/.test(errorOf(x)?.message)), "503s carry Retry-After");
   const texts = new Set(ok.map((x) => JSON.parse(x.body).choices[0].text));
   check(texts.size === 1, `answers differ under load: ${texts.size} distinct`);
+
+  for (let i = 0; i < 200; i++) {  // the busy server drains before the next part
+    const mt = await metrics(busy.port);
+    if (metric(mt, "pocketlm_queue_depth") === 0 && metric(mt, "pocketlm_slots_busy") === 0) break;
+    await new Promise((res) => setTimeout(res, 100));
+  }
 
   // ---- SIGTERM: a running stream finishes, the server exits 0 ----
   const chunks = [];
@@ -307,6 +324,7 @@ try {
   const all = Buffer.concat(chunks).toString();
   check(/data: \[DONE\]/.test(all), `the running stream finished after SIGTERM: ...${all.slice(-200)}`);
   check(await exitCode === 0, "SIGTERM: exit 0");
+  check(await stop(srv) === 0, `the first server: SIGTERM, exit 0: ${srv.log().slice(-2000)}`);
 } catch (e) {
   check(false, `exception: ${e.stack ?? e}`);
 }
