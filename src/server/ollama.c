@@ -15,6 +15,7 @@
 typedef struct oll_stream {
     char model[128];
     double t_start;
+    bool chat;  /* /api/chat's shape: "message" instead of "response", no "context" */
 } oll_stream;
 
 /* ---- request ---------------------------------------------------------------- */
@@ -66,10 +67,10 @@ static bool parse_generate_prompt(const srv_server *srv, json_t *root, srv_job *
     }
     *empty = (!prompt || json_is_null(prompt) || !json_string_length(prompt)) && (!has_ctx || !json_array_size(context));
     if (*empty) return true;
-    if (!has_ctx || !json_array_size(context)) return parse_prompt(srv, prompt, "prompt", j, e);
+    if (!has_ctx || !json_array_size(context)) return parse_prompt(srv, prompt, "prompt", true, j, e);
 
     srv_job tmp = {0};  /* the context's ids, checked as a prompt */
-    if (!parse_prompt(srv, context, "context", &tmp, e)) {
+    if (!parse_prompt(srv, context, "context", false, &tmp, e)) {
         free(tmp.prompt);
         return false;
     }
@@ -131,16 +132,26 @@ static const char *done_reason(const srv_job *j) {
     return j->result.finish == PLM_FINISH_LENGTH || j->result.finish == PLM_FINISH_CONTEXT ? "length" : "stop";
 }
 
+/* The generated text under its key: "response", or chat's "message". */
+static void set_text(json_t *obj, bool chat, json_t *text) {
+    if (!text) text = json_string("");
+    if (chat) json_object_set_new(obj, "message", json_pack("{ssso}", "role", "assistant", "content", text));
+    else json_object_set_new(obj, "response", text);
+}
+
 /* The closing object: done, the reason, the context and the timings. */
-static json_t *final_json(const char *model, double t_start, const srv_job *j) {
+static json_t *final_json(const oll_stream *u, const srv_job *j) {
     char at[40];
     iso_time(wall_now(), at);
     double queue_s = j->t_started - j->t_queued;
-    return json_pack("{sssssssbsssosIsIsisIsisI}", "model", model, "created_at", at, "response", "", "done", 1,
-                     "done_reason", done_reason(j), "context", context_json(j), "total_duration",
-                     ns(wall_now() - t_start), "load_duration", ns(queue_s > 0 ? queue_s : 0), "prompt_eval_count",
-                     j->n_prompt, "prompt_eval_duration", ns(j->result.t_prompt_s), "eval_count",
-                     j->result.n_generated, "eval_duration", ns(j->result.t_gen_s));
+    json_t *o = json_pack("{sssssbsssIsIsisIsisI}", "model", u->model, "created_at", at, "done", 1, "done_reason",
+                          done_reason(j), "total_duration", ns(wall_now() - u->t_start), "load_duration",
+                          ns(queue_s > 0 ? queue_s : 0), "prompt_eval_count", j->n_prompt, "prompt_eval_duration",
+                          ns(j->result.t_prompt_s), "eval_count", j->result.n_generated, "eval_duration",
+                          ns(j->result.t_gen_s));
+    if (o && !u->chat) json_object_set_new(o, "context", context_json(j));
+    if (o) set_text(o, u->chat, json_string(""));
+    return o;
 }
 
 static char *ndjson(json_t *obj) {
@@ -162,15 +173,15 @@ static char *nd_text(srv_stream *st, const char *text, size_t len) {
     const oll_stream *u = st->user;
     char at[40];
     iso_time(wall_now(), at);
-    json_t *t = json_text(text, len);
-    return ndjson(json_pack("{sssssosb}", "model", u->model, "created_at", at, "response", t ? t : json_string(""),
-                            "done", 0));
+    json_t *o = json_pack("{sssssb}", "model", u->model, "created_at", at, "done", 0);
+    if (o) set_text(o, u->chat, json_text(text, len));
+    return ndjson(o);
 }
 
 static char *nd_final(srv_stream *st) {
     const oll_stream *u = st->user;
     if (st->job->status != PLM_OK) return ndjson(json_pack("{ss}", "error", st->job->error));
-    return ndjson(final_json(u->model, u->t_start, st->job));
+    return ndjson(final_json(u, st->job));
 }
 
 static const srv_stream_format NDJSON_GENERATE = {nd_text, nd_final, "application/x-ndjson"};
@@ -189,15 +200,18 @@ static int generate_reply(srv_request *rq, srv_job *j, bool stream, oll_stream *
     } else if (j->status != PLM_OK) {
         ret = reply_error(rq, API_OLLAMA, 500, NULL, "generation failed: %s", j->error);
     } else {
-        json_t *out = final_json(u->model, u->t_start, j);
-        json_object_set_new(out, "response", json_text(j->text ? j->text : "", j->len));
+        json_t *out = final_json(u, j);
+        if (out) set_text(out, u->chat, json_text(j->text ? j->text : "", j->len));
         ret = reply_json(rq, 200, out);
     }
     free(u);
     return ret;
 }
 
-int ollama_generate(srv_request *rq) {
+/* Both endpoints: the prompt is the request's (generate) or the rendered
+ * conversation (chat: chat_text non-NULL, its special tokens written by the
+ * template). */
+static int generate_path(srv_request *rq, json_t *root, const char *chat_text) {
     srv_parse_error e = {0};
     oll_stream *u = calloc(1, sizeof *u);
     srv_job *j = job_new();
@@ -207,18 +221,25 @@ int ollama_generate(srv_request *rq) {
         return reply_error(rq, API_OLLAMA, 500, NULL, "out of memory");
     }
     u->t_start = wall_now();
-    json_t *root = parse_body(rq, &e);
-    bool stream = true, raw = false, empty = false;
-    bool ok = root && get_bool(root, "stream", true, &stream, &e) && get_bool(root, "raw", false, &raw, &e);
-    json_t *model = root ? json_object_get(root, "model") : NULL;
+    u->chat = chat_text != NULL;
+    bool stream = true, raw = chat_text != NULL, empty = false;
+    bool ok = get_bool(root, "stream", true, &stream, &e) && (u->chat || get_bool(root, "raw", false, &raw, &e));
+    json_t *model = json_object_get(root, "model");
     if (ok && !json_is_string(model)) {
         parse_error_set(&e, 400, "model", "'model' is required (a string)");
         ok = false;
     }
-    ok = ok && refuse_unsupported(root, raw, &e) && parse_generate_prompt(rq->srv, root, j, &empty, &e) &&
-         parse_options(rq->srv, root, j, &e);
+    ok = ok && refuse_unsupported(root, raw, &e);
+    if (ok && chat_text) {
+        json_t *text = json_string(chat_text);
+        ok = text && parse_prompt(rq->srv, text, "messages", false, j, &e);
+        if (!text) parse_error_set(&e, 500, NULL, "the chat template rendered invalid UTF-8");
+        json_decref(text);
+    } else if (ok) {
+        ok = parse_generate_prompt(rq->srv, root, j, &empty, &e);
+    }
+    ok = ok && parse_options(rq->srv, root, j, &e);
     if (ok) snprintf(u->model, sizeof u->model, "%s", json_string_value(model));
-    json_decref(root);
     int ret;
     if (!ok) {
         free(u);
@@ -236,18 +257,30 @@ int ollama_generate(srv_request *rq) {
     return ret;
 }
 
+int ollama_generate(srv_request *rq) {
+    srv_parse_error e = {0};
+    json_t *root = parse_body(rq, &e);
+    if (!root) return reply_error(rq, API_OLLAMA, e.status, e.param, "%s", e.message);
+    int ret = generate_path(rq, root, NULL);
+    json_decref(root);
+    return ret;
+}
+
 int ollama_chat(srv_request *rq) {
     srv_parse_error e = {0};
     json_t *root = parse_body(rq, &e);
-    json_t *messages = root ? json_object_get(root, "messages") : NULL;
-    if (root && !json_is_array(messages)) parse_error_set(&e, 400, "messages", "'messages' must be an array");
+    if (!root) return reply_error(rq, API_OLLAMA, e.status, e.param, "%s", e.message);
     char *prompt = NULL;
-    if (root && json_is_array(messages) && chat_render(rq->srv, messages, &prompt, &e)) {
-        free(prompt);  /* wiring point, as in openai_chat */
-        parse_error_set(&e, 501, NULL, "chat responses are not wired yet");
-    }
+    int ret;
+    if (!json_is_array(json_object_get(root, "messages")) || !json_array_size(json_object_get(root, "messages")))
+        ret = reply_error(rq, API_OLLAMA, 400, "messages", "'messages' must be a non-empty array");
+    else if (!chat_render(rq->srv, root, &prompt, &e))
+        ret = reply_error(rq, API_OLLAMA, e.status, e.param, "%s", e.message);
+    else
+        ret = generate_path(rq, root, prompt);
+    free(prompt);
     json_decref(root);
-    return reply_error(rq, API_OLLAMA, e.status, e.param, "%s", e.message);
+    return ret;
 }
 
 static json_t *details_json(const srv_model_info *mi) {

@@ -18,6 +18,8 @@ typedef struct oai_stream {
     long long created;
     char model[128];
     bool include_usage;
+    bool chat;        /* chat.completion(.chunk) shape: message / delta */
+    bool role_sent;   /* the first chat delta carries the role */
 } oai_stream;
 
 /* ---- request ---------------------------------------------------------------- */
@@ -75,10 +77,14 @@ static bool parse_stream_flags(json_t *root, bool *stream, bool *include_usage, 
 }
 
 /* The fields of a completion after the prompt: limits, sampling, stops. */
-static bool parse_generation(const srv_server *srv, json_t *root, const char *max_field, srv_job *j,
-                             srv_parse_error *e) {
-    json_t *v = json_object_get(root, max_field);
-    j->max_tokens = 16;  /* OpenAI's default for completions */
+static bool parse_generation(const srv_server *srv, json_t *root, bool chat, srv_job *j, srv_parse_error *e) {
+    /* Completions default to 16 tokens, as OpenAI's; chat to the limit.
+     * Chat's newer name for the budget wins over the old one. */
+    const char *max_field = "max_tokens";
+    json_t *v = json_object_get(root, "max_completion_tokens");
+    if (chat && v && !json_is_null(v)) max_field = "max_completion_tokens";
+    v = json_object_get(root, max_field);
+    j->max_tokens = chat ? -1 : 16;
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 30)) {
             parse_error_set(e, 400, max_field, "'%s' must be an integer >= 0", max_field);
@@ -96,7 +102,11 @@ static bool parse_generation(const srv_server *srv, json_t *root, const char *ma
     }
     j->ignore_eos = json_is_true(v);
     v = json_object_get(root, "logprobs");
-    if (v && !json_is_null(v)) {
+    if (chat && v && !json_is_null(v) && !json_is_false(v)) {
+        parse_error_set(e, 400, "logprobs", "'logprobs' is not supported on chat completions yet");
+        return false;
+    }
+    if (v && !json_is_null(v) && !chat) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 5) {
             parse_error_set(e, 400, "logprobs", "'logprobs' must be an integer in [0, 5]");
             return false;
@@ -153,6 +163,16 @@ static json_t *completion_json(const srv_server *srv, const srv_job *j, const ch
                      "choices", choice, "usage", usage_json(j));
 }
 
+static json_t *chat_json(const srv_server *srv, const srv_job *j, const char *id) {
+    json_t *text = json_text(j->text ? j->text : "", j->len);
+    json_t *choice = json_pack("{sis{ssso}soss}", "index", 0, "message", "role", "assistant", "content",
+                               text ? text : json_string(""), "logprobs", json_null(), "finish_reason",
+                               finish_reason_openai(j));
+    return json_pack("{sssssIsssss[o]so}", "id", id, "object", "chat.completion", "created", (json_int_t)wall_now(),
+                     "model", srv->info.name, "system_fingerprint", "pocketlm-" PLM_VERSION, "choices", choice, "usage",
+                     usage_json(j));
+}
+
 static char *sse(json_t *obj) {
     char *s = json_dumps(obj, JSON_COMPACT);
     json_decref(obj);
@@ -169,15 +189,27 @@ static char *sse(json_t *obj) {
 }
 
 static json_t *chunk(const oai_stream *u, json_t *choices) {
-    return json_pack("{sssssIsssssO}", "id", u->id, "object", "text_completion", "created", (json_int_t)u->created,
+    return json_pack("{sssssIsssssO}", "id", u->id, "object", u->chat ? "chat.completion.chunk" : "text_completion",
+                     "created", (json_int_t)u->created,
                      "model", u->model, "system_fingerprint", "pocketlm-" PLM_VERSION, "choices", choices);
 }
 
+/* One choice of a chunk: text (completions) or a delta (chat). */
+static json_t *chunk_choice(oai_stream *u, json_t *text, json_t *finish) {
+    if (!text) text = json_string("");
+    if (!u->chat)
+        return json_pack("[{sosisoso}]", "text", text, "index", 0, "logprobs", json_null(), "finish_reason", finish);
+    json_t *delta = json_object();
+    if (!u->role_sent) json_object_set_new(delta, "role", json_string("assistant"));
+    u->role_sent = true;
+    if (json_string_length(text) || json_is_null(finish)) json_object_set(delta, "content", text);
+    json_decref(text);
+    return json_pack("[{sisososo}]", "index", 0, "delta", delta, "logprobs", json_null(), "finish_reason", finish);
+}
+
 static char *sse_text(srv_stream *st, const char *text, size_t len) {
-    const oai_stream *u = st->user;
-    json_t *t = json_text(text, len);
-    json_t *choices = json_pack("[{sosisoso}]", "text", t ? t : json_string(""), "index", 0, "logprobs", json_null(),
-                                "finish_reason", json_null());
+    oai_stream *u = st->user;
+    json_t *choices = chunk_choice(u, json_text(text, len), json_null());
     json_t *c = chunk(u, choices);
     json_decref(choices);
     return sse(c);
@@ -197,14 +229,13 @@ static char *join3(char *a, char *b, const char *c) {
 }
 
 static char *sse_final(srv_stream *st) {
-    const oai_stream *u = st->user;
+    oai_stream *u = st->user;
     srv_job *j = st->job;
     char *last;
     if (j->status != PLM_OK) {
         last = sse(json_pack("{s{ssssss?}}", "error", "message", j->error, "type", "server_error", "param", NULL));
     } else {
-        json_t *choices = json_pack("[{sssisoss}]", "text", "", "index", 0, "logprobs", json_null(), "finish_reason",
-                                    finish_reason_openai(j));
+        json_t *choices = chunk_choice(u, json_string(""), json_string(finish_reason_openai(j)));
         json_t *c = chunk(u, choices);
         json_decref(choices);
         last = sse(c);
@@ -225,51 +256,59 @@ static const srv_stream_format SSE_COMPLETION = {sse_text, sse_final, "text/even
 /* ---- handlers ------------------------------------------------------------------ */
 
 /* A parsed job goes to the scheduler; the reply streams or waits. */
-static int run_completion(srv_request *rq, srv_job *j, bool stream, bool include_usage) {
+static int run_completion(srv_request *rq, srv_job *j, bool stream, bool include_usage, bool chat) {
     if (!submit_or_reply(rq, API_OPENAI, j)) return MHD_YES;
     oai_stream *u = calloc(1, sizeof *u);
     if (!u) return reply_error(rq, API_OPENAI, 500, NULL, "out of memory");
-    random_id("cmpl-", u->id);
+    random_id(chat ? "chatcmpl-" : "cmpl-", u->id);
     u->created = (long long)wall_now();
     snprintf(u->model, sizeof u->model, "%s", rq->srv->info.name);
     u->include_usage = include_usage;
+    u->chat = chat;
     if (stream) return reply_stream(rq, j, &SSE_COMPLETION, u);
     int ret;
     if (!wait_job(rq, j)) ret = MHD_NO;  /* the client left: close */
     else if (j->status != PLM_OK) ret = reply_error(rq, API_OPENAI, 500, NULL, "generation failed: %s", j->error);
-    else ret = reply_json(rq, 200, completion_json(rq->srv, j, u->id));
+    else ret = reply_json(rq, 200, chat ? chat_json(rq->srv, j, u->id) : completion_json(rq->srv, j, u->id));
     free(u);
     return ret;
 }
 
-int openai_completions(srv_request *rq) {
+/* The completion path, shared by both endpoints: `prompt` is the request's
+ * (completions) or the rendered conversation (chat, whose template writes
+ * the special tokens itself, so none are added). */
+static int completion_path(srv_request *rq, json_t *root, json_t *prompt, bool chat) {
     srv_parse_error e = {0};
     srv_job *j = job_new();
     if (!j) return reply_error(rq, API_OPENAI, 500, NULL, "out of memory");
-    json_t *root = parse_body(rq, &e);
-    bool stream = false, include_usage = false, ok = root != NULL;
-    if (ok) {
-        json_t *prompt = json_object_get(root, "prompt");
-        if (!prompt || json_is_null(prompt)) {
-            parse_error_set(&e, 400, "prompt", "'prompt' is required");
-            ok = false;
-        }
-        ok = ok && refuse_unsupported(root, &e) && parse_stream_flags(root, &stream, &include_usage, &e) &&
-             parse_prompt(rq->srv, prompt, "prompt", j, &e) && parse_generation(rq->srv, root, "max_tokens", j, &e);
-    }
-    json_decref(root);
-    int ret = ok ? run_completion(rq, j, stream, include_usage)
+    bool stream = false, include_usage = false;
+    bool ok = refuse_unsupported(root, &e) && parse_stream_flags(root, &stream, &include_usage, &e) &&
+              parse_prompt(rq->srv, prompt, "prompt", !chat, j, &e) && parse_generation(rq->srv, root, chat, j, &e);
+    int ret = ok ? run_completion(rq, j, stream, include_usage, chat)
                  : reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
     job_unref(j);
     return ret;
 }
 
-/* Chat: messages -> prompt text through the model's chat template, then the
- * completion path.  The template renderer (include/pocketlm_chat.h) is being
- * written beside this; until it is wired here, say so. */
-bool chat_render(const srv_server *srv, json_t *messages, char **prompt, srv_parse_error *e) {
+int openai_completions(srv_request *rq) {
+    srv_parse_error e = {0};
+    json_t *root = parse_body(rq, &e);
+    if (!root) return reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
+    json_t *prompt = json_object_get(root, "prompt");
+    int ret = !prompt || json_is_null(prompt) ? reply_error(rq, API_OPENAI, 400, "prompt", "'prompt' is required")
+                                              : completion_path(rq, root, prompt, false);
+    json_decref(root);
+    return ret;
+}
+
+/* Chat: messages -> prompt text through the model's chat template
+ * (include/pocketlm_chat.h, being written beside this).  Wiring it: compile
+ * the model's template (plm_chat_template_from_gguf, or a built-in) once at
+ * start-up into srv_server, and here render `messages` (and `tools`) with
+ * add_generation_prompt and the model's BOS/EOS texts.  Until then: 501. */
+bool chat_render(const srv_server *srv, json_t *root, char **prompt, srv_parse_error *e) {
     (void)srv;
-    (void)messages;
+    (void)root;
     *prompt = NULL;
     parse_error_set(e, 501, "messages",
                     "chat endpoints need the chat-template renderer, which this build does not have yet; "
@@ -280,18 +319,22 @@ bool chat_render(const srv_server *srv, json_t *messages, char **prompt, srv_par
 int openai_chat(srv_request *rq) {
     srv_parse_error e = {0};
     json_t *root = parse_body(rq, &e);
-    json_t *messages = root ? json_object_get(root, "messages") : NULL;
-    if (root && !json_is_array(messages)) parse_error_set(&e, 400, "messages", "'messages' must be an array");
+    if (!root) return reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
+    int ret;
     char *prompt = NULL;
-    if (root && json_is_array(messages) && chat_render(rq->srv, messages, &prompt, &e)) {
-        /* Wiring point: put `prompt` in the body as "prompt" and take the
-         * completion path with max_tokens/max_completion_tokens; chat
-         * responses wrap the text as choices[0].message / delta. */
-        free(prompt);
-        parse_error_set(&e, 501, NULL, "chat responses are not wired yet");
+    if (!json_is_array(json_object_get(root, "messages")) || !json_array_size(json_object_get(root, "messages"))) {
+        ret = reply_error(rq, API_OPENAI, 400, "messages", "'messages' must be a non-empty array");
+    } else if (!chat_render(rq->srv, root, &prompt, &e)) {
+        ret = reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
+    } else {
+        json_t *text = json_string(prompt);
+        ret = text ? completion_path(rq, root, text, true)
+                   : reply_error(rq, API_OPENAI, 500, NULL, "the chat template rendered invalid UTF-8");
+        json_decref(text);
     }
+    free(prompt);
     json_decref(root);
-    return reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
+    return ret;
 }
 
 int openai_models(srv_request *rq) {

@@ -189,7 +189,8 @@ static bool prompt_from_ids(const srv_server *srv, json_t *v, const char *field,
     return true;
 }
 
-bool parse_prompt(const srv_server *srv, json_t *v, const char *field, srv_job *j, srv_parse_error *e) {
+bool parse_prompt(const srv_server *srv, json_t *v, const char *field, bool add_special, srv_job *j,
+                  srv_parse_error *e) {
     if (json_is_array(v) && json_array_size(v) == 1 && json_is_string(json_array_get(v, 0))) v = json_array_get(v, 0);
     if (json_is_array(v) && json_array_size(v) > 0 && json_is_string(json_array_get(v, 0))) {
         parse_error_set(e, 400, field, "'%s': one prompt per request", field);
@@ -198,8 +199,8 @@ bool parse_prompt(const srv_server *srv, json_t *v, const char *field, srv_job *
     if (json_is_array(v)) {
         if (!prompt_from_ids(srv, v, field, j, e)) return false;
     } else if (json_is_string(v)) {
-        j->prompt = plm_tokenize_alloc(srv->model, json_string_value(v), json_string_length(v), &j->n_prompt, true,
-                                       true);
+        j->prompt = plm_tokenize_alloc(srv->model, json_string_value(v), json_string_length(v), &j->n_prompt,
+                                       add_special, true);
         if (!j->prompt) {
             parse_error_set(e, 500, NULL, "the prompt could not be tokenized (out of memory)");
             return false;

@@ -209,8 +209,10 @@ bool parse_sampling(const srv_server *srv, json_t *obj, bool ollama_names, plm_s
                     srv_parse_error *e);
 /* "stop": a string or an array of strings. */
 bool parse_stops(json_t *v, const char *field, srv_job *j, srv_parse_error *e);
-/* Tokenizes and checks a prompt (a string, or an array of token ids). */
-bool parse_prompt(const srv_server *srv, json_t *v, const char *field, srv_job *j, srv_parse_error *e);
+/* Tokenizes and checks a prompt (a string, or an array of token ids);
+ * add_special: BOS/EOS as the vocabulary asks (not for rendered chats). */
+bool parse_prompt(const srv_server *srv, json_t *v, const char *field, bool add_special, srv_job *j,
+                  srv_parse_error *e);
 /* The request's token budget against the server's limit. */
 bool check_max_tokens(const srv_server *srv, srv_job *j, srv_parse_error *e);
 void parse_error_set(srv_parse_error *e, unsigned status, const char *param, const char *fmt, ...)
@@ -257,9 +259,10 @@ int ollama_tags(srv_request *rq);
 int ollama_show(srv_request *rq);
 int ollama_version(srv_request *rq);
 
-/* Chat: renders an OpenAI-style messages array to prompt text with the
- * model's chat template (openai.c; 501 until the template module is wired). */
-bool chat_render(const srv_server *srv, json_t *messages, char **prompt, srv_parse_error *e);
+/* Chat: renders a request's "messages" (and "tools") to prompt text with
+ * the model's chat template; *prompt is malloc'd (openai.c; 501 until the
+ * template module is wired). */
+bool chat_render(const srv_server *srv, json_t *root, char **prompt, srv_parse_error *e);
 
 /* Shared by the handlers: "stop"/"length" from a finish reason. */
 const char *finish_reason_openai(const srv_job *j);
