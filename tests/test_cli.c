@@ -186,9 +186,31 @@ static void test_sampler_options(void) {
     }
 }
 
+/* serve's options: help with defaults, and refusals that say what is wrong
+ * (the HTTP behaviour itself is tests/oracle/serve.test.mjs). */
+static void test_serve_options(void) {
+    int st;
+    char *out = run(PLM_BIN " serve --help 2>&1", &st);
+    CHECK(st == 0 && out && strstr(out, "--api-key") && strstr(out, "--port") && strstr(out, "(default: 8080)") &&
+              strstr(out, "(default: 127.0.0.1)"),
+          "serve --help: %s", out);
+    free(out);
+    const char *cases[][2] = {{"--port 70000", "--port"},
+                              {"--parallel 0", "--parallel"},
+                              {"--parallel 2", "one slot"},
+                              {"--host not-an-address --port 0", "not an IPv4 or IPv6 address"},
+                              {"--max-body 0", "--max-body"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        out = runf(&st, "%s serve -m " STORIES " %s 2>&1", PLM_BIN, cases[i][0]);
+        CHECK(st == 1 && out && strstr(out, cases[i][1]), "serve %s: %s", cases[i][0], out);
+        free(out);
+    }
+}
+
 int main(void) {
     test_help();
     test_sampler_options();
+    test_serve_options();
     test_no_model();
     test_stop_and_seed();
     test_context_errors();
