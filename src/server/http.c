@@ -154,9 +154,8 @@ bool submit_or_reply(srv_request *rq, srv_api api, srv_job *j) {
 
 bool wait_job(srv_request *rq, srv_job *j) {
     while (!job_wait_done(j, 100)) {
-        if (client_gone(rq)) {
+        if (client_gone(rq)) {  /* the worker stops at its next forward pass, or skips it */
             atomic_store(&j->cancel, true);
-            job_wait_done(j, 60000);  /* the worker stops at its next forward pass */
             return false;
         }
     }
@@ -213,8 +212,8 @@ static int find_route(const char *method, const char *url, bool *path_known) {
 
 static srv_api api_of(const char *url) { return strncmp(url, "/api/", 5) ? API_OPENAI : API_OLLAMA; }
 
-/* Collects the body; false when it went past the limit (the rest is read and
- * dropped, then 413). */
+/* Collects the body; past the limit it notes so and drops the rest, which
+ * becomes a 413 once the body has been read. */
 static void take_body(srv_server *srv, conn_state *cs, const char *data, size_t n) {
     if (cs->too_large || cs->len + n > srv->cfg.max_body_bytes) {
         cs->too_large = true;

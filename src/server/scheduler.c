@@ -138,8 +138,10 @@ static void remember_cache(srv_sched *s, srv_slot *sl, const srv_job *j, bool va
 static void account(srv_sched *s, const srv_job *j, const plm_generate_result *r) {
     srv_metrics *m = s->metrics;
     pthread_mutex_lock(&m->mu);
-    m->prompt_tokens += (uint64_t)j->n_prompt;
-    m->prompt_tokens_cached += (uint64_t)j->n_cached;
+    if (r->n_prompt > 0 || j->n_cached > 0) {  /* it ran: a prompt was (partly) cached or evaluated */
+        m->prompt_tokens += (uint64_t)j->n_prompt;
+        m->prompt_tokens_cached += (uint64_t)j->n_cached;
+    }
     m->generated_tokens += (uint64_t)r->n_generated;
     m->prompt_seconds += r->t_prompt_s;
     m->generate_seconds += r->t_gen_s;
@@ -154,8 +156,9 @@ static void run_job(srv_sched *s, srv_slot *sl, srv_job *j) {
     memset(&r, 0, sizeof r);
     r.stop_index = -1;
     j->t_started = mono_now();
-    if (atomic_load(&j->cancel)) {
+    if (atomic_load(&j->cancel)) {  /* its client left while it waited */
         r.finish = PLM_FINISH_ABORT;
+        account(s, j, &r);
         job_finish(j, PLM_OK, NULL, &r);
         return;
     }

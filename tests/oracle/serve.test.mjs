@@ -280,6 +280,26 @@ try {
     after = metric(await metrics(srv.port), 'pocketlm_jobs_total{outcome="cancelled"}');
   }
   check(after === before + 1, `disconnect mid-stream cancels: ${before} -> ${after}`);
+  // ... and so does one that leaves while its non-streamed request waits
+  // behind another (a long stream that keeps the worker busy)
+  const before2 = after;
+  const longBody = JSON.stringify({ prompt: PROMPT, max_tokens: 2000, ignore_eos: true, temperature: 0, stream: true });
+  const busyStream = post(srv.port, "/v1/completions", longBody, { timeoutMs: 60000 });
+  await new Promise((resolve) => {
+    const body = JSON.stringify({ prompt: PROMPT, max_tokens: 2000, ignore_eos: true, temperature: 0 });
+    const s = net.connect(srv.port, "127.0.0.1", () => {
+      s.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n` +
+              `Content-Length: ${body.length}\r\n\r\n${body}`);
+      setTimeout(() => { s.destroy(); resolve(); }, 20);
+    });
+    s.on("error", resolve);
+  });
+  check((await busyStream).status === 200, "the long stream completes");
+  for (let i = 0; i < 100 && after === before2; i++) {
+    await new Promise((res) => setTimeout(res, 50));
+    after = metric(await metrics(srv.port), 'pocketlm_jobs_total{outcome="cancelled"}');
+  }
+  check(after === before2 + 1, `disconnect while waiting cancels: ${before2} -> ${after}`);
   const m = await metrics(srv.port);
   check(metric(m, 'pocketlm_requests_total{endpoint="/v1/completions"}') >= 10 && metric(m, "pocketlm_resident_memory_bytes") > 0 &&
         metric(m, "pocketlm_prompt_tokens_cached_total") >= 4 && metric(m, "pocketlm_queue_depth") === 0,
