@@ -214,6 +214,20 @@ try {
   }
   check(og === want && last?.done && Array.isArray(last.context) && last.context.length === 5 + N,
         `ollama stream: ${JSON.stringify(og)} ${JSON.stringify({ ...last, context: last?.context?.length })}`);
+  // Near-uniform sampling emits byte tokens that form no character: the
+  // server's JSON must carry exactly what Node's own UTF-8 decoder makes of
+  // run's raw bytes (one U+FFFD per maximal invalid subpart).
+  const hot = pocketlm(["run", "-m", MODEL, "-p", PROMPT, "-n", "300", "--temp", "50", "--top-k", "0", "--top-p", "1",
+                        "--min-p", "0", "--seed", "5", "--no-display-prompt", "-t", "1"], { encoding: "buffer" });
+  const hotText = new TextDecoder("utf-8").decode(hot.stdout.subarray(0, hot.stdout.length - 1));
+  const hotOpts = { temperature: 50, top_k: 0, top_p: 1, min_p: 0, seed: 5, num_predict: 300 };
+  const hg = await ollama.generate({ model: "stories260K", prompt: PROMPT, raw: true, stream: false, options: hotOpts });
+  let hs = "";
+  for await (const part of await ollama.generate({ model: "stories260K", prompt: PROMPT, raw: true, stream: true,
+                                                   options: hotOpts })) hs += part.response;
+  check(hotText.includes("\uFFFD") && hg.response === hotText && hs === hotText,
+        `invalid UTF-8 out of the model: ${JSON.stringify(hotText.slice(0, 80))} vs ${JSON.stringify(hg.response.slice(0, 80))}`);
+
   const tags = await ollama.list();
   check(tags.models[0]?.name === "stories260K" && tags.models[0].details.format === "gguf" &&
         tags.models[0].details.family === "llama", `tags: ${JSON.stringify(tags)}`);
