@@ -42,7 +42,7 @@ function killAll() {
   for (const p of servers) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
 }
 process.on("exit", killAll);
-const watchdog = setTimeout(() => { console.error("FAIL: the test ran past 150 s"); killAll(); process.exit(1); }, 150000);
+const watchdog = setTimeout(() => { console.error("FAIL: the test ran past 300 s"); killAll(); process.exit(1); }, 300000);
 
 // ---- raw HTTP ------------------------------------------------------------------
 
