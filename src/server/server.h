@@ -14,8 +14,10 @@
  *                owned by the worker thread; prefix reuse of a slot's cache
  *   metrics.c    counters and gauges in Prometheus text format
  *
- * The server is linked into the pocketlm command, not into libpocketlm: the
- * core library stays free of HTTP and JSON dependencies.
+ * The server is a static library linked into its own binary, pocketlm-serve
+ * (which `pocketlm serve` executes), not into libpocketlm or the pocketlm
+ * command: the core library and the other commands stay free of HTTP and
+ * JSON dependencies and of the memory they take when loaded.
  */
 #ifndef PLM_SERVER_H
 #define PLM_SERVER_H
