@@ -3,7 +3,7 @@
  * strings across pieces, aborts between prefill batches, limits, a full
  * context with and without a shift, and the same text as the hand-written
  * loop it replaced (sample -> accept -> decode) for greedy and seeded runs.
- * Sampler parameter validation lives here too.
+ * End-of-generation tokens.  Sampler parameter validation lives here too.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -260,6 +260,30 @@ static void test_stop_strings(plm_model *m) {
     free(full);
 }
 
+/* An end-of-generation token ends it: seen by on_token, not counted, no
+ * text.  Near-uniform sampling reaches EOS (1 in 512 a token) early. */
+static void test_end_of_generation(plm_model *m) {
+    plm_context *ctx = new_ctx(m, 2048, 512);
+    plm_sampler *s = new_sampler(m, 50.0f, 7);
+    capture c = {0};
+    plm_generate_params gp = plm_generate_default_params();
+    plm_generate_result r;
+    REQUIRE_VOID(ctx && s && gen(m, "Once upon a time", ctx, s, &gp, &c, &r) == PLM_OK, "generate");
+    CHECK(r.finish == PLM_FINISH_EOG, "finish %s after %d tokens", plm_finish_reason_name(r.finish), r.n_generated);
+    CHECK(c.n_toks == r.n_generated + 1 && c.n_toks > 0 && plm_token_is_eog(m, c.toks[c.n_toks - 1]),
+          "the EOG token is the last seen and not counted (%d seen, %d generated)", c.n_toks, r.n_generated);
+    size_t len = 0;
+    char piece[64];
+    for (int i = 0; i + 1 < c.n_toks; i++) {
+        int k = plm_token_to_piece(m, c.toks[i], piece, sizeof piece, false);
+        len += k > 0 ? (size_t)k : 0;
+    }
+    CHECK(c.len == len, "text is the tokens before EOG: %zu vs %zu bytes", c.len, len);
+    capture_free(&c);
+    plm_sampler_free(s);
+    plm_context_free(ctx);
+}
+
 static const char *LONG_PROMPT =
     "Once upon a time there was a little girl named Lily. She liked to play in the park with her friend Tom. "
     "One day they found a big red ball under a tree and they played all day long.";
@@ -376,6 +400,7 @@ int main(void) {
     test_utf8_whole_characters(m);
     test_same_as_reference_loop(m);
     test_stop_strings(m);
+    test_end_of_generation(m);
     test_abort_in_prefill(m);
     test_limits_and_full_context(m);
     test_sampler_validation(m);
