@@ -205,6 +205,12 @@ try {
                                     options: { temperature: 0, num_predict: N } });
   check(g.response === want && g.done && g.done_reason === "length" && g.eval_count === N && g.prompt_eval_count === 5,
         `ollama generate: ${JSON.stringify({ ...g, context: undefined })}`);
+  // A client resending the conversation so far (here: Ollama's context, the
+  // prompt and answer tokens) plus more: only the new part is evaluated.
+  // The answer's last token was sampled but never evaluated, so it is new too.
+  const turn2 = await openai.completions.create({ model: "x", prompt: [...g.context, g.context[1]], max_tokens: 4, temperature: 0 });
+  check(turn2.usage.prompt_tokens === 5 + N + 1 && turn2.usage.prompt_tokens_details?.cached_tokens === 5 + N - 1,
+        `turn 2 evaluates only its new tokens: ${JSON.stringify(turn2.usage)}`);
   let og = "", last = null, parts = 0;
   for await (const part of await ollama.generate({ model: "stories260K", prompt: PROMPT, raw: true, stream: true,
                                                    options: { temperature: 0, num_predict: N } })) {
