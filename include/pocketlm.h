@@ -157,6 +157,15 @@ typedef struct plm_sampler_params {
 } plm_sampler_params;
 
 plm_sampler_params plm_sampler_default_params(void);
+/* Checks every field's range (temperature finite, top_k >= 0, top_p
+ * and min_p in [0, 1], repeat_penalty finite and > 0, presence/frequency
+ * penalties finite, penalty_last_n >= -1); the message names the parameter
+ * and its valid range. */
+plm_status plm_sampler_params_check(const plm_sampler_params *params, plm_error *err);
+/* plm_sampler_new with the parameters checked first. */
+plm_status plm_sampler_create(const plm_model *model, const plm_sampler_params *params,
+                              plm_sampler **out, plm_error *err);
+/* NULL when the model is NULL, a parameter is out of range or memory runs out. */
 plm_sampler *plm_sampler_new(const plm_model *model, const plm_sampler_params *params);
 void plm_sampler_free(plm_sampler *s);
 /* Pick a token from `logits` (n_vocab floats; not modified). */
@@ -164,6 +173,75 @@ plm_token plm_sampler_sample(plm_sampler *s, const float *logits);
 /* Record a token (prompt or generated) for the repetition penalties. */
 void plm_sampler_accept(plm_sampler *s, plm_token t);
 void plm_sampler_reset(plm_sampler *s);
+
+/* ---- generation -----------------------------------------------------------
+ * The token loop every front end shares (run, serve, an app): evaluate the
+ * prompt, then sample, stream and evaluate one token at a time until a limit,
+ * an end-of-generation token, a stop string, an abort or a full context.
+ *
+ * Text reaches `on_piece` in whole UTF-8 characters: the bytes of a token
+ * that ends inside a character are held back until the character completes
+ * (an invalid sequence is passed on as it is, never held forever).  Stop
+ * strings match across pieces; the text of a stop string, and any tail that
+ * might still become one, is never released.  Whatever is held at the end is
+ * released before plm_generate returns (unless a stop string ended it).
+ *
+ * The prompt is appended at the context's current position, so a caller that
+ * keeps a cached prefix passes only the rest; every prompt token is also fed
+ * to the sampler's penalty window (a caller that reuses a prefix accepts the
+ * prefix itself).  `abort` is polled before every forward pass, including
+ * each n_batch piece of a long prompt. */
+
+typedef enum {
+    PLM_FINISH_LENGTH = 0, /* max_tokens generated */
+    PLM_FINISH_EOG,        /* the model produced an end-of-generation token */
+    PLM_FINISH_STOP,       /* a stop string completed (result.stop_index) */
+    PLM_FINISH_ABORT,      /* abort() or on_piece()/on_token() asked to stop */
+    PLM_FINISH_CONTEXT,    /* the context filled and ctx_shift was off */
+} plm_finish_reason;
+
+const char *plm_finish_reason_name(plm_finish_reason r); /* "length", "eog", "stop", "abort", "context" */
+
+/* Receives released text; return false to stop (PLM_FINISH_ABORT). */
+typedef bool (*plm_piece_cb)(void *user, const char *text, size_t len);
+/* Each sampled token with the logits it was drawn from (n_vocab floats),
+ * before its text is released; return false to stop. */
+typedef bool (*plm_token_cb)(void *user, plm_token token, const float *logits);
+/* Polled before each forward pass; true = stop now. */
+typedef bool (*plm_abort_cb)(void *user);
+
+typedef struct plm_generate_params {
+    int max_tokens;               /* tokens to generate; < 0 = no limit */
+    const char *const *stops;     /* stop strings (copied); may be NULL */
+    int n_stops;
+    bool ignore_eos;              /* keep going past end-of-generation tokens */
+    bool ctx_shift;               /* full context: drop half of what follows n_keep, go on */
+    int n_keep;                   /* tokens kept at a shift, from the start; < 0 = everything
+                                     cached before the first generated token */
+    plm_token_cb on_token;        /* optional */
+    plm_abort_cb abort;           /* optional */
+    void *user;                   /* passed to the three callbacks and on_piece */
+} plm_generate_params;
+
+plm_generate_params plm_generate_default_params(void);
+
+typedef struct plm_generate_result {
+    plm_finish_reason finish;
+    int stop_index;      /* which stop string, or -1 */
+    int n_prompt;        /* prompt tokens evaluated (< the count passed if aborted in prefill) */
+    int n_generated;     /* tokens sampled, end-of-generation token excluded */
+    int n_shifts;        /* context shifts made */
+    double t_prompt_s;   /* seconds evaluating the prompt */
+    double t_gen_s;      /* seconds from the first sample to the end */
+} plm_generate_result;
+
+/* PLM_OK whenever generation ran, however it finished (see result.finish).
+ * Fails with PLM_ERR_CONTEXT_FULL when the prompt does not fit (leaving a
+ * context position for one generated token), PLM_ERR_INVALID_ARG for no
+ * prompt tokens or a NULL argument, or the error of a forward pass. */
+plm_status plm_generate(plm_context *ctx, const plm_token *prompt, int n_prompt, plm_sampler *sampler,
+                        const plm_generate_params *params, plm_piece_cb on_piece,
+                        plm_generate_result *result, plm_error *err);
 
 /* ---- quantization -------------------------------------------------------
  * Writes `in_path` re-encoded as llama.cpp's llama-quantize does without an

@@ -170,8 +170,47 @@ static void test_telemetry(void) {
     rmdir(dir);
 }
 
+/* Out-of-range sampler options are refused before anything loads, naming
+ * the option and its valid range. */
+static void test_sampler_options(void) {
+    const char *cases[][3] = {{"--temp nan", "--temp", "finite"},
+                              {"--top-p 2", "--top-p", "[0, 1]"},
+                              {"--top-k -3", "--top-k", ">= 0"},
+                              {"--min-p -1", "--min-p", "[0, 1]"},
+                              {"--repeat-penalty 0", "--repeat-penalty", "> 0"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int st;
+        char *out = runf(&st, "%s run -m " STORIES " -n 4 %s 2>&1", PLM_BIN, cases[i][0]);
+        CHECK(st != 0 && out && strstr(out, cases[i][1]) && strstr(out, cases[i][2]), "%s: %s", cases[i][0], out);
+        free(out);
+    }
+}
+
+/* serve's options: help with defaults, and refusals that say what is wrong
+ * (the HTTP behaviour itself is tests/oracle/serve.test.mjs). */
+static void test_serve_options(void) {
+    int st;
+    char *out = run(PLM_BIN " serve --help 2>&1", &st);
+    CHECK(st == 0 && out && strstr(out, "--api-key") && strstr(out, "--port") && strstr(out, "(default: 8080)") &&
+              strstr(out, "(default: 127.0.0.1)"),
+          "serve --help: %s", out);
+    free(out);
+    const char *cases[][2] = {{"--port 70000", "--port"},
+                              {"--parallel 0", "--parallel"},
+                              {"--parallel 2", "one slot"},
+                              {"--host not-an-address --port 0", "not an IPv4 or IPv6 address"},
+                              {"--max-body 0", "--max-body"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        out = runf(&st, "%s serve -m " STORIES " %s 2>&1", PLM_BIN, cases[i][0]);
+        CHECK(st == 1 && out && strstr(out, cases[i][1]), "serve %s: %s", cases[i][0], out);
+        free(out);
+    }
+}
+
 int main(void) {
     test_help();
+    test_sampler_options();
+    test_serve_options();
     test_no_model();
     test_stop_and_seed();
     test_context_errors();

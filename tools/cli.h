@@ -3,6 +3,7 @@
 #define PLM_TOOLS_CLI_H
 
 int cmd_run(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);

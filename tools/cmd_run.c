@@ -32,9 +32,47 @@ typedef struct run_opts {
 static double now_s(void) { return measure_now_ns() * 1e-9; }
 
 
-static void emit(plm_stop_out o) {
-    fwrite(o.text, 1, o.len, stdout);
+/* What the generation callbacks need: telemetry ticks per token. */
+typedef struct run_state {
+    telemetry tm;
+    int n_prompt, n_gen;
+} run_state;
+
+static bool print_piece(void *user, const char *text, size_t len) {
+    (void)user;
+    fwrite(text, 1, len, stdout);
     fflush(stdout);
+    return true;
+}
+
+static bool tick_token(void *user, plm_token t, const float *logits) {
+    (void)t;
+    (void)logits;
+    run_state *rs = user;
+    telemetry_tick(&rs->tm, rs->n_prompt + rs->n_gen, rs->n_gen > 0, rs->n_gen == 0);
+    rs->n_gen++;
+    return true;
+}
+
+static plm_sampler *new_sampler(const run_opts *o, const plm_model *model) {
+    plm_sampler_params sp = o->sp;
+    sp.seed = o->seed;
+    plm_sampler *smp;
+    plm_error err;
+    if (plm_sampler_create(model, &sp, &smp, &err)) {
+        fprintf(stderr, "pocketlm run: %s\n", err.message);
+        return NULL;
+    }
+    return smp;
+}
+
+static void print_summary(const run_opts *o, double t_load, const plm_generate_result *r) {
+    double t_prompt = r->t_prompt_s, t_gen = r->t_gen_s;
+    fprintf(stderr,
+            "load %.0f ms | prompt %d tok, %.1f tok/s | generated %d tok, %.1f tok/s | peak RSS %.1f MiB | seed %" PRIu64
+            "\n",
+            t_load * 1e3, r->n_prompt, r->n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), r->n_generated,
+            r->n_generated / (t_gen > 0 ? t_gen : 1e-9), plm_peak_rss_bytes() / 1048576.0, o->seed);
 }
 
 /* Plans the context before the model is loaded: a --no-mmap load that does
@@ -70,6 +108,8 @@ static int generate(const run_opts *o, plm_model *model, double t_load, plm_cont
     int n_prompt = 0;
     plm_token *toks = plm_tokenize_alloc(model, prompt, plen, &n_prompt, true, true);
     int rc = 1;
+    plm_sampler *smp = NULL;
+    run_state rs = {.n_prompt = n_prompt};
     if (n_prompt <= 0) {
         fprintf(stderr, "pocketlm run: the prompt is empty after tokenization\n");
         goto done;
@@ -79,100 +119,62 @@ static int generate(const run_opts *o, plm_model *model, double t_load, plm_cont
                 n_prompt, plm_context_n_ctx(ctx));
         goto done;
     }
-
-    plm_sampler_params sp = o->sp;
-    sp.seed = o->seed;
-    plm_sampler *smp = plm_sampler_new(model, &sp);
-    plm_stop *stop = smp ? plm_stop_new(o->stops.items, o->stops.n) : NULL;
-    if (!stop) {
-        fprintf(stderr, "pocketlm run: out of memory\n");
-        plm_sampler_free(smp);
-        goto done;
-    }
-    for (int i = 0; i < n_prompt; i++) plm_sampler_accept(smp, toks[i]);
+    if (!(smp = new_sampler(o, model))) goto done;
     if (!o->no_display_prompt) {
         fwrite(prompt, 1, plen, stdout);
         fflush(stdout);
     }
+    if (!telemetry_open(&rs.tm, o->mem_log, o->mem_plot, o->mem_every)) goto done;
+    telemetry_set_plan(&rs.tm, fi);
+    telemetry_trim_on_sigusr1(&rs.tm, ctx);
+    telemetry_tick(&rs.tm, 0, false, true);
 
-    telemetry tm;
-    if (!telemetry_open(&tm, o->mem_log, o->mem_plot, o->mem_every)) {
-        plm_sampler_free(smp);
-        plm_stop_free(stop);
-        goto done;
-    }
-    telemetry_set_plan(&tm, fi);
-    telemetry_trim_on_sigusr1(&tm, ctx);
-    telemetry_tick(&tm, 0, false, true);
-    double t0 = now_s();
-    if (plm_decode(ctx, toks, n_prompt, &err)) {
-        fprintf(stderr, "pocketlm run: %s\n", err.message);
-        plm_sampler_free(smp);
-        plm_stop_free(stop);
-        telemetry_close(&tm);
-        goto done;
-    }
-    double t_prompt = now_s() - t0;
-    telemetry_tick(&tm, n_prompt, false, true);
-
-    int n_gen = 0;
-    bool decode_failed = false;
-    const char *why = NULL;
-    t0 = now_s();
-    while (o->n_predict < 0 || n_gen < o->n_predict) {
-        plm_token t = plm_sampler_sample(smp, plm_get_logits(ctx, -1));
-        plm_sampler_accept(smp, t);
-        if (!o->ignore_eos && plm_token_is_eog(model, t)) break;
-        n_gen++;
-        char piece[256];
-        int m = plm_token_to_piece(model, t, piece, sizeof piece, false);
-        if (m > 0) {
-            plm_stop_out out = plm_stop_feed(stop, piece, (size_t)m);
-            emit(out);
-            if (out.stop >= 0) break;
-        }
-        if (o->n_predict >= 0 && n_gen >= o->n_predict) break;
-        if (plm_context_n_past(ctx) >= plm_context_n_ctx(ctx)) {
-            if (!o->ctx_shift) {
-                why = "context full: generation stopped (use a larger -c, or --ctx-shift)";
-                break;
-            }
-            /* Keep the first tokens (BOS always), drop half of the rest. */
-            uint32_t keep = (uint32_t)(o->keep < 0 ? n_prompt : o->keep) + (plm_vocab_add_bos(model) ? 1 : 0);
-            if (keep >= plm_context_n_ctx(ctx) - 1) keep = 0;
-            uint32_t drop = (plm_context_n_past(ctx) - keep) / 2;
-            if (plm_kv_shift(ctx, keep, drop, &err)) {
-                fprintf(stderr, "\npocketlm run: %s\n", err.message);
-                break;
-            }
-        }
-        if (plm_decode(ctx, &t, 1, &err)) {
-            fprintf(stderr, "\npocketlm run: %s\n", err.message);
-            decode_failed = true;
-            break;
-        }
-        telemetry_tick(&tm, n_prompt + n_gen, true, false);
-    }
-    telemetry_tick(&tm, n_prompt + n_gen, true, true);
-    telemetry_close(&tm);
-    emit(plm_stop_flush(stop));
-    double t_gen = now_s() - t0;
+    plm_generate_params gp = plm_generate_default_params();
+    gp.max_tokens = o->n_predict;
+    gp.stops = (const char *const *)o->stops.items;
+    gp.n_stops = o->stops.n;
+    gp.ignore_eos = o->ignore_eos;
+    gp.ctx_shift = o->ctx_shift;
+    /* Keep the first tokens (BOS always), drop half of the rest. */
+    gp.n_keep = (o->keep < 0 ? n_prompt : o->keep) + (plm_vocab_add_bos(model) ? 1 : 0);
+    gp.on_token = tick_token;
+    gp.user = &rs;
+    plm_generate_result r;
+    plm_status st = plm_generate(ctx, toks, n_prompt, smp, &gp, print_piece, &r, &err);
+    telemetry_tick(&rs.tm, n_prompt + r.n_generated, true, true);
+    telemetry_close(&rs.tm);
     printf("\n");
     fflush(stdout);
-    if (why) fprintf(stderr, "pocketlm run: %s\n", why);
-    fprintf(stderr,
-            "load %.0f ms | prompt %d tok, %.1f tok/s | generated %d tok, %.1f tok/s | peak RSS %.1f MiB | seed %" PRIu64
-            "\n",
-            t_load * 1e3, n_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), n_gen,
-            n_gen / (t_gen > 0 ? t_gen : 1e-9), plm_peak_rss_bytes() / 1048576.0, o->seed);
-    plm_stop_free(stop);
-    plm_sampler_free(smp);
-    rc = decode_failed ? 1 : 0;
+    if (st) {
+        fprintf(stderr, "pocketlm run: %s\n", err.message);
+        goto done;
+    }
+    if (r.finish == PLM_FINISH_CONTEXT)
+        fprintf(stderr, "pocketlm run: context full: generation stopped (use a larger -c, or --ctx-shift)\n");
+    print_summary(o, t_load, &r);
+    rc = 0;
 done:
+    plm_sampler_free(smp);
     free(toks);
     free(prompt);
     plm_context_free(ctx);
     return rc;
+}
+
+/* The library names the parameter; the user typed an option. */
+static bool check_sampler_options(const plm_sampler_params *sp) {
+    static const char *const names[][2] = {
+        {"temperature", "--temp"}, {"top_k", "--top-k"}, {"top_p", "--top-p"}, {"min_p", "--min-p"},
+        {"repeat_penalty", "--repeat-penalty"}, {"presence_penalty", "--presence-penalty"},
+        {"frequency_penalty", "--frequency-penalty"}, {"penalty_last_n", "--repeat-last-n"}};
+    plm_error err;
+    if (plm_sampler_params_check(sp, &err) == PLM_OK) return true;
+    const char *flag = "";
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strncmp(err.message, names[i][0], strlen(names[i][0])) && err.message[strlen(names[i][0])] == ' ')
+            flag = names[i][1];
+    fprintf(stderr, "pocketlm run: %s%s%s\n", flag, *flag ? ": " : "", err.message);
+    return false;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -242,21 +244,26 @@ int cmd_run(int argc, char **argv) {
         return 1;
     }
 
+    if (!check_sampler_options(&o.sp)) {
+        args_free(&parser);
+        return 1;
+    }
+
     tuned_defaults tuned;
     if (config_load(&tuned)) {  /* this device's `pocketlm tune` results */
         if (o.n_threads == 0) o.n_threads = tuned.threads;
         if (o.n_batch == 0) o.n_batch = tuned.batch;
     }
     if (o.n_batch == 0) o.n_batch = 512;
-    plm_model_params mp = plm_model_default_params();
-    mp.use_mmap = !o.no_mmap;
-    mp.use_mlock = o.mlock;
     plm_context_params cp;
     fit_info fi;
     if (!plan_context(&o, &cp, &fi)) {
         args_free(&parser);
         return 1;
     }
+    plm_model_params mp = plm_model_default_params();
+    mp.use_mmap = !o.no_mmap;
+    mp.use_mlock = o.mlock;
     plm_model *model;
     plm_error err;
     double t0 = now_s();

@@ -13,6 +13,7 @@ typedef struct {
 
 static const subcommand subcommands[] = {
     {"run", cmd_run, "generate text from a prompt"},
+    {"serve", cmd_serve, "OpenAI- and Ollama-compatible HTTP server"},
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"quantize", cmd_quantize, "re-encode the weight matrices: Q8_0, Q4_0, Q5_0, IQ4_NL, F16..."},

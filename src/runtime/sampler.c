@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/rng.h"
 
 /* top-p over more than TOP_P_BUCKET_MIN candidates narrows them with a
@@ -87,8 +88,40 @@ plm_sampler_params plm_sampler_default_params(void) {
     return p;
 }
 
+/* Ranges where every stage above is well defined: temperature <= 0 is greedy
+ * (as in llama.cpp) but NaN or infinity would compare false everywhere; top_p/min_p are probabilities;
+ * repeat_penalty divides logits. */
+plm_status plm_sampler_params_check(const plm_sampler_params *p, plm_error *err) {
+    if (!p) return plm_fail(err, PLM_ERR_INVALID_ARG, "sampler parameters are NULL");
+    if (!isfinite(p->temperature))
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "temperature %g is out of range: it must be a finite number (<= 0 = greedy)",
+                        (double)p->temperature);
+    if (p->top_k < 0)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "top_k %d is out of range: it must be >= 0 (0 = off)", (int)p->top_k);
+    if (!(p->top_p >= 0.0f && p->top_p <= 1.0f))
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "top_p %g is out of range: it must be in [0, 1] (1 = off)",
+                        (double)p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "min_p %g is out of range: it must be in [0, 1] (0 = off)",
+                        (double)p->min_p);
+    if (!isfinite(p->repeat_penalty) || p->repeat_penalty <= 0.0f)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "repeat_penalty %g is out of range: it must be a number > 0 (1 = off)",
+                        (double)p->repeat_penalty);
+    if (!isfinite(p->presence_penalty))
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "presence_penalty %g is out of range: it must be a finite number (0 = off)",
+                        (double)p->presence_penalty);
+    if (!isfinite(p->frequency_penalty))
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "frequency_penalty %g is out of range: it must be a finite number (0 = off)",
+                        (double)p->frequency_penalty);
+    if (p->penalty_last_n < -1)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "penalty_last_n %d is out of range: it must be >= -1 (-1 = %d tokens)",
+                        (int)p->penalty_last_n, PLM_SAMPLER_MAX_LAST_N);
+    return PLM_OK;
+}
+
 plm_sampler *plm_sampler_new_n_vocab(int n_vocab, const plm_sampler_params *params) {
     if (n_vocab < 1) return NULL;
+    if (params && plm_sampler_params_check(params, NULL) != PLM_OK) return NULL;
     plm_sampler *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->p = params ? *params : plm_sampler_default_params();
@@ -114,6 +147,18 @@ oom:
 plm_sampler *plm_sampler_new(const plm_model *model, const plm_sampler_params *params) {
     if (!model) return NULL;
     return plm_sampler_new_n_vocab(plm_model_n_vocab(model), params);
+}
+
+plm_status plm_sampler_create(const plm_model *model, const plm_sampler_params *params, plm_sampler **out,
+                              plm_error *err) {
+    if (!out) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_sampler_create: out is NULL");
+    *out = NULL;
+    if (!model) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_sampler_create: model is NULL");
+    plm_sampler_params def = plm_sampler_default_params();
+    plm_status st = plm_sampler_params_check(params ? params : &def, err);
+    if (st != PLM_OK) return st;
+    *out = plm_sampler_new(model, params);
+    return *out ? PLM_OK : plm_fail(err, PLM_ERR_NOMEM, "out of memory creating the sampler");
 }
 
 void plm_sampler_free(plm_sampler *s) {

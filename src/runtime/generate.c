@@ -1,0 +1,283 @@
+/*
+ * The generation loop shared by every front end (pocketlm run, the server,
+ * an app through the library).
+ *
+ *   prefill:  the prompt in n_batch pieces, abort polled before each
+ *   loop:     next_tokens()  -> one token now (a speculative step may return
+ *                               several accepted tokens here later)
+ *             for each token: end-of-generation? limit? text out (UTF-8
+ *                               holding, stop strings), abort?
+ *             advance()      -> make room (context shift) and evaluate them
+ *
+ * Text goes out through two holding stages: first whole UTF-8 characters
+ * (a byte-fallback token like <0xE2> begins a character the next tokens
+ * finish), then the stop-string matcher (stop.c), which holds any tail that
+ * could still become a stop string.  Characters are whole before the matcher
+ * sees them, and a stop string is whole characters too, so whatever the
+ * matcher releases ends on a character boundary.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "runtime/context.h"
+
+/* Bytes of the character a lead byte begins: 1..4, or 0 for a continuation
+ * byte or a byte that never begins a character. */
+static size_t utf8_char_len(unsigned char c) {
+    if (c < 0x80) return 1;
+    if ((c & 0xE0) == 0xC0) return 2;
+    if ((c & 0xF0) == 0xE0) return 3;
+    if ((c & 0xF8) == 0xF0) return 4;
+    return 0;
+}
+
+/* How many of s[0..n) can be released now: everything except a trailing
+ * character whose lead byte promises more bytes than have arrived.  Invalid
+ * bytes are released as they are (holding them could never complete). */
+static size_t utf8_releasable(const char *s, size_t n) {
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char c = (unsigned char)s[n - back];
+        if ((c & 0xC0) == 0x80) continue;  /* continuation: look further back */
+        size_t need = utf8_char_len(c);
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+typedef struct gen {
+    plm_context *ctx;
+    const plm_model *model;
+    plm_sampler *smp;
+    const plm_generate_params *p;
+    plm_piece_cb on_piece;
+    plm_generate_result *r;
+    plm_stop *stop;
+    char held[4];        /* the start of an incomplete UTF-8 character */
+    size_t n_held;
+    char *work;          /* held bytes + one token's piece */
+    size_t work_cap;
+    int n_keep;          /* resolved params->n_keep */
+    bool done;           /* finish reason set */
+} gen;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void finish(gen *g, plm_finish_reason why) {
+    if (g->done) return;
+    g->r->finish = why;
+    g->done = true;
+}
+
+static bool aborted(gen *g) {
+    if (g->p->abort && g->p->abort(g->p->user)) finish(g, PLM_FINISH_ABORT);
+    return g->done;
+}
+
+/* Hands matcher output to the caller; notes a completed stop string. */
+static void release(gen *g, plm_stop_out o) {
+    if (o.len && g->on_piece && !g->on_piece(g->p->user, o.text, o.len)) finish(g, PLM_FINISH_ABORT);
+    if (o.stop >= 0) {  /* also when the held tail completes one at the end */
+        g->r->stop_index = o.stop;
+        g->r->finish = PLM_FINISH_STOP;
+        g->done = true;
+    }
+}
+
+static plm_status grow_work(gen *g, size_t need, plm_error *err) {
+    if (need <= g->work_cap) return PLM_OK;
+    char *w = realloc(g->work, need);
+    if (!w) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a token's text");
+    g->work = w;
+    g->work_cap = need;
+    return PLM_OK;
+}
+
+/* One generated token's text: joined to the held bytes, cut after the last
+ * whole character, the rest held for the next token. */
+static plm_status emit_token_text(gen *g, plm_token t, plm_error *err) {
+    plm_status st = grow_work(g, g->n_held + 256, err);
+    if (st) return st;
+    memcpy(g->work, g->held, g->n_held);
+    int m = plm_token_to_piece(g->model, t, g->work + g->n_held, (int)(g->work_cap - g->n_held), false);
+    if (m < 0) {
+        if ((st = grow_work(g, g->n_held + (size_t)-m, err))) return st;
+        m = plm_token_to_piece(g->model, t, g->work + g->n_held, -m, false);
+    }
+    if (m <= 0) return PLM_OK;
+    size_t n = g->n_held + (size_t)m;
+    size_t ok = utf8_releasable(g->work, n);
+    g->n_held = n - ok;
+    memcpy(g->held, g->work + ok, g->n_held);
+    if (ok) release(g, plm_stop_feed(g->stop, g->work, ok));
+    return PLM_OK;
+}
+
+/* The end: an incomplete character is released as it is, then whatever the
+ * matcher still holds.  Nothing more goes out after a stop string or an
+ * abort (the caller asked for no more text, or has gone). */
+static void flush_text(gen *g) {
+    if (g->r->finish == PLM_FINISH_STOP || g->r->finish == PLM_FINISH_ABORT) return;
+    if (g->n_held) {
+        size_t n = g->n_held;
+        g->n_held = 0;
+        release(g, plm_stop_feed(g->stop, g->held, n));
+        if (g->r->finish == PLM_FINISH_STOP || g->r->finish == PLM_FINISH_ABORT) return;
+    }
+    plm_stop_out o = plm_stop_flush(g->stop);
+    if (o.len && g->on_piece) g->on_piece(g->p->user, o.text, o.len);
+}
+
+/* Evaluates the prompt n_batch tokens at a time so an abort lands between
+ * forward passes even in a long prompt. */
+static plm_status prefill(gen *g, const plm_token *prompt, int n, plm_error *err) {
+    const int B = (int)g->ctx->params.n_batch > 0 ? (int)g->ctx->params.n_batch : n;
+    for (int i = 0; i < n; i += B) {
+        if (aborted(g)) return PLM_OK;
+        int m = n - i < B ? n - i : B;
+        plm_status st = plm_decode(g->ctx, prompt + i, m, err);
+        if (st) return st;
+        g->r->n_prompt += m;
+    }
+    return PLM_OK;
+}
+
+/* THE STEP: the next token(s) from the current logits.  One sampled token
+ * today; a speculative step would draft several, verify them in one forward
+ * pass and return the accepted ones (their evaluation then already done). */
+static int next_tokens(gen *g, plm_token *out) {
+    const float *logits = plm_get_logits(g->ctx, -1);
+    plm_token t = plm_sampler_sample(g->smp, logits);
+    plm_sampler_accept(g->smp, t);
+    if (g->p->on_token && !g->p->on_token(g->p->user, t, logits)) finish(g, PLM_FINISH_ABORT);
+    out[0] = t;
+    return 1;
+}
+
+/* Makes room when the context is full: a context shift keeps the first
+ * n_keep tokens and drops half of the rest, as llama.cpp's --context-shift. */
+static plm_status make_room(gen *g, plm_error *err) {
+    plm_context *ctx = g->ctx;
+    uint32_t n_ctx = plm_context_n_ctx(ctx);
+    if (plm_context_n_past(ctx) < n_ctx) return PLM_OK;
+    if (!g->p->ctx_shift) {
+        finish(g, PLM_FINISH_CONTEXT);
+        return PLM_OK;
+    }
+    uint32_t keep = (uint32_t)g->n_keep;
+    if (keep >= n_ctx - 1) keep = 0;
+    uint32_t drop = (plm_context_n_past(ctx) - keep) / 2;
+    plm_status st = plm_kv_shift(ctx, keep, drop, err);
+    if (st == PLM_OK) g->r->n_shifts++;
+    return st;
+}
+
+/* Evaluates a generated token so its logits give the next one. */
+static plm_status advance(gen *g, plm_token t, plm_error *err) {
+    plm_status st = make_room(g, err);
+    if (st || g->done || aborted(g)) return st;
+    return plm_decode(g->ctx, &t, 1, err);
+}
+
+/* Handles one produced token; false when generation ends with it. */
+static bool take_token(gen *g, plm_token t, plm_status *st, plm_error *err) {
+    if (!g->p->ignore_eos && plm_token_is_eog(g->model, t)) {
+        finish(g, PLM_FINISH_EOG);
+        return false;
+    }
+    g->r->n_generated++;
+    if ((*st = emit_token_text(g, t, err)) || g->done) return false;
+    if (g->p->max_tokens >= 0 && g->r->n_generated >= g->p->max_tokens) {
+        finish(g, PLM_FINISH_LENGTH);
+        return false;
+    }
+    return true;
+}
+
+static plm_status generate_loop(gen *g, plm_error *err) {
+    plm_status st = PLM_OK;
+    if (g->p->max_tokens == 0) {
+        finish(g, PLM_FINISH_LENGTH);
+        return PLM_OK;
+    }
+    while (!g->done) {
+        plm_token toks[1];
+        int n = next_tokens(g, toks);
+        for (int i = 0; i < n && !g->done; i++) {
+            if (!take_token(g, toks[i], &st, err)) break;
+            if ((st = advance(g, toks[i], err))) return st;
+        }
+    }
+    return st;
+}
+
+plm_generate_params plm_generate_default_params(void) {
+    plm_generate_params p;
+    memset(&p, 0, sizeof p);
+    p.max_tokens = -1;
+    p.n_keep = -1;
+    return p;
+}
+
+const char *plm_finish_reason_name(plm_finish_reason r) {
+    switch (r) {
+    case PLM_FINISH_LENGTH: return "length";
+    case PLM_FINISH_EOG: return "eog";
+    case PLM_FINISH_STOP: return "stop";
+    case PLM_FINISH_ABORT: return "abort";
+    case PLM_FINISH_CONTEXT: return "context";
+    }
+    return "?";
+}
+
+static plm_status check_args(plm_context *ctx, const plm_token *prompt, int n_prompt, plm_sampler *sampler,
+                             plm_generate_result *result, plm_error *err) {
+    if (!ctx || !sampler || !result || (!prompt && n_prompt))
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_generate: context, sampler and result are required");
+    if (n_prompt < 1) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_generate: the prompt has no tokens");
+    const int n_vocab = plm_model_n_vocab(ctx->model);
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= n_vocab)
+            return plm_fail(err, PLM_ERR_INVALID_ARG, "prompt token %d at index %d is outside the vocabulary (0..%d)",
+                            prompt[i], i, n_vocab - 1);
+    uint64_t need = (uint64_t)plm_context_n_past(ctx) + (uint64_t)n_prompt + 1;
+    if (need > plm_context_n_ctx(ctx))
+        return plm_fail(err, PLM_ERR_CONTEXT_FULL,
+                        "the prompt has %d tokens (%u more cached) but the context holds %u, with one left to generate",
+                        n_prompt, plm_context_n_past(ctx), plm_context_n_ctx(ctx));
+    return PLM_OK;
+}
+
+plm_status plm_generate(plm_context *ctx, const plm_token *prompt, int n_prompt, plm_sampler *sampler,
+                        const plm_generate_params *params, plm_piece_cb on_piece, plm_generate_result *result,
+                        plm_error *err) {
+    plm_status st = check_args(ctx, prompt, n_prompt, sampler, result, err);
+    if (st) return st;
+    plm_generate_params defaults = plm_generate_default_params();
+    memset(result, 0, sizeof *result);
+    result->stop_index = -1;
+    gen g = {.ctx = ctx, .model = ctx->model, .smp = sampler, .p = params ? params : &defaults,
+             .on_piece = on_piece, .r = result};
+    g.stop = plm_stop_new(g.p->stops, g.p->stops ? g.p->n_stops : 0);
+    if (!g.stop) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for the stop strings");
+    g.n_keep = g.p->n_keep >= 0 ? g.p->n_keep : (int)plm_context_n_past(ctx) + n_prompt;
+
+    for (int i = 0; i < n_prompt; i++) plm_sampler_accept(sampler, prompt[i]);
+    double t0 = now_s();
+    st = prefill(&g, prompt, n_prompt, err);
+    result->t_prompt_s = now_s() - t0;
+    if (st == PLM_OK && !g.done) {
+        t0 = now_s();
+        st = generate_loop(&g, err);
+        if (st == PLM_OK) flush_text(&g);
+        result->t_gen_s = now_s() - t0;
+    }
+    free(g.work);
+    plm_stop_free(g.stop);
+    return st;
+}
