@@ -8,7 +8,7 @@
 #   3. a greedy stories260K generation that must print exactly what the x86
 #      build (build/pocketlm, built here if missing) prints.
 # Installs what it needs when missing: the cross compiler, qemu-user, and the
-# arm64 PCRE2/utf8proc packages through Debian multiarch.
+# arm64 PCRE2/utf8proc/jansson packages through Debian multiarch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,8 +19,8 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   $SUDO dpkg --add-architecture arm64
   $SUDO apt-get update -qq
 fi
-scripts/deps.sh cmake make pkg-config gcc libpcre2-dev libutf8proc-dev \
-  gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libc6:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64
+scripts/deps.sh cmake make pkg-config gcc libpcre2-dev libutf8proc-dev libjansson-dev \
+  gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libc6:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libjansson-dev:arm64
 
 # Tests that run build-arm/pocketlm as a command (popen/system) need the
 # kernel to hand aarch64 ELF files to qemu: register qemu-user-binfmt's
