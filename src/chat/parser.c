@@ -240,7 +240,7 @@ static jnode *parse_member(parser *p, jnode *object) {
 }
 
 static jnode *parse_call(parser *p, jnode *callee) {
-    jnode *c = node(p, JN_CALL, peek(p)->pos);
+    jnode *c = node(p, JN_CALL, callee->pos);
     if (!c) return NULL;
     c->a = callee;
     if (!parse_args(p, &c->args, false)) return NULL;
