@@ -71,9 +71,9 @@ static bool is_statement(parser *p, const char *const *names) {
 static bool expect(parser *p, jtok_type type, const char *what) {
     if (p->failed) return false;
     if (!is(p, type)) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "expected %s, got %%s", what);
-        fail(p, msg);
+        char msg[200];
+        snprintf(msg, sizeof msg, "expected %s, got %s", what, token_desc(peek(p)));
+        fail_at(p, peek(p)->pos, "%s", msg);
         return false;
     }
     p->i++;
@@ -83,9 +83,9 @@ static bool expect(parser *p, jtok_type type, const char *what) {
 static bool expect_name(parser *p, const char *name) {
     if (p->failed) return false;
     if (!is_name(p, name)) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "expected '%s', got %%s", name);
-        fail(p, msg);
+        char msg[200];
+        snprintf(msg, sizeof msg, "expected '%s', got %s", name, token_desc(peek(p)));
+        fail_at(p, peek(p)->pos, "%s", msg);
         return false;
     }
     p->i++;
