@@ -178,8 +178,7 @@ static jnode *parse_args(parser *p, jlist *args, bool parameters) {
             }
         }
         if (!list_push(p, args, arg)) return NULL;
-        if (is(p, JT_COMMA)) p->i++;
-        else if (!is(p, JT_RPAREN)) return fail(p, "expected ',' or ')' in an argument list, got %s");
+        if (is(p, JT_COMMA)) p->i++;  /* optional, as @huggingface/jinja parses lists */
     }
     p->i++;
     return (jnode *)args;  /* non-NULL: success */
@@ -328,8 +327,7 @@ static jnode *parse_primary(parser *p) {
                 break;
             }
             if (!list_push(p, &nd->args, parse_expression(p))) nd = NULL;
-            else if (is(p, JT_COMMA)) p->i++;
-            else if (!is(p, JT_RBRACKET)) nd = fail(p, "expected ',' or ']' in a list, got %s");
+            else if (is(p, JT_COMMA)) p->i++;  /* optional between items, as in @huggingface/jinja */
         }
         if (nd) p->i++;
         break;
@@ -345,7 +343,6 @@ static jnode *parse_primary(parser *p) {
                 !list_push(p, &nd->alt, parse_expression(p)))
                 nd = NULL;
             else if (is(p, JT_COMMA)) p->i++;
-            else if (!is(p, JT_RBRACE)) nd = fail(p, "expected ',' or '}' in a dict, got %s");
         }
         if (nd) p->i++;
         break;

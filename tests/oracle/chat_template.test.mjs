@@ -10,10 +10,15 @@
 //    conversations, with and without a system prompt and
 //    add_generation_prompt, with tools, tool calls, tool responses and
 //    <think> reasoning where the template supports them.
-// 3. pocketlm's built-in templates (--chat-template llama3|qwen3|gemma)
+// 3. Seeded random templates (chat_template_fuzz.mjs): where the oracle
+//    renders, pocketlm must render the same bytes; where it throws, pocketlm
+//    may render (it keeps Python Jinja's behaviour for filters the oracle
+//    lacks on some types, such as "'abc' | list") or fail.
+// 4. pocketlm's built-in templates (--chat-template llama3|qwen3|gemma)
 //    against those real templates rendered by the oracle.
 //
 // Run: node tests/oracle/chat_template.test.mjs   (POCKETLM_BIN=build/pocketlm)
+//   PLM_CHAT_FUZZ_SEED=N PLM_CHAT_FUZZ_N=M   other random templates, more of them
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -21,6 +26,7 @@ import { createRequire } from "node:module";
 import { Template } from "@huggingface/jinja";
 import { pocketlm, check, finish } from "./lib.mjs";
 import { cases } from "./chat_template_corpus.mjs";
+import { makeRng, generate, fuzzVars } from "./chat_template_fuzz.mjs";
 
 const require = createRequire(import.meta.url);
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "plm-chat-"));
@@ -166,7 +172,23 @@ for (const pkg of ["tokenizer-llama3", "tokenizer-qwen3", "tokenizer-gemma3"]) {
 }
 console.log(`real templates: ${realCount} renders`);
 
-// ---- 3. built-ins against the real templates ----------------------------
+// ---- 3. random templates -------------------------------------------------
+{
+  const counts = { same: 0, bothFail: 0, superset: 0 };
+  const seed = Number(process.env.PLM_CHAT_FUZZ_SEED ?? 20260101), n = Number(process.env.PLM_CHAT_FUZZ_N ?? 600);
+  for (const source of generate(makeRng(seed), n)) {
+    const expected = oracle(source, fuzzVars);
+    const got = ours(["--template", writeTemp(source)], fuzzVars);
+    if (!expected.ok && got.ok) counts.superset++;
+    else if (!expected.ok) counts.bothFail++;
+    else counts.same++;
+    if (expected.ok || !got.ok) compare(`random ${JSON.stringify(source)}`, expected, got);
+  }
+  console.log(`random templates: ${counts.same} rendered by both, ${counts.bothFail} refused by both, ` +
+    `${counts.superset} refused by the oracle only`);
+}
+
+// ---- 4. built-ins against the real templates ----------------------------
 // llama3's npm template always opens the assistant turn, so only with
 // add_generation_prompt; gemma's built-in takes string content only.
 const builtinPairs = [
