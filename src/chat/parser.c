@@ -490,14 +490,20 @@ static jnode *parse_comparison(parser *p) {
     return l;
 }
 
+/* "not x".  As in @huggingface/jinja, a second "not" right after the operand
+ * ("not a == not b", where the right-hand "not" parsed as a name) starts
+ * over: only the last negation is kept. */
 static jnode *parse_not(parser *p) {
     if (!is_name(p, "not")) return parse_comparison(p);
     if (!enter(p)) return NULL;
-    jnode *u = node(p, JN_UNARY, peek(p)->pos);
-    p->i++;
-    if (u) {
+    jnode *u = NULL;
+    while (is_name(p, "not") && !p->failed) {
+        u = node(p, JN_UNARY, peek(p)->pos);
+        p->i++;
+        if (!u) break;
         u->op = JOP_NOT;
         if (!(u->a = parse_not(p))) u = NULL;
+        if (!u) break;
     }
     p->depth--;
     return u;

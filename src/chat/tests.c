@@ -42,7 +42,8 @@ jv *jtest_apply(jeval *e, const jnode *at, const char *name, jv *x, jv **args, s
     if (named(name, "integer")) return jv_bool(t == JV_INT);
     if (named(name, "float")) return jv_bool(t == JV_FLOAT);
     if (named(name, "mapping")) return jv_bool(t == JV_OBJECT);
-    if (named(name, "iterable")) return jv_bool(t == JV_ARRAY || t == JV_STRING);
+    /* a tuple is not "iterable" in @huggingface/jinja (its type name differs) */
+    if (named(name, "iterable")) return jv_bool((t == JV_ARRAY && !x->tuple) || t == JV_STRING);
     if (named(name, "sequence")) return jv_bool(t == JV_ARRAY || t == JV_OBJECT || t == JV_STRING);
     if (named(name, "callable")) return jv_bool(t == JV_FUNCTION);
     if (named(name, "odd") || named(name, "even")) {

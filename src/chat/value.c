@@ -400,8 +400,13 @@ bool jv_append_concat(jbuf *b, const jv *v) {
     case JV_FLOAT: return add_js_number(b, v->u.f);
     case JV_ARRAY:  /* JavaScript's Array#toString: the items' texts, comma-separated */
         for (size_t i = 0; i < v->u.arr.n; i++) {
+            const jv *item = v->u.arr.items[i];
             if (i && !jbuf_addc(b, ',')) return false;
-            if (!jv_append_output(b, v->u.arr.items[i])) return false;
+            if (item->type == JV_UNDEFINED || item->type == JV_NONE) {
+                if (!jbuf_adds(b, item->type == JV_NONE ? "null" : "undefined")) return false;
+            } else if (!jv_append_output(b, item)) {
+                return false;
+            }
         }
         return !b->failed;
     case JV_OBJECT:
@@ -564,10 +569,32 @@ bool jv_strict_equal(const jv *a, const jv *b) {
     }
 }
 
+/* A container compared with a scalar turns into its text first, as
+ * JavaScript's == does (["a", "b"] == "a,b").  The text goes to a scratch
+ * arena; one too long to build compares unequal. */
+static bool container_equals_scalar(const jv *c, const jv *x) {
+    jarena *a = jarena_new(4 << 20);
+    if (!a) return false;
+    jbuf b;
+    jbuf_init(&b, a, 1 << 20);
+    jv_append_concat(&b, c);
+    bool eq = false;
+    if (!b.failed) {
+        jv text = {.type = JV_STRING, .u.str = {b.s ? b.s : "", b.n}};
+        eq = jv_loose_equal(&text, x);
+    }
+    jarena_free(a);
+    return eq;
+}
+
 bool jv_loose_equal(const jv *a, const jv *b) {
     bool a_nil = a->type == JV_NONE || a->type == JV_UNDEFINED;
     bool b_nil = b->type == JV_NONE || b->type == JV_UNDEFINED;
     if (a_nil || b_nil) return a_nil && b_nil;
+    bool a_box = a->type == JV_ARRAY || a->type == JV_OBJECT || a->type == JV_NAMESPACE;
+    bool b_box = b->type == JV_ARRAY || b->type == JV_OBJECT || b->type == JV_NAMESPACE;
+    if (a_box && is_scalar(b)) return container_equals_scalar(a, b);
+    if (b_box && is_scalar(a)) return container_equals_scalar(b, a);
     if (a->type == JV_STRING && b->type == JV_STRING) return jv_strict_equal(a, b);
     if (is_scalar(a) && is_scalar(b)) {
         double x = a->type == JV_STRING ? js_string_number(a) : jv_num(a);
