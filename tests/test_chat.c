@@ -77,15 +77,24 @@ static void test_error_positions(void) {
     expect_error("{% set a, b = [1] %}", NULL, 1, 8, "few");
 }
 
-static void expect_limit(const char *what, const char *src, const plm_chat_params *base, const char *word) {
+static void expect_refusal(const char *what, const char *src, const plm_chat_params *base, const char *word,
+                           plm_status want) {
     char *out;
     plm_error err = {0};
     plm_chat_params p = *base;
     if (!p.messages_json) p.messages_json = MSGS;
     plm_status s = render_ex(src, &p, &out, &err);
-    CHECK(s != PLM_OK && strstr(err.message, word), "%s: want an error mentioning '%s', got %s", what, word,
-          s ? err.message : "success");
+    CHECK(s == want && strstr(err.message, word), "%s: want %s mentioning '%s', got %s: %s", what,
+          plm_status_name(want), word, plm_status_name(s), s ? err.message : "success");
     free(out);
+}
+
+/* A limit reached: PLM_ERR_NOMEM.  Bad input: PLM_ERR_INVALID_ARG. */
+static void expect_limit(const char *what, const char *src, const plm_chat_params *base, const char *word) {
+    expect_refusal(what, src, base, word, PLM_ERR_NOMEM);
+}
+static void expect_bad_input(const char *what, const char *src, const plm_chat_params *base, const char *word) {
+    expect_refusal(what, src, base, word, PLM_ERR_INVALID_ARG);
 }
 
 static void test_hostile(void) {
@@ -109,31 +118,32 @@ static void test_hostile(void) {
     memcpy(deep, "{{ ", 3);
     memset(deep + 3, '(', n);
     strcpy(deep + 3 + n, "1 }}");
-    expect_limit("deep parentheses", deep, &none, "nested too deeply");
+    expect_refusal("deep parentheses", deep, &none, "nested too deeply", PLM_ERR_FORMAT);
     memcpy(deep, "{{ ", 3);
     memset(deep + 3, '[', n);
     strcpy(deep + 3 + n, " }}");
-    expect_limit("deep lists", deep, &none, "nested too deeply");
+    expect_refusal("deep lists", deep, &none, "nested too deeply", PLM_ERR_FORMAT);
     deep[0] = '\0';
-    for (int i = 0; i < 5000; i++) strcat(deep + strlen(deep) * 0, "{% if 1 %}");
-    expect_limit("deep ifs", deep, &none, "nested too deeply");
+    for (int i = 0; i < 5000; i++) strcat(deep, "{% if 1 %}");
+    expect_refusal("deep ifs", deep, &none, "nested too deeply", PLM_ERR_FORMAT);
+    expect_refusal("raise_exception", "{{ raise_exception('no system role') }}", &none, "no system role", PLM_ERR_FORMAT);
 
     /* deep JSON input is refused by the JSON reader, not by the stack */
     memset(deep, '[', n);
     memset(deep + n, ']', n);
     deep[2 * n] = '\0';
     plm_chat_params deep_json = {.messages_json = deep};
-    expect_limit("deep JSON", "{{ messages }}", &deep_json, "JSON");
+    expect_bad_input("deep JSON", "{{ messages }}", &deep_json, "JSON");
     free(deep);
 
     plm_chat_params bad_utf8 = {.messages_json = "[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]"};
-    expect_limit("invalid UTF-8 JSON", "{{ messages }}", &bad_utf8, "JSON");
+    expect_bad_input("invalid UTF-8 JSON", "{{ messages }}", &bad_utf8, "JSON");
     plm_chat_params not_array = {.messages_json = "{\"role\":\"user\"}"};
-    expect_limit("messages not an array", "x", &not_array, "array");
+    expect_bad_input("messages not an array", "x", &not_array, "array");
     plm_chat_params bad_tools = {.messages_json = "[]", .tools_json = "[1,"};
-    expect_limit("bad tools JSON", "x", &bad_tools, "tools");
+    expect_bad_input("bad tools JSON", "x", &bad_tools, "tools");
     plm_chat_params bad_vars = {.messages_json = "[]", .vars_json = "[1]"};
-    expect_limit("vars not an object", "x", &bad_vars, "object");
+    expect_bad_input("vars not an object", "x", &bad_vars, "object");
 }
 
 /* Random token soup and every prefix of a real template: each compile and

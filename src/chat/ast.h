@@ -15,6 +15,7 @@
 typedef enum {
     /* statements */
     JN_TEXT,       /* name: the text */
+    JN_COMMENT,    /* {# ... #}: parsed, then dropped from the statement lists */
     JN_OUTPUT,     /* a: expression printed by {{ }} */
     JN_IF,         /* a: test, body, alt */
     JN_FOR,        /* a: target (name or tuple), b: iterable, c: inline filter test or NULL, body, alt: else */

@@ -103,9 +103,7 @@ plm_status plm_chat_render(const plm_chat_template *t, const plm_chat_params *p,
     else if (!set_inputs(&e, env, p, err)) status = err ? err->code : PLM_ERR_INVALID_ARG;
     else if (jeval_block(&e, &t->program, env, &result) < 0 || result.failed) {
         if (!e.failed) jeval_oom(&e, NULL);
-        bool limit = jarena_exhausted(e.a) || result.failed || strstr(e.err, "limit") || strstr(e.err, "steps") ||
-                     strstr(e.err, "deeper") || strstr(e.err, "too deeply");
-        status = fail_at(err, limit ? PLM_ERR_NOMEM : PLM_ERR_FORMAT, t->source, t->source_n, e.err_pos, e.err);
+        status = fail_at(err, e.limit ? PLM_ERR_NOMEM : PLM_ERR_FORMAT, t->source, t->source_n, e.err_pos, e.err);
     } else if (!(*out = malloc(result.n + 1))) {
         status = plm_fail(err, PLM_ERR_NOMEM, "out of memory");
     } else {

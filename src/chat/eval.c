@@ -27,9 +27,20 @@ jv *jeval_fail(jeval *e, const jnode *at, const char *fmt, ...) {
     return NULL;
 }
 
+jv *jeval_limit(jeval *e, const jnode *at, const char *fmt, ...) {
+    if (e->failed) return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, sizeof e->err, fmt, ap);
+    va_end(ap);
+    e->failed = e->limit = true;
+    e->err_pos = at ? at->pos : 0;
+    return NULL;
+}
+
 jv *jeval_oom(jeval *e, const jnode *at) {
-    if (jarena_exhausted(e->a)) return jeval_fail(e, at, "the template used more memory than allowed");
-    return jeval_fail(e, at, "the output passed its limit of %zu bytes", e->limits.max_output);
+    if (jarena_exhausted(e->a)) return jeval_limit(e, at, "the template used more memory than allowed");
+    return jeval_limit(e, at, "the output passed its limit of %zu bytes", e->limits.max_output);
 }
 
 /* ---- scopes ---------------------------------------------------------- */
@@ -54,7 +65,7 @@ bool jenv_set(jeval *e, jenv *env, const char *name, size_t n, jv *v) {
 
 static bool step(jeval *e, const jnode *at) {
     if (++e->steps <= e->limits.max_steps) return true;
-    jeval_fail(e, at, "the template ran more than %zu steps (a loop that never ends?)", e->limits.max_steps);
+    jeval_limit(e, at, "the template ran more than %zu steps (a loop that never ends?)", e->limits.max_steps);
     return false;
 }
 
@@ -175,7 +186,7 @@ static bool bind_parameters(jeval *e, const jnode *at, const jfunc *fn, jv **arg
 static jv *call_macro(jeval *e, const jnode *at, jfunc *fn, jv **args, size_t nargs, jobj *kwargs, jenv *env) {
     if (++e->depth > e->limits.max_depth) {
         e->depth--;
-        return jeval_fail(e, at, "macro calls nested deeper than %d (endless recursion?)", e->limits.max_depth);
+        return jeval_limit(e, at, "macro calls nested deeper than %d (endless recursion?)", e->limits.max_depth);
     }
     /* @huggingface/jinja scopes a macro under its caller; a {% call %}
      * block's caller() runs where the block was written */
@@ -574,7 +585,7 @@ jv *jeval_expr(jeval *e, const jnode *nd, jenv *env) {
     if (e->failed) return NULL;
     if (++e->depth > e->limits.max_depth + 256) {
         e->depth--;
-        return jeval_fail(e, nd, "expression nested too deeply");
+        return jeval_limit(e, nd, "expression nested too deeply");
     }
     jv *v = eval_expr_kind(e, nd, env);
     e->depth--;
@@ -761,7 +772,7 @@ static int exec_statement(jeval *e, const jnode *nd, jenv *env, jbuf *out) {
 int jeval_block(jeval *e, const jlist *stmts, jenv *env, jbuf *out) {
     if (++e->depth > e->limits.max_depth + 256) {
         e->depth--;
-        jeval_fail(e, stmts->n ? stmts->items[0] : NULL, "blocks nested too deeply");
+        jeval_limit(e, stmts->n ? stmts->items[0] : NULL, "blocks nested too deeply");
         return -1;
     }
     int r = 0;

@@ -42,6 +42,7 @@ typedef struct jeval {
     size_t steps;
     int depth;
     bool failed;
+    bool limit;       /* the failure was a limit (memory, output, steps, depth) */
     size_t err_pos;
     char err[400];
 } jeval;
@@ -49,7 +50,9 @@ typedef struct jeval {
 /* Records the first error at node `at` (its position names line and column);
  * returns NULL so callers can `return jeval_fail(...)`. */
 jv *jeval_fail(jeval *e, const jnode *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* The arena ran out or a limit passed: one message for all of them. */
+/* jeval_fail for a limit reached (steps, depth, sizes): marks e->limit. */
+jv *jeval_limit(jeval *e, const jnode *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The arena ran out or the output passed its limit: one message for both. */
 jv *jeval_oom(jeval *e, const jnode *at);
 
 jenv *jenv_new(jeval *e, jenv *parent);

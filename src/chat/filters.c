@@ -251,7 +251,14 @@ static jv *sequence_of(const fcall *f) {  /* the list a filter walks */
             if (!(out->u.arr.items[i] = jv_str_own(f->e->a, f->x->u.str.s + offs[i], offs[i + 1] - offs[i]))) return oom(f);
         return out;
     }
-    if (f->x->type == JV_OBJECT) return jmethod_lookup(f->e, f->x, "keys", 4) ? jeval_call(f->e, f->at, jmethod_lookup(f->e, f->x, "keys", 4), NULL, 0, NULL, NULL) : NULL;
+    if (f->x->type == JV_OBJECT) {  /* a mapping walks its keys */
+        const jobj *o = f->x->u.obj;
+        jv *keys = jv_array(f->e->a, o->n);
+        if (!keys) return oom(f);
+        for (size_t i = 0; i < o->n; i++)
+            if (!(keys->u.arr.items[i] = jv_str_own(f->e->a, o->keys[i], o->key_lens[i]))) return oom(f);
+        return keys;
+    }
     return bad_operand(f);
 }
 
@@ -430,66 +437,72 @@ static jv *f_default(const fcall *f) {
     return f->x;
 }
 
-static jv *f_batch_list(const fcall *f) {
-    jv *seq = sequence_of(f);
-    return seq;
-}
+static jv *f_list(const fcall *f) { return sequence_of(f); }
 
 /* ---- dispatch -------------------------------------------------------- */
 
+/* Thin adapters so every filter has the same shape. */
+static jv *f_same(const fcall *f) { return f->x; }
+static jv *f_first(const fcall *f) { return f_first_last(f, false); }
+static jv *f_last(const fcall *f) { return f_first_last(f, true); }
+static jv *f_min(const fcall *f) { return f_min_max(f, false); }
+static jv *f_max(const fcall *f) { return f_min_max(f, true); }
+static jv *f_select_(const fcall *f) { return f_select(f, true, false); }
+static jv *f_reject(const fcall *f) { return f_select(f, false, false); }
+static jv *f_selectattr(const fcall *f) { return f_select(f, true, true); }
+static jv *f_rejectattr(const fcall *f) { return f_select(f, false, true); }
+static jv *f_upper(const fcall *f) { return jtext_upper(f->e->a, f->x->u.str.s, f->x->u.str.n); }
+static jv *f_lower(const fcall *f) { return jtext_lower(f->e->a, f->x->u.str.s, f->x->u.str.n); }
+static jv *f_title(const fcall *f) { return jstr_title(f->e, f->at, f->x); }
+static jv *f_capitalize(const fcall *f) { return jstr_capitalize(f->e, f->at, f->x); }
+static jv *f_trim(const fcall *f) { return jstr_strip(f->e, f->at, f->x, arg(f, 0, "chars"), true, true); }
+static jv *f_replace(const fcall *f) {
+    return jstr_replace(f->e, f->at, f->x, arg(f, 0, "old"), arg(f, 1, "new"), arg(f, 2, "count"));
+}
+static jv *f_items(const fcall *f) { return jobj_items(f->e, f->at, f->x); }
+static jv *f_dictsort(const fcall *f) { return jobj_dictsort(f->e, f->at, f->x, f->args, f->nargs, f->kwargs); }
+static jv *f_keys_values(const fcall *f) {
+    jv *m = jmethod_lookup(f->e, f->x, f->name, strlen(f->name));
+    return m ? jeval_call(f->e, f->at, m, f->args, f->nargs, f->kwargs, NULL) : NULL;
+}
+
+/* Every filter: its name, the one operand type it takes (JV_UNDEFINED: it
+ * checks for itself), and the function. */
+static const struct {
+    const char *name;
+    jv_type only;
+    jv *(*fn)(const fcall *f);
+} filters[] = {
+    {"safe", JV_UNDEFINED, f_same},        {"e", JV_UNDEFINED, f_same},
+    {"escape", JV_UNDEFINED, f_same},      {"forceescape", JV_UNDEFINED, f_same},
+    {"tojson", JV_UNDEFINED, f_tojson},    {"default", JV_UNDEFINED, f_default},
+    {"d", JV_UNDEFINED, f_default},        {"string", JV_UNDEFINED, f_string},
+    {"length", JV_UNDEFINED, f_length},    {"count", JV_UNDEFINED, f_length},
+    {"join", JV_UNDEFINED, f_join},        {"int", JV_UNDEFINED, f_int},
+    {"float", JV_UNDEFINED, f_float},      {"round", JV_UNDEFINED, f_round},
+    {"abs", JV_UNDEFINED, f_abs},          {"bool", JV_BOOL, f_same},
+    {"list", JV_UNDEFINED, f_list},        {"first", JV_UNDEFINED, f_first},
+    {"last", JV_UNDEFINED, f_last},        {"reverse", JV_UNDEFINED, f_reverse},
+    {"unique", JV_UNDEFINED, f_unique},    {"sort", JV_UNDEFINED, f_sort},
+    {"min", JV_UNDEFINED, f_min},          {"max", JV_UNDEFINED, f_max},
+    {"sum", JV_UNDEFINED, f_sum},          {"map", JV_UNDEFINED, f_map},
+    {"select", JV_UNDEFINED, f_select_},   {"reject", JV_UNDEFINED, f_reject},
+    {"selectattr", JV_UNDEFINED, f_selectattr}, {"rejectattr", JV_UNDEFINED, f_rejectattr},
+    {"upper", JV_STRING, f_upper},         {"lower", JV_STRING, f_lower},
+    {"title", JV_STRING, f_title},         {"capitalize", JV_STRING, f_capitalize},
+    {"trim", JV_STRING, f_trim},           {"indent", JV_STRING, f_indent},
+    {"wordcount", JV_STRING, f_wordcount}, {"replace", JV_STRING, f_replace},
+    {"items", JV_OBJECT, f_items},         {"dictsort", JV_OBJECT, f_dictsort},
+    {"keys", JV_OBJECT, f_keys_values},    {"values", JV_OBJECT, f_keys_values},
+};
+
 static jv *apply(const fcall *f) {
-    const char *n = f->name;
-    jv_type t = f->x->type;
-#define NAMED(s) (!strcmp(n, s))
-    if (NAMED("safe") || NAMED("e") || NAMED("escape") || NAMED("forceescape")) return f->x;
-    if (NAMED("tojson")) return f_tojson(f);
-    if (NAMED("default") || NAMED("d")) return f_default(f);
-    if (NAMED("string")) return f_string(f);
-    if (NAMED("length") || NAMED("count")) return f_length(f);
-    if (NAMED("join")) return f_join(f);
-    if (NAMED("int")) return f_int(f);
-    if (NAMED("float")) return f_float(f);
-    if (NAMED("round")) return f_round(f);
-    if (NAMED("abs")) return f_abs(f);
-    if (NAMED("bool") && t == JV_BOOL) return f->x;
-    if (NAMED("list")) return f_batch_list(f);
-    if (NAMED("first")) return f_first_last(f, false);
-    if (NAMED("last")) return f_first_last(f, true);
-    if (NAMED("reverse")) return f_reverse(f);
-    if (NAMED("unique")) return f_unique(f);
-    if (NAMED("sort")) return f_sort(f);
-    if (NAMED("min")) return f_min_max(f, false);
-    if (NAMED("max")) return f_min_max(f, true);
-    if (NAMED("sum")) return f_sum(f);
-    if (NAMED("map")) return f_map(f);
-    if (NAMED("select")) return f_select(f, true, false);
-    if (NAMED("reject")) return f_select(f, false, false);
-    if (NAMED("selectattr")) return f_select(f, true, true);
-    if (NAMED("rejectattr")) return f_select(f, false, true);
-    if (t == JV_STRING) {
-        if (NAMED("upper")) return jtext_upper(f->e->a, f->x->u.str.s, f->x->u.str.n);
-        if (NAMED("lower")) return jtext_lower(f->e->a, f->x->u.str.s, f->x->u.str.n);
-        if (NAMED("title")) return jstr_title(f->e, f->at, f->x);
-        if (NAMED("capitalize")) return jstr_capitalize(f->e, f->at, f->x);
-        if (NAMED("trim")) return jstr_strip(f->e, f->at, f->x, arg(f, 0, "chars"), true, true);
-        if (NAMED("indent")) return f_indent(f);
-        if (NAMED("wordcount")) return f_wordcount(f);
-        if (NAMED("replace"))
-            return jstr_replace(f->e, f->at, f->x, arg(f, 0, "old"), arg(f, 1, "new"), arg(f, 2, "count"));
+    for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++) {
+        if (strcmp(f->name, filters[i].name)) continue;
+        if (filters[i].only != JV_UNDEFINED && f->x->type != filters[i].only) return bad_operand(f);
+        return filters[i].fn(f);
     }
-    if (t == JV_OBJECT) {
-        if (NAMED("items")) return jobj_items(f->e, f->at, f->x);
-        if (NAMED("dictsort")) return jobj_dictsort(f->e, f->at, f->x, f->args, f->nargs, f->kwargs);
-        jv *m = (NAMED("keys") || NAMED("values")) ? jmethod_lookup(f->e, f->x, n, strlen(n)) : NULL;
-        if (m) return jeval_call(f->e, f->at, m, f->args, f->nargs, f->kwargs, NULL);
-    }
-#undef NAMED
-    if (f->e->failed) return NULL;
-    static const char *known[] = {"upper", "lower", "title", "capitalize", "trim", "indent", "wordcount",
-                                  "replace", "items", "dictsort", "keys", "values", "bool", NULL};
-    for (const char **k = known; *k; k++)
-        if (!strcmp(n, *k)) return bad_operand(f);
-    return jeval_fail(f->e, f->at, "unknown filter '%s'", n);
+    return jeval_fail(f->e, f->at, "unknown filter '%s'", f->name);
 }
 
 jv *jfilter_by_name(jeval *e, const jnode *at, const char *name, jv *operand, jv **args, size_t nargs,

@@ -44,7 +44,7 @@ static jv *g_range(jeval *e, const jnode *at, jv *self, jv **args, size_t nargs,
     if (stepv == 0) return jeval_fail(e, at, "range() step must not be zero");
     double count_d = stepv > 0 ? ((double)stop - (double)start) / (double)stepv : ((double)start - (double)stop) / (double)-stepv;
     size_t count = count_d <= 0 ? 0 : (size_t)(count_d + 0.999999999);
-    if (count > e->limits.max_steps) return jeval_fail(e, at, "range() of %zu numbers is too long", count);
+    if (count > e->limits.max_steps) return jeval_limit(e, at, "range() of %zu numbers is too long", count);
     jv *out = jv_array(e->a, count);
     if (!out) return jeval_oom(e, at);
     for (size_t i = 0; i < count; i++)

@@ -135,7 +135,7 @@ static bool parse_body(parser *p, jlist *body, const char *const *stop, const ch
         }
         jnode *nd = parse_any(p);
         if (!nd) return false;
-        if (nd->kind == JN_TEXT && nd->name_n == 0 && nd->op == JOP_NOT) continue;  /* a comment */
+        if (nd->kind == JN_COMMENT) continue;
         if (!list_push(p, body, nd)) return false;
     }
     return true;
@@ -682,31 +682,32 @@ static jnode *parse_filter_block(parser *p, size_t pos) {
     return nd;
 }
 
+static bool token_is(const jtoken *t, const char *word) { return t->n == strlen(word) && !memcmp(t->s, word, t->n); }
+
 static jnode *parse_statement(parser *p) {
-    size_t open = peek(p)->pos;
     p->i++;  /* {% */
     if (!is(p, JT_NAME)) return fail(p, "expected a statement name after '{%%', got %s");
     jtoken *t = peek(p);
     size_t pos = t->pos;
     p->i++;
     jnode *nd;
-#define IS(word) (t->n == strlen(word) && !memcmp(t->s, word, t->n))
-    if (IS("set")) nd = parse_set(p, pos);
-    else if (IS("if")) nd = parse_if(p, pos), nd = (nd && close_block(p, "endif")) ? nd : NULL;
-    else if (IS("for")) nd = parse_for(p, pos);
-    else if (IS("macro")) nd = parse_macro(p, pos);
-    else if (IS("call")) nd = parse_call_block(p, pos);
-    else if (IS("filter")) nd = parse_filter_block(p, pos);
-    else if (IS("break") || IS("continue")) {
-        nd = node(p, IS("break") ? JN_BREAK : JN_CONTINUE, pos);
+    if (token_is(t, "set")) nd = parse_set(p, pos);
+    else if (token_is(t, "if")) {
+        nd = parse_if(p, pos);
+        if (nd && !close_block(p, "endif")) nd = NULL;
+    }
+    else if (token_is(t, "for")) nd = parse_for(p, pos);
+    else if (token_is(t, "macro")) nd = parse_macro(p, pos);
+    else if (token_is(t, "call")) nd = parse_call_block(p, pos);
+    else if (token_is(t, "filter")) nd = parse_filter_block(p, pos);
+    else if (token_is(t, "break") || token_is(t, "continue")) {
+        nd = node(p, token_is(t, "break") ? JN_BREAK : JN_CONTINUE, pos);
         if (nd && !expect(p, JT_CLOSE_STMT, "'%}'")) nd = NULL;
     } else {
         char word[64];
         snprintf(word, sizeof word, "%.*s", (int)(t->n < 60 ? t->n : 60), t->s);
         return fail_at(p, pos, "unknown statement '%s'", word);
     }
-#undef IS
-    (void)open;
     return nd;
 }
 
@@ -717,11 +718,7 @@ static jnode *parse_any(parser *p) {
     switch (t->type) {
     case JT_COMMENT:
         p->i++;
-        nd = node(p, JN_TEXT, t->pos);  /* an empty marker the body loops skip */
-        if (nd) {
-            nd->name = "";
-            nd->op = JOP_NOT;
-        }
+        nd = node(p, JN_COMMENT, t->pos);
         break;
     case JT_TEXT:
         p->i++;
@@ -757,7 +754,7 @@ bool jparse(jarena *a, const char *src, size_t n, jlist *out, jparse_error *err)
     while (!is(&p, JT_END)) {
         jnode *nd = parse_any(&p);
         if (!nd) return false;
-        if (nd->kind == JN_TEXT && nd->op == JOP_NOT) continue;
+        if (nd->kind == JN_COMMENT) continue;
         if (!list_push(&p, out, nd)) return false;
     }
     return true;
