@@ -56,7 +56,8 @@ static char *read_text(const char *what, const char *path) {
 }
 
 /* The template text: --chat-template NAME, else --template FILE, else the
- * model's own.  Sets *owned when the caller must free it. */
+ * model's own, else the built-in chatml (as llama.cpp falls back).  Sets
+ * *owned when the caller must free it. */
 static const char *pick_template(const char *name, const char *file, char *from_model, char **owned) {
     *owned = NULL;
     if (name) {
@@ -69,8 +70,10 @@ static const char *pick_template(const char *name, const char *file, char *from_
         return t;
     }
     if (file) return *owned = read_text("template", file);
-    if (!from_model) fprintf(stderr, "pocketlm template: the model has no tokenizer.chat_template; use --chat-template NAME\n");
-    return from_model;
+    if (from_model) return from_model;
+    fprintf(stderr, "pocketlm template: the model has no tokenizer.chat_template; using the built-in chatml "
+                    "(--chat-template NAME picks another)\n");
+    return plm_chat_builtin("chatml");
 }
 
 int cmd_template(int argc, char **argv) {

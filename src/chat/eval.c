@@ -647,12 +647,6 @@ static jv *loop_object(jeval *e, jv *items, size_t i) {
     return ok ? loop : NULL;
 }
 
-static jv *loop_cycle(jeval *e, const jnode *at, jv *self, jv **args, size_t nargs, jobj *kwargs) {
-    (void)kwargs;
-    if (nargs == 0) return jeval_fail(e, at, "loop.cycle() needs at least one value");
-    return args[self->u.i % (int64_t)nargs];
-}
-
 /* The values a for loop walks: a list, a mapping's keys, a string's characters. */
 static jv *iteration_items(jeval *e, const jnode *at, jv *it) {
     if (it->type == JV_ARRAY) return it;
@@ -699,9 +693,7 @@ static int exec_for(jeval *e, const jnode *nd, jenv *env, jbuf *out) {
     for (size_t i = 0; i < items->u.arr.n; i++) {
         if (!step(e, nd)) return -1;
         jv *loop = loop_object(e, items, i);
-        jv *cycle = loop ? jeval_builtin(e, loop_cycle, jv_int(e->a, (int64_t)i)) : NULL;
-        if (!cycle || !jobj_set(e->a, loop->u.obj, "cycle", 5, cycle) || !jenv_set(e, scope, "loop", 4, loop))
-            return jeval_oom(e, nd), -1;
+        if (!loop || !jenv_set(e, scope, "loop", 4, loop)) return jeval_oom(e, nd), -1;
         if (!assign(e, nd->a, items->u.arr.items[i], scope)) return -1;
         int r = jeval_block(e, &nd->body, scope, out);
         if (r < 0) return -1;

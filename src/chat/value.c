@@ -561,7 +561,7 @@ bool jv_strict_equal(const jv *a, const jv *b) {
     case JV_NONE: return true;
     case JV_BOOL: return a->u.b == b->u.b;
     case JV_STRING: return a->u.str.n == b->u.str.n && !memcmp(a->u.str.s, b->u.str.s, a->u.str.n);
-    case JV_ARRAY: return a->u.arr.items == b->u.arr.items && a->u.arr.n == b->u.arr.n;
+    case JV_ARRAY: return a == b;  /* lists are equal only to themselves, as in JavaScript */
     case JV_OBJECT:
     case JV_NAMESPACE: return a->u.obj == b->u.obj;
     case JV_FUNCTION: return a->u.fn == b->u.fn;

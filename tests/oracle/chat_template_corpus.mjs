@@ -45,6 +45,8 @@ export const cases = [
   ["ternary", "{{ 'yes' if 1 else 'no' }} {{ 'yes' if 0 else 'no' }} {{ 'a' if false else 'b' if true else 'c' }}[{{ 'x' if false }}]", {}],
   ["precedence", "{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 2 ** 3 ** 2 }} {{ -2 ** 2 }} {{ 10 - 2 - 3 }} {{ not 1 == 2 }}", {}],
   ["unary", "{% set x = 5 %}{{ -x }} {{ +x }} {{ - - x }} {{ -(x + 1) }} {{ -1.5 }}", {}],
+  ["identity equality", "{% set a = [] %}{% set d = {} %}{{ a == a }}{{ [] == [] }}{{ [1] == [1] }}{{ d == d }}{{ {} == {} }}{{ ['a', 'b'] == 'a,b' }}{{ [1] == 1 }}", {}],
+  ["loop object printed", "{% for x in [1, 2] %}{{ loop }}\n{% endfor %}", {}],
   ["list add", "{{ [1] + [2, 3] }} {{ ([1] + [2]) | length }}", {}],
   // indexing, slicing, members
   ["index", "{{ messages[0].role }} {{ messages[-1]['content'] }} {{ messages.1.role }} {{ 'hello'[1] }} {{ 'hello'[-1] }}", { messages: msgs }],
