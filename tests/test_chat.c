@@ -8,6 +8,7 @@
  * Expected outputs of the Python-Jinja extensions are what Jinja 3.1
  * documents and renders for those expressions.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +257,54 @@ static void test_api(void) {
     CHECK(count >= 7 && !plm_chat_builtin("nope") && !plm_chat_builtin(NULL), "built-in table");
 }
 
+/* One compiled template rendered from several threads at once gives every
+ * thread the single-threaded output (the server renders this way). */
+typedef struct {
+    const plm_chat_template *t;
+    const char *want;
+    int mismatches;
+} render_job;
+
+static const char *THREAD_MSGS =
+    "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"Q1\"},"
+    "{\"role\":\"assistant\",\"content\":\"<think>\\nr\\n</think>\\n\\nA1\"},{\"role\":\"user\",\"content\":\"Q2\"}]";
+
+static void *render_many(void *arg) {
+    render_job *job = arg;
+    plm_chat_params p = {.messages_json = THREAD_MSGS, .tools_json = "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]",
+                         .add_generation_prompt = true};
+    for (int i = 0; i < 200; i++) {
+        char *out = NULL;
+        plm_error err;
+        if (plm_chat_render(job->t, &p, &out, NULL, &err) != PLM_OK || strcmp(out, job->want)) job->mismatches++;
+        free(out);
+    }
+    return NULL;
+}
+
+static void test_threads(void) {
+    const char *src = plm_chat_builtin("qwen3");
+    plm_chat_template *t;
+    plm_error err;
+    REQUIRE_VOID(plm_chat_compile(src, strlen(src), &t, &err) == PLM_OK, "compile qwen3: %s", err.message);
+    plm_chat_params p = {.messages_json = THREAD_MSGS, .tools_json = "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]",
+                         .add_generation_prompt = true};
+    char *want = NULL;
+    CHECK(plm_chat_render(t, &p, &want, NULL, &err) == PLM_OK && strstr(want, "<tools>"), "single render");
+    render_job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (render_job){t, want ? want : "", 0};
+        CHECK(pthread_create(&th[i], NULL, render_many, &jobs[i]) == 0, "thread %d", i);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(jobs[i].mismatches == 0, "thread %d: %d renders differed", i, jobs[i].mismatches);
+    }
+    free(want);
+    plm_chat_free(t);
+}
+
 static char *write_template_gguf(const char *dir) {
     static char path[512];
     snprintf(path, sizeof path, "%s/chat.gguf", dir);
@@ -358,6 +407,7 @@ int main(void) {
     test_fuzz();
     test_python_semantics();
     test_api();
+    test_threads();
     test_gguf_and_cli();
     return test_summary();
 }
