@@ -55,6 +55,11 @@ jv *jeval_limit(jeval *e, const jnode *at, const char *fmt, ...) __attribute__((
 /* The arena ran out or the output passed its limit: one message for both. */
 jv *jeval_oom(jeval *e, const jnode *at);
 
+/* Counts one step; false (with the error set) past the limit. */
+bool jeval_step(jeval *e, const jnode *at);
+/* A macro value for a JN_MACRO, or caller() for a JN_CALL_BLOCK written in `scope`. */
+jv *jeval_macro(jeval *e, const jnode *nd, jenv *scope);
+
 jenv *jenv_new(jeval *e, jenv *parent);
 jv *jenv_get(const jenv *env, const char *name, size_t n);  /* NULL if unset */
 bool jenv_set(jeval *e, jenv *env, const char *name, size_t n, jv *v);
