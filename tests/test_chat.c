@@ -216,6 +216,11 @@ static void test_python_semantics(void) {
                   "[\"a\", \"b\", \"c\"] [\"a\", \"b\"] cba a");
     expect_output("{{ none | string }}|{{ nothing | string }}|", NULL, "None||");
     expect_output("{{ 'abcabc'.count('b') }} {{ 'hello'.find('l') }} {{ 'hello'.find('z') }}", NULL, "2 2 -1");
+    /* empty strings through every string operation (UBSan: no NULL pointers) */
+    expect_output("{{ '' | indent(2) }}{{ ''.split(',') }}{{ '' | trim }}{{ '' | upper }}{{ ''[::-1] }}{{ '' ~ '' }}"
+                  "{{ '' | replace('', 'x') }}{{ ''.startswith('') }}{{ '' in '' }}{{ '' | wordcount }}{{ '' | reverse }}"
+                  "{{ '' | list }}{{ ''.strip('x') }}{{ '' | title }}{{ '' | capitalize }}{{ '' | tojson }}{{ ''.count('') }}",
+                  NULL, "[\"\"]xtruetrue0[]\"\"1");
     expect_output("{{ enable_thinking }} {{ custom.k }}", "{\"enable_thinking\": false, \"custom\": {\"k\": [1]}}", "false [1]");
 }
 

@@ -83,7 +83,7 @@ void jbuf_init(jbuf *b, jarena *a, size_t limit) {
 
 bool jbuf_add(jbuf *b, const char *s, size_t n) {
     if (b->failed) return false;
-    if (n == 0) return true;
+    if (n == 0 && b->s) return true;  /* an empty add still gives b->s a "" to point at */
     if (b->limit && (n > b->limit || b->n > b->limit - n)) {
         b->failed = true;
         return false;
@@ -100,7 +100,7 @@ bool jbuf_add(jbuf *b, const char *s, size_t n) {
         b->s = s2;
         b->cap = cap;
     }
-    memcpy(b->s + b->n, s, n);
+    if (n) memcpy(b->s + b->n, s, n);
     b->n += n;
     b->s[b->n] = '\0';
     return true;

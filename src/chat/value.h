@@ -34,6 +34,8 @@ typedef struct jbuf {
 } jbuf;
 
 void jbuf_init(jbuf *b, jarena *a, size_t limit);
+/* Appends n bytes, keeping b->s NUL-terminated; after any add, even of
+ * nothing, b->s points at the text (never NULL). */
 bool jbuf_add(jbuf *b, const char *s, size_t n);
 bool jbuf_adds(jbuf *b, const char *s);
 bool jbuf_addc(jbuf *b, char c);
