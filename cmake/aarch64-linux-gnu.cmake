@@ -2,8 +2,8 @@
 #
 #   cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
 #
-# Target libraries (PCRE2, utf8proc) come from Debian multiarch packages
-# (libpcre2-dev:arm64, libutf8proc-dev:arm64), found through their arm64
+# Target libraries (PCRE2, utf8proc, jansson) come from Debian multiarch packages
+# (libpcre2-dev:arm64, libutf8proc-dev:arm64, libjansson-dev:arm64), found through their arm64
 # pkg-config files; they pull in libc6:arm64, which runs the binaries.
 # Tests run under qemu-user with every optional CPU feature on (-cpu max),
 # so the dotprod and i8mm kernels execute too; scripts/test-arm.sh installs

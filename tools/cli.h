@@ -14,5 +14,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_kld(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 #endif

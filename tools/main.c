@@ -24,6 +24,7 @@ static const subcommand subcommands[] = {
     {"bench", cmd_bench, "time prompt processing and generation, llama-bench style"},
     {"perplexity", cmd_perplexity, "score a text: perplexity, llama-perplexity style; --kld-save a base"},
     {"kld", cmd_kld, "KL divergence of a model or KV cache type against a saved base"},
+    {"template", cmd_template, "render a chat template: the exact prompt for a conversation"},
 };
 
 static void usage(FILE *out) {
