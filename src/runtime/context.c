@@ -127,7 +127,7 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
 
 void plm_context_free(plm_context *c) {
     if (!c) return;
-    plm_pool_free(c->pool);
+    if (!c->pool_borrowed) plm_pool_free(c->pool);
     free(c->kv.k);
     free(c->kv.v);
     scratch_free(&c->s);
@@ -171,7 +171,13 @@ static plm_status reserve_logits(plm_context *c, int rows, plm_error *err) {
 }
 
 plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error *err) {
+    return plm_decode_tail(c, tokens, n, c->params.logits_all ? n : 1, err);
+}
+
+plm_status plm_decode_tail(plm_context *c, const plm_token *tokens, int n, int n_logits, plm_error *err) {
     if (n <= 0) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_decode needs at least one token");
+    if (n_logits < 1 || n_logits > n)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "logits of %d of %d tokens asked for", n_logits, n);
     const int n_vocab = c->model->hp.n_vocab;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
@@ -181,24 +187,30 @@ plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error 
         return plm_fail(err, PLM_ERR_CONTEXT_FULL,
                         "context full: %u cached + %d new tokens exceed the context length %u (use a larger -c)",
                         c->n_past, n, c->kv.n_ctx);
-    const bool all = c->params.logits_all;
-    plm_status st = reserve_logits(c, all ? n : 1, err);
+    plm_status st = reserve_logits(c, n_logits, err);
     if (st) return st;
 
-    /* Evaluate the prompt in chunks of n_batch tokens; each chunk attends to
-     * everything cached before it. */
-    const int B = (int)c->params.n_batch;
+    /* Evaluate the tokens in chunks of n_batch; each chunk attends to
+     * everything cached before it and writes the logits it has of the
+     * last n_logits tokens. */
+    const int B = (int)c->params.n_batch, first_kept = n - n_logits;
     for (int i = 0; i < n; i += B) {
         const int m = n - i < B ? n - i : B;
-        const bool last_chunk = i + m == n;
-        int first = all ? 0 : (last_chunk ? m - 1 : m);
-        float *dst = all ? c->logits + (size_t)i * n_vocab : c->logits;
+        const int first = first_kept > i ? (first_kept - i < m ? first_kept - i : m) : 0;
+        float *dst = first < m ? c->logits + (size_t)(i + first - first_kept) * n_vocab : c->logits;
         plm_llama_forward(c, tokens + i, m, c->n_past, first, dst);
         c->n_past += (uint32_t)m;
     }
-    c->n_logits = all ? n : 1;
-    c->logits_first = all ? 0 : n - 1;
+    c->n_logits = n_logits;
+    c->logits_first = first_kept;
     return PLM_OK;
+}
+
+void plm_context_share_pool(plm_context *c, plm_context *owner) {
+    if (c == owner || c->pool == owner->pool) return;
+    if (!c->pool_borrowed) plm_pool_free(c->pool);
+    c->pool = owner->pool;
+    c->pool_borrowed = true;
 }
 
 const float *plm_get_logits(const plm_context *c, int i) {

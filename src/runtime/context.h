@@ -44,7 +44,20 @@ struct plm_context {
     float *logits;           /* [logits_cap][n_vocab] */
     int logits_cap, n_logits;/* rows allocated / rows valid from the last decode */
     int logits_first;        /* batch index of logits row 0 */
+    bool pool_borrowed;      /* pool belongs to another context (plm_context_share_pool) */
 };
+
+/* plm_decode, keeping the logits of the last n_logits tokens (1..n): what a
+ * speculative verification needs without logits_all's cost on the prompt.
+ * plm_get_logits(ctx, i) then answers for i in [n - n_logits, n). */
+plm_status plm_decode_tail(plm_context *ctx, const plm_token *tokens, int n, int n_logits,
+                           plm_error *err);
+
+/* Makes `c` run its forward passes on `owner`'s thread pool (its own is
+ * stopped): two contexts used one after the other, such as a draft and its
+ * target, then never keep two pools of spinning workers on the same cores.
+ * `c` must not decode after `owner` is freed. */
+void plm_context_share_pool(plm_context *c, plm_context *owner);
 
 /* Runs the forward pass of the model family over tokens[0..n) at positions
  * pos0.. (n <= n_batch, pos0 + n <= n_ctx).  Writes logits for tokens from
