@@ -12,6 +12,7 @@
 #include "files.h"
 #include "fit.h"
 #include "measure.h"
+#include "spec_cli.h"
 #include "telemetry.h"
 #include "pocketlm.h"
 
@@ -27,6 +28,7 @@ typedef struct run_opts {
     plm_sampler_params sp;
     uint64_t seed;
     arg_list stops;
+    spec_cli spec;
 } run_opts;
 
 static double now_s(void) { return measure_now_ns() * 1e-9; }
@@ -37,7 +39,7 @@ static void emit(plm_stop_out o) {
     fflush(stdout);
 }
 
-static int generate(const run_opts *o, plm_model *model, double t_load) {
+static int generate(run_opts *o, plm_model *model, double t_load) {
     plm_error err;
     plm_context_params cp = plm_context_default_params();
     cp.n_ctx = (uint32_t)o->n_ctx;
@@ -46,10 +48,15 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
     cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
     cp.flash_attn = o->flash_attn;
-    if (!fit_context("run", o->model, !o->no_mmap, o->mem_limit, &cp)) return 1;
+    if (!spec_cli_fit("run", &o->spec, o->model, !o->no_mmap, o->mem_limit, &cp)) return 1;
     plm_context *ctx;
     if (plm_context_new(model, &cp, &ctx, &err)) {
         fprintf(stderr, "pocketlm run: %s\n", err.message);
+        return 1;
+    }
+    if (spec_cli_wanted(&o->spec) && !spec_cli_open("run", &o->spec, ctx, &cp, !o->no_mmap)) {
+        spec_cli_close("run", &o->spec);
+        plm_context_free(ctx);
         return 1;
     }
 
@@ -105,14 +112,28 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
         goto done;
     }
     double t_prompt = now_s() - t0;
+    if (o->spec.spec && plm_spec_begin(o->spec.spec, toks, n_prompt, &err)) {
+        fprintf(stderr, "pocketlm run: %s\n", err.message);
+        plm_sampler_free(smp);
+        plm_stop_free(stop);
+        telemetry_close(&tm);
+        goto done;
+    }
     telemetry_tick(&tm, n_prompt, false, true);
 
     int n_gen = 0;
     const char *why = NULL;
+    plm_token queue[65];  /* a speculative step's tokens: all but the last are decoded already */
+    int n_queue = 0, q_at = 0;
     t0 = now_s();
     while (o->n_predict < 0 || n_gen < o->n_predict) {
-        plm_token t = plm_sampler_sample(smp, plm_get_logits(ctx, -1));
-        plm_sampler_accept(smp, t);
+        plm_token t;
+        if (q_at < n_queue) {
+            t = queue[q_at++];  /* accepted by the step */
+        } else {
+            t = plm_sampler_sample(smp, plm_get_logits(ctx, -1));
+            plm_sampler_accept(smp, t);
+        }
         if (!o->ignore_eos && plm_token_is_eog(model, t)) break;
         n_gen++;
         char piece[256];
@@ -123,6 +144,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
             if (out.stop >= 0) break;
         }
         if (o->n_predict >= 0 && n_gen >= o->n_predict) break;
+        if (q_at < n_queue) continue;
         if (plm_context_n_past(ctx) >= plm_context_n_ctx(ctx)) {
             if (!o->ctx_shift) {
                 why = "context full: generation stopped (use a larger -c, or --ctx-shift)";
@@ -132,12 +154,15 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
             uint32_t keep = (uint32_t)(o->keep < 0 ? n_prompt : o->keep) + (plm_vocab_add_bos(model) ? 1 : 0);
             if (keep >= plm_context_n_ctx(ctx) - 1) keep = 0;
             uint32_t drop = (plm_context_n_past(ctx) - keep) / 2;
-            if (plm_kv_shift(ctx, keep, drop, &err)) {
+            if (o->spec.spec ? plm_spec_kv_shift(o->spec.spec, keep, drop, &err) : plm_kv_shift(ctx, keep, drop, &err)) {
                 fprintf(stderr, "\npocketlm run: %s\n", err.message);
                 break;
             }
         }
-        if (plm_decode(ctx, &t, 1, &err)) {
+        plm_status st = o->spec.spec ? plm_spec_step(o->spec.spec, smp, t, queue, 65, &n_queue, &err)
+                                     : plm_decode(ctx, &t, 1, &err);
+        q_at = 0;
+        if (st) {
             fprintf(stderr, "\npocketlm run: %s\n", err.message);
             break;
         }
@@ -155,10 +180,12 @@ static int generate(const run_opts *o, plm_model *model, double t_load) {
             "\n",
             t_load * 1e3, n_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), n_gen,
             n_gen / (t_gen > 0 ? t_gen : 1e-9), plm_peak_rss_bytes() / 1048576.0, o->seed);
+    spec_cli_report(&o->spec, stderr);
     plm_stop_free(stop);
     plm_sampler_free(smp);
     rc = 0;
 done:
+    if (!spec_cli_close("run", &o->spec)) rc = 1;  /* before ctx: the draft runs on its threads */
     free(toks);
     free(prompt);
     plm_context_free(ctx);
@@ -168,9 +195,9 @@ done:
 int cmd_run(int argc, char **argv) {
     run_opts o = {.prompt = "Once upon a time", .n_predict = 128, .n_ctx = 0, .n_batch = 0,
                   .cache_type_k = "f16", .cache_type_v = "f16", .mem_every = 200,
-                  .sp = plm_sampler_default_params()};
+                  .sp = plm_sampler_default_params(), .spec = spec_cli_defaults()};
     o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    const arg_spec specs[] = {
+    arg_spec specs[64] = {
         {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model (default: " DEMO_MODEL " if present)"},
         {"-p", "--prompt", ARG_STR, &o.prompt, "TEXT", "prompt"},
         {"-f", "--file", ARG_STR, &o.prompt_file, "PATH", "read the prompt from a file"},
@@ -204,8 +231,12 @@ int cmd_run(int argc, char **argv) {
         {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "read the weights into memory instead of mapping"},
         {NULL, "--mlock", ARG_FLAG, &o.mlock, NULL, "lock the weights in RAM"},
     };
+    int n_specs = 0;
+    while (specs[n_specs].long_name) n_specs++;
+    spec_cli_args(&o.spec, specs + n_specs);
+    n_specs += SPEC_CLI_N_ARGS;
     const arg_parser parser = {"run", "pocketlm run [-m MODEL.gguf] [-p PROMPT] [options]", specs,
-                               sizeof specs / sizeof specs[0], 0};
+                               n_specs, 0};
     char *pos[1];
     int n_pos;
     int rc = args_parse(&parser, argc, argv, pos, &n_pos);

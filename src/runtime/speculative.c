@@ -259,7 +259,7 @@ static plm_status ensure_draft_sampler(plm_spec *s, const plm_sampler *smp, plm_
     plm_sampler_params sp = *plm_sampler_params_of(smp);
     sp.repeat_penalty = 1.0f;
     sp.presence_penalty = sp.frequency_penalty = 0.0f;
-    sp.seed = s->p.seed;
+    sp.seed = s->p.seed ^ (sp.seed * 0x9E3779B97F4A7C15ull);  /* differs with the target's seed */
     s->dsmp = plm_sampler_new(s->dft->model, &sp);
     return s->dsmp ? PLM_OK : plm_fail(err, PLM_ERR_NOMEM, "out of memory");
 }
