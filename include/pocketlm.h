@@ -237,6 +237,15 @@ typedef struct plm_synth_params {
 const char *const *plm_synth_shapes(void);
 plm_status plm_synth(const plm_synth_params *params, plm_error *err);
 
+/* plm_synth with two knobs for speculative-decoding pairs.  Two files written
+ * with the same seed share token_embd and output exactly (a tensor's values
+ * depend on the seed and its place in the table, and those come before the
+ * layers).  n_layer: 0 = the shape's; fewer makes a shallow draft of the same
+ * model.  layer_scale: 0 = 1; scales the layer matrices' N(0, 0.02), so small
+ * values leave the residual stream to the embeddings and deep and shallow
+ * copies agree on most tokens. */
+plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float layer_scale, plm_error *err);
+
 /* ---- hardware probe -----------------------------------------------------
  * What this device offers an LLM: cores (big.LITTLE clusters by maximum
  * frequency, physical cores on SMT machines), RAM, the memory read bandwidth

@@ -32,6 +32,17 @@ bool spec_cli_fit(const char *cmd, const spec_cli *o, const char *model_path, bo
     return fit_context_draft(cmd, model_path, o->draft_model, use_mmap, mem_limit, o->draft_max, cp);
 }
 
+plm_spec_params spec_cli_params(const spec_cli *o) {
+    plm_spec_params sp = plm_spec_default_params();
+    sp.draft_max = o->draft_max;
+    sp.draft_min = o->draft_min;
+    sp.draft_p_min = o->draft_p_min;
+    sp.lookup_ngram = o->lookup;
+    sp.lookup_cache = o->lookup_cache;
+    sp.adaptive = !o->no_adapt;
+    return sp;
+}
+
 bool spec_cli_open(const char *cmd, spec_cli *o, plm_context *ctx, const plm_context_params *cp, bool use_mmap) {
     plm_error err;
     if (o->draft_model) {
@@ -45,13 +56,7 @@ bool spec_cli_open(const char *cmd, spec_cli *o, plm_context *ctx, const plm_con
             return false;
         }
     }
-    plm_spec_params sp = plm_spec_default_params();
-    sp.draft_max = o->draft_max;
-    sp.draft_min = o->draft_min;
-    sp.draft_p_min = o->draft_p_min;
-    sp.lookup_ngram = o->lookup;
-    sp.lookup_cache = o->lookup_cache;
-    sp.adaptive = !o->no_adapt;
+    const plm_spec_params sp = spec_cli_params(o);
     if (plm_spec_new(ctx, o->dctx, &sp, &o->spec, &err)) {
         fprintf(stderr, "pocketlm %s: %s\n", cmd, err.message);
         return false;

@@ -33,6 +33,7 @@ bool spec_cli_wanted(const spec_cli *o);
 /* fit_context, or fit_context_draft with a draft model. */
 bool spec_cli_fit(const char *cmd, const spec_cli *o, const char *model_path, bool use_mmap, const char *mem_limit,
                   plm_context_params *cp);
+plm_spec_params spec_cli_params(const spec_cli *o);
 /* Loads the draft (if any) with a context like cp and creates o->spec on ctx. */
 bool spec_cli_open(const char *cmd, spec_cli *o, plm_context *ctx, const plm_context_params *cp, bool use_mmap);
 /* "speculative: ..." on out: acceptance, tokens per verification, paused steps. */

@@ -3,9 +3,11 @@
 #include "runtime/spec_adapt.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 enum {
-    FIRST_K = 4,       /* before anything is measured */
+    FIRST_K = 2,       /* before anything is measured: a wrong guess costs little */
     PAUSE_FIRST = 16,  /* plain steps after the first verdict against speculating */
     PAUSE_MAX = 512,   /* the pause doubles on each failed probe up to this */
 };
@@ -15,7 +17,7 @@ enum {
 void spec_adapt_init(spec_adapt *a, int draft_max) {
     *a = (spec_adapt){.draft_max = draft_max, .accepted = 1.0, .rejected = 1.0};
     a->k = draft_max < FIRST_K ? draft_max : FIRST_K;
-    a->pause_left = 1;  /* the first step is plain: it measures t_plain */
+    a->pause_left = 2;  /* the first steps are plain: they measure t_plain */
     a->pause_len = PAUSE_FIRST;
 }
 
@@ -66,9 +68,14 @@ void spec_adapt_record(spec_adapt *a, int n_proposed, int n_accepted, double t_d
     a->accepted = DECAY * a->accepted + n_accepted;
     a->rejected = DECAY * a->rejected + (n_accepted < n_proposed ? 1.0 : 0.0);
     if (draft_timed) ema(&a->t_draft_tok, t_draft / n_proposed, &a->have_draft);
+    if (!a->warm) {
+        a->warm = true;  /* the first batched pass pays one-time costs (page faults, kernel setup) */
+        return;
+    }
     if (a->have_plain) {
         double extra = (t_verify - a->t_plain) / n_proposed;
         ema(&a->t_verify_tok, extra > 0.0 ? extra : 0.0, &a->have_verify);
     }
     decide(a);
+    if (getenv("PLM_SPEC_DEBUG")) fprintf(stderr, "prop %d acc %d  tv %.1fus | plain %.1fus vtok %.1fus dtok %.1fus acc %.2f -> k %d pause %d\n", n_proposed, n_accepted, t_verify*1e6, a->t_plain*1e6, a->t_verify_tok*1e6, a->t_draft_tok*1e6, a->accepted/(a->accepted+a->rejected), a->k, a->pause_left);
 }

@@ -27,6 +27,7 @@ typedef struct spec_adapt {
     double t_verify_tok;        /* extra seconds per verified proposal */
     double t_draft_tok;         /* seconds per drafted token */
     bool have_plain, have_verify, have_draft;
+    bool warm;                  /* a verification has run: later ones are timed */
     int pause_left, pause_len;
     int k;                      /* the draft length to use next */
 } spec_adapt;
