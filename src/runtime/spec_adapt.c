@@ -3,8 +3,6 @@
 #include "runtime/spec_adapt.h"
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 enum {
     FIRST_K = 2,       /* before anything is measured: a wrong guess costs little */
@@ -77,5 +75,4 @@ void spec_adapt_record(spec_adapt *a, int n_proposed, int n_accepted, double t_d
         ema(&a->t_verify_tok, extra > 0.0 ? extra : 0.0, &a->have_verify);
     }
     decide(a);
-    if (getenv("PLM_SPEC_DEBUG")) fprintf(stderr, "prop %d acc %d  tv %.1fus | plain %.1fus vtok %.1fus dtok %.1fus acc %.2f -> k %d pause %d\n", n_proposed, n_accepted, t_verify*1e6, a->t_plain*1e6, a->t_verify_tok*1e6, a->t_draft_tok*1e6, a->accepted/(a->accepted+a->rejected), a->k, a->pause_left);
 }
