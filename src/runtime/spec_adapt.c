@@ -32,7 +32,10 @@ int spec_adapt_next_k(spec_adapt *a) {
     return a->k;
 }
 
+/* A moving average that one stalled step (the machine busy elsewhere)
+ * moves by at most a factor of two. */
 static void ema(double *avg, double x, bool *have) {
+    if (*have && *avg > 0.0) x = x > 2.0 * *avg ? 2.0 * *avg : x < 0.5 * *avg ? 0.5 * *avg : x;
     *avg = *have ? (1.0 - EMA) * *avg + EMA * x : x;
     *have = true;
 }
@@ -49,11 +52,15 @@ static void decide(spec_adapt *a) {
         if (rate > best_rate) best_rate = rate, best_k = k;
     }
     a->k = best_k;
-    if (best_rate * a->t_plain < 1.0) {
+    /* Speculating pauses after two verdicts against it in a row, so one noisy
+     * measurement does not stop it; a probe after a pause needs only one. */
+    if (best_rate * a->t_plain >= 1.0) {
+        a->strikes = 0;
+        a->pause_len = PAUSE_FIRST;
+    } else if (++a->strikes >= 2) {
+        a->strikes = 1;
         a->pause_left = a->pause_len;
         a->pause_len = a->pause_len * 2 < PAUSE_MAX ? a->pause_len * 2 : PAUSE_MAX;
-    } else {
-        a->pause_len = PAUSE_FIRST;
     }
 }
 
