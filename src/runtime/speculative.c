@@ -215,14 +215,15 @@ static int argmax(const float *x, int n) {
 
 /* The draft model runs ahead: greedily when the target is greedy, else
  * sampling its own distribution (kept in s->q for the acceptance rule).
- * *timed: false when it first had to catch up on many tokens. */
+ * *timed: false when it had to read the whole prompt (its prefill, paid once);
+ * catching up after a pause is timed, as part of what drafting costs. */
 static plm_status draft_model_propose(plm_spec *s, bool greedy, int k, plm_token *d, int *n_d, bool *timed,
                                       plm_error *err) {
     *n_d = 0;
     const uint32_t have = plm_context_n_past(s->dft);
     if (have >= (uint32_t)s->n_hist) plm_kv_truncate(s->dft, (uint32_t)s->n_hist - 1);
     const int from = (int)plm_context_n_past(s->dft);
-    *timed = s->n_hist - from <= 2;
+    *timed = from > 0;
     plm_status st = plm_decode_tail(s->dft, s->hist + from, s->n_hist - from, 1, err);
     if (st) return st;
     const int dv = plm_model_n_vocab(s->dft->model);
