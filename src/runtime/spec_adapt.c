@@ -5,7 +5,7 @@
 #include <math.h>
 
 enum {
-    FIRST_K = 2,       /* before anything is measured: a wrong guess costs little */
+    FIRST_K = 1,       /* before anything is measured: a wrong guess costs little */
     PAUSE_FIRST = 16,  /* plain steps after the first verdict against speculating */
     PAUSE_MAX = 512,   /* the pause doubles on each failed probe up to this */
 };
@@ -33,9 +33,15 @@ int spec_adapt_next_k(spec_adapt *a) {
 }
 
 /* A moving average that one stalled step (the machine busy elsewhere)
- * moves by at most a factor of two. */
+ * raises by at most a factor of two; a fast step is believed at once, since
+ * nothing makes a step faster than it can be (a slow first pass, paying for
+ * page faults, is forgotten at the next). */
 static void ema(double *avg, double x, bool *have) {
-    if (*have && *avg > 0.0) x = x > 2.0 * *avg ? 2.0 * *avg : x < 0.5 * *avg ? 0.5 * *avg : x;
+    if (*have && *avg > 0.0 && x > 2.0 * *avg) x = 2.0 * *avg;
+    if (*have && x < *avg) {
+        *avg = x;
+        return;
+    }
     *avg = *have ? (1.0 - EMA) * *avg + EMA * x : x;
     *have = true;
 }
@@ -73,10 +79,6 @@ void spec_adapt_record(spec_adapt *a, int n_proposed, int n_accepted, double t_d
     a->accepted = DECAY * a->accepted + n_accepted;
     a->rejected = DECAY * a->rejected + (n_accepted < n_proposed ? 1.0 : 0.0);
     if (draft_timed) ema(&a->t_draft_tok, t_draft / n_proposed, &a->have_draft);
-    if (!a->warm) {
-        a->warm = true;  /* the first batched pass pays one-time costs (page faults, kernel setup) */
-        return;
-    }
     if (a->have_plain) {
         double extra = (t_verify - a->t_plain) / n_proposed;
         ema(&a->t_verify_tok, extra > 0.0 ? extra : 0.0, &a->have_verify);

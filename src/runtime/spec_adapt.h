@@ -8,7 +8,8 @@
  * tokens when each proposal is accepted with probability a (the accepted
  * prefix is geometric).  Every step updates the estimates: a from decayed
  * counts of accepted and rejected proposals, the costs as moving averages of
- * measured times (one outlier moves them at most 2x).  The draft length is
+ * measured times (a stalled step raises them at most 2x; a fast one is
+ * believed at once).  The draft length is
  * the k that maximises E / cost; when even the best k yields fewer tokens
  * per second than plain decoding twice in a row, the controller pauses speculation for a while (plain steps, which refresh
  * t_plain) and then probes with one speculative step; each failed probe
@@ -27,7 +28,6 @@ typedef struct spec_adapt {
     double t_verify_tok;        /* extra seconds per verified proposal */
     double t_draft_tok;         /* seconds per drafted token */
     bool have_plain, have_verify, have_draft;
-    bool warm;                  /* a verification has run: later ones are timed */
     int pause_left, pause_len;
     int strikes;                /* verdicts against speculating in a row */
     int k;                      /* the draft length to use next */
