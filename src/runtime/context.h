@@ -45,6 +45,9 @@ struct plm_context {
     int logits_cap, n_logits;/* rows allocated / rows valid from the last decode */
     int logits_first;        /* batch index of logits row 0 */
     bool pool_borrowed;      /* pool belongs to another context (plm_context_share_pool) */
+    bool rowwise_matmul;     /* compute each token of a batch with the single-token kernel, so
+                                its logits are bit-identical to decoding it alone (the batched
+                                gemm sums in another order): speculative verification sets it */
 };
 
 /* plm_decode, keeping the logits of the last n_logits tokens (1..n): what a

@@ -335,7 +335,9 @@ plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_toke
 
     /* 2. verify */
     s->batch[0] = last;
+    s->tgt->rowwise_matmul = true;  /* the same logits as plain decoding, bit for bit */
     if (!st) st = plm_decode_tail(s->tgt, s->batch, n_d + 1, n_d + 1, err);
+    s->tgt->rowwise_matmul = false;
     if (st) {
         s->n_hist = n0;
         plm_kv_truncate(s->tgt, (uint32_t)n0);
