@@ -335,7 +335,11 @@ plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_toke
 
     /* 2. verify */
     s->batch[0] = last;
-    s->tgt->rowwise_matmul = true;  /* the same logits as plain decoding, bit for bit */
+    /* Greedy output must be plain decoding's token for token: the verified
+     * rows then get the single-token kernel's logits bit for bit.  Sampling
+     * only needs the distribution, which 1e-6 of rounding does not move, so
+     * it keeps the faster batched kernel. */
+    s->tgt->rowwise_matmul = greedy;
     if (!st) st = plm_decode_tail(s->tgt, s->batch, n_d + 1, n_d + 1, err);
     s->tgt->rowwise_matmul = false;
     if (st) {
