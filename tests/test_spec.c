@@ -18,7 +18,7 @@
 #include "runtime/context.h"
 #include "test.h"
 
-#define N_GEN 96
+#define N_GEN 64
 #define STORY_PROMPT \
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she " \
     "saw a big, red ball. Once upon a time, there was a little"
@@ -113,16 +113,15 @@ static plm_sampler_params greedy(void) {
     return p;
 }
 
-/* Speculative greedy output equals plain greedy output for this setup. */
-static void check_same(const char *what, setup s, const char *prompt, bool expect_accepts) {
-    plm_token plain[N_GEN], spec[N_GEN];
+/* Speculative greedy output equals `plain` (plain greedy decoding's, same
+ * model, batch size and cache type). */
+static void check_same(const char *what, setup s, const char *prompt, const plm_token *plain, bool expect_accepts) {
+    plm_token spec[N_GEN];
     const plm_sampler_params gp = greedy();
-    setup p = s;
-    p.spec = false;
     s.spec = true;
     plm_spec_stats st = {0};
-    const int a = generate(&p, prompt, &gp, plain, NULL), b = generate(&s, prompt, &gp, spec, &st);
-    REQUIRE_VOID(a == N_GEN && b == N_GEN, "%s: generation failed (%d, %d)", what, a, b);
+    const int b = generate(&s, prompt, &gp, spec, &st);
+    REQUIRE_VOID(b == N_GEN, "%s: generation failed", what);
     int first_diff = -1;
     for (int i = 0; i < N_GEN && first_diff < 0; i++)
         if (plain[i] != spec[i]) first_diff = i;
@@ -141,8 +140,12 @@ static void check_methods(const char *name, plm_model *target, plm_model *self_d
     for (int kv = 0; kv < (q8 ? 2 : 1); kv++)
         for (int bi = 0; bi < 2; bi++)
             for (int adaptive = 0; adaptive < 2; adaptive++) {
+                if (adaptive && bi == 0) continue;  /* the draft length does not meet the batch size */
                 char what[160];
-                setup s = {target, NULL, batches[bi], kv ? PLM_KV_Q8_0 : PLM_KV_F16, plm_spec_default_params(), true};
+                setup s = {target, NULL, batches[bi], kv ? PLM_KV_Q8_0 : PLM_KV_F16, plm_spec_default_params(), false};
+                plm_token plain[N_GEN];
+                const plm_sampler_params gp = greedy();
+                REQUIRE_VOID(generate(&s, STORY_PROMPT, &gp, plain, NULL) == N_GEN, "plain generation");
                 s.sp.adaptive = adaptive;
                 s.sp.draft_p_min = 0.0f;
                 const char *tag = kv ? "q8_0" : "f16";
@@ -151,23 +154,23 @@ static void check_methods(const char *name, plm_model *target, plm_model *self_d
                 if (self_draft) {
                     s.draft = self_draft;
                     LABEL("self-draft");
-                    check_same(what, s, STORY_PROMPT, !adaptive);
+                    check_same(what, s, STORY_PROMPT, plain, !adaptive);
                 }
                 if (other_draft) {
                     s.draft = other_draft;
-                    s.sp.draft_max = 16;
+                    s.sp.draft_max = 8;
                     LABEL("other-draft");
-                    check_same(what, s, STORY_PROMPT, false);
+                    check_same(what, s, STORY_PROMPT, plain, false);
                     s.sp.draft_max = 5;
                 }
                 s.draft = NULL;
                 s.sp.lookup_ngram = 3;
                 LABEL("lookup");
-                check_same(what, s, STORY_PROMPT, false);
+                check_same(what, s, STORY_PROMPT, plain, false);
                 s.sp.lookup_ngram = 0;
                 s.sp.lookup_cache = cache_path;
                 LABEL("ngram-cache");
-                check_same(what, s, STORY_PROMPT, false);
+                check_same(what, s, STORY_PROMPT, plain, false);
 #undef LABEL
             }
 }
