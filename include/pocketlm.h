@@ -221,6 +221,8 @@ typedef struct plm_generate_params {
     plm_token_cb on_token;        /* optional */
     plm_abort_cb abort;           /* optional */
     void *user;                   /* passed to the three callbacks and on_piece */
+    struct plm_spec *spec;        /* speculative decoding (plm_spec_new on this context), or NULL;
+                                     on_token then gets NULL logits for the tokens a step accepted */
 } plm_generate_params;
 
 plm_generate_params plm_generate_default_params(void);
@@ -314,6 +316,15 @@ typedef struct plm_synth_params {
 /* NULL-terminated list of the shape names plm_synth knows. */
 const char *const *plm_synth_shapes(void);
 plm_status plm_synth(const plm_synth_params *params, plm_error *err);
+
+/* plm_synth with two knobs for speculative-decoding pairs.  Two files written
+ * with the same seed share token_embd and output exactly (a tensor's values
+ * depend on the seed and its place in the table, and those come before the
+ * layers).  n_layer: 0 = the shape's; fewer makes a shallow draft of the same
+ * model.  layer_scale: 0 = 1; scales the layer matrices' N(0, 0.02), so small
+ * values leave the residual stream to the embeddings and deep and shallow
+ * copies agree on most tokens. */
+plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float layer_scale, plm_error *err);
 
 /* ---- hardware probe -----------------------------------------------------
  * What this device offers an LLM: cores (big.LITTLE clusters by maximum
@@ -717,6 +728,94 @@ uint64_t plm_context_trim(plm_context *ctx, plm_trim_level level);
  * returns PLM_ERR_IO naming the file, and the context is poisoned — every
  * later decode fails the same way; free it and load the model again. */
 bool plm_context_poisoned(const plm_context *ctx);
+
+/* ---- speculative decoding ----------------------------------------------
+ * Decode is bound by reading the weights once per token; verifying several
+ * guessed tokens in one batch reads them once for all.  A speculative step
+ * proposes up to k tokens (a small draft model run ahead, or a lookup in
+ * the text so far / an n-gram cache), evaluates the pending token and the
+ * proposals in one target batch, keeps the longest prefix the target agrees
+ * with plus the target's own next token, and drops the rest from both KV
+ * caches.  Greedy output is the same as plain decoding token for token;
+ * with temperature, a proposal is accepted with probability min(1, p/q) and
+ * a rejection resamples from max(0, p - q) normalised (q one-hot for lookup
+ * proposals), so the output distribution is the plain sampler's.
+ *
+ *     plm_spec_new(target_ctx, draft_ctx_or_NULL, &params, &spec, &err);
+ *     plm_decode(target_ctx, prompt, n_prompt, &err);
+ *     plm_spec_begin(spec, prompt, n_prompt, &err);
+ *     plm_token t = plm_sampler_sample(smp, plm_get_logits(target_ctx, -1));
+ *     plm_sampler_accept(smp, t);
+ *     for (;;) {                                  // t: sampled, not yet decoded
+ *         plm_token out[64]; int n;
+ *         plm_spec_step(spec, smp, t, out, 64, &n, &err);  // n >= 1, all accepted into smp
+ *         ... use out[0..n); t = out[n - 1];
+ *     }
+ */
+
+typedef struct plm_spec plm_spec;
+
+typedef struct plm_spec_params {
+    int draft_max;           /* most tokens proposed per step; default 16 */
+    int draft_min;           /* a step with fewer proposals verifies none; default 0 */
+    float draft_p_min;       /* the draft model stops proposing when its top probability falls
+                                below this; default 0.6 */
+    int lookup_ngram;        /* prompt lookup: longest n-gram matched in prompt + output
+                                (shorter ones down to 1 are tried next); 0 = off */
+    const char *lookup_cache;/* n-gram cache file: loaded by plm_spec_new when present, learned
+                                from prompt and output, written by plm_spec_save_cache */
+    bool adaptive;           /* default true: the draft length follows the measured acceptance,
+                                and speculation pauses while it does not pay */
+    uint64_t seed;           /* the draft model's sampler, with temperature */
+} plm_spec_params;
+
+plm_spec_params plm_spec_default_params(void);
+
+/* Whether `draft` can propose tokens for `target`, as llama.cpp's
+ * speculative example decides: same tokenizer type, same BOS/EOS ids and
+ * add-BOS/EOS flags, vocabulary sizes within 128, and the same token text
+ * for every id from 5 up to the smaller size.  PLM_ERR_UNSUPPORTED naming
+ * the first difference otherwise. */
+plm_status plm_spec_vocab_compatible(const plm_model *target, const plm_model *draft, plm_error *err);
+
+/* `draft` may be NULL (lookup only); when given, it must be at least as long
+ * as the target context, and from then on it runs on the target's threads
+ * (the two decode one after the other), so free it before the target.
+ * Fails when no proposer is set (no draft, lookup_ngram 0, no cache), the
+ * vocabularies differ, or the cache file is corrupt. */
+plm_status plm_spec_new(plm_context *target, plm_context *draft, const plm_spec_params *params, plm_spec **out,
+                        plm_error *err);
+void plm_spec_free(plm_spec *spec);
+
+/* Starts a sequence: tokens[0..n) are what the target context holds now
+ * (the prompt just decoded).  The draft context catches up by itself. */
+plm_status plm_spec_begin(plm_spec *spec, const plm_token *tokens, int n, plm_error *err);
+
+/* One step.  `last` is the newest token, sampled but not yet decoded.
+ * Writes n_out >= 1 tokens that follow it (max_out >= 1), each already
+ * passed to plm_sampler_accept; out[n_out - 1] is the new `last`.  The
+ * target then holds `last` and out[0..n_out - 1).  Needs room in the target
+ * context for at least `last` (PLM_ERR_CONTEXT_FULL otherwise). */
+plm_status plm_spec_step(plm_spec *spec, plm_sampler *smp, plm_token last, plm_token *out, int max_out,
+                         int *n_out, plm_error *err);
+
+/* plm_kv_shift of the target and the draft, keeping the history in step. */
+plm_status plm_spec_kv_shift(plm_spec *spec, uint32_t n_keep, uint32_t n_discard, plm_error *err);
+
+/* Writes the n-gram cache to params.lookup_cache (temp file + rename). */
+plm_status plm_spec_save_cache(plm_spec *spec, plm_error *err);
+
+typedef struct plm_spec_stats {
+    uint64_t steps;          /* plm_spec_step calls */
+    uint64_t verifications;  /* steps that verified at least one proposal */
+    uint64_t proposed;       /* tokens proposed and verified */
+    uint64_t accepted;       /* of which the target accepted */
+    uint64_t generated;      /* tokens returned */
+    uint64_t paused_steps;   /* steps the adaptive control ran plain decoding */
+    int draft_len;           /* the draft length the adaptive control chose last */
+} plm_spec_stats;
+
+void plm_spec_get_stats(const plm_spec *spec, plm_spec_stats *out);
 
 /* ---- misc ------------------------------------------------------------- */
 

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "args.h"
+#include "bench_spec.h"
 #include "cli.h"
 #include "config.h"
 #include "measure.h"
@@ -33,6 +34,8 @@ typedef struct bench_opts {
     int reps;
     float bandwidth;
     bool no_warmup, verbose;
+    spec_cli spec;             /* speculative decoding: a test of its own (bench_spec.c) */
+    const char *spec_prompt;
 } bench_opts;
 
 /* What one test measured, and about what. */
@@ -406,8 +409,9 @@ int cmd_bench(int argc, char **argv) {
              have_tuned && tuned.threads ? (unsigned)tuned.threads : plm_default_threads());
     snprintf(default_batch, sizeof default_batch, "%d", have_tuned && tuned.batch ? tuned.batch : 512);
     bench_opts o = {.n_prompt = "512", .n_gen = "128", .threads = default_threads, .batch = default_batch,
-                    .flash_attn = "0", .output = "md", .reps = 5};
-    const arg_spec specs[] = {
+                    .flash_attn = "0", .output = "md", .reps = 5, .spec = spec_cli_defaults(),
+                    .spec_prompt = "Once upon a time"};
+    arg_spec specs[64] = {
         {"-m", "--model", ARG_LIST, &o.models, "PATH", "GGUF model to benchmark"},
         {"-p", "--n-prompt", ARG_STR, &o.n_prompt, "N[,N...]", "prompt tokens of a pp test, 0 = none"},
         {"-n", "--n-gen", ARG_STR, &o.n_gen, "N[,N...]", "generated tokens of a tg test, 0 = none"},
@@ -419,9 +423,14 @@ int cmd_bench(int argc, char **argv) {
         {"-o", "--output", ARG_STR, &o.output, "FMT", "md, json or csv (to stdout)"},
         {NULL, "--no-warmup", ARG_FLAG, &o.no_warmup, NULL, "skip the warm-up run before each test"},
         {"-v", "--verbose", ARG_FLAG, &o.verbose, NULL, "progress on stderr"},
+        {NULL, "--spec-prompt", ARG_STR, &o.spec_prompt, "TEXT", "the prompt of the speculative-decoding test"},
     };
+    int n_specs = 0;
+    while (specs[n_specs].long_name) n_specs++;
+    spec_cli_args(&o.spec, specs + n_specs);
+    n_specs += SPEC_CLI_N_ARGS;
     const arg_parser parser = {"bench", "pocketlm bench -m MODEL.gguf [-m ...] [-p 512] [-n 128] [-t 1,2] [options]",
-                               specs, sizeof specs / sizeof specs[0], 0};
+                               specs, n_specs, 0};
     char *pos[1];
     int n_pos;
     int rc = args_parse(&parser, argc, argv, pos, &n_pos);
@@ -457,6 +466,10 @@ int cmd_bench(int argc, char **argv) {
         goto out;
     }
 
+    if (spec_cli_wanted(&o.spec)) {  /* plain vs speculative decoding, first -t/-b/-n values */
+        rc = bench_spec(o.models.items[0], &o.spec, o.spec_prompt, tg.v[0], th.v[0], bs.v[0], o.reps);
+        goto out;
+    }
     b.cpu = cpu_info_str();
     b.bandwidth_gbps = o.bandwidth;
     if (o.bandwidth <= 0) {

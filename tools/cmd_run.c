@@ -12,6 +12,7 @@
 #include "files.h"
 #include "fit.h"
 #include "measure.h"
+#include "spec_cli.h"
 #include "telemetry.h"
 #include "pocketlm.h"
 
@@ -27,6 +28,7 @@ typedef struct run_opts {
     plm_sampler_params sp;
     uint64_t seed;
     arg_list stops;
+    spec_cli spec;
 } run_opts;
 
 static double now_s(void) { return measure_now_ns() * 1e-9; }
@@ -86,14 +88,21 @@ static bool plan_context(const run_opts *o, plm_context_params *out, fit_info *f
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
     cp.flash_attn = o->flash_attn;
     *out = cp;
-    return fit_context_info("run", o->model, !o->no_mmap, o->mem_limit, out, fi);
+    if (!o->spec.draft_model) return fit_context_info("run", o->model, !o->no_mmap, o->mem_limit, out, fi);
+    memset(fi, 0, sizeof *fi);  /* a pair has no single bill for the paging warning to quote */
+    return spec_cli_fit("run", &o->spec, o->model, !o->no_mmap, o->mem_limit, out);
 }
 
-static int generate(const run_opts *o, plm_model *model, double t_load, plm_context_params cp, const fit_info *fi) {
+static int generate(run_opts *o, plm_model *model, double t_load, plm_context_params cp, const fit_info *fi) {
     plm_error err;
     plm_context *ctx;
     if (plm_context_new(model, &cp, &ctx, &err)) {
         fprintf(stderr, "pocketlm run: %s\n", err.message);
+        return 1;
+    }
+    if (spec_cli_wanted(&o->spec) && !spec_cli_open("run", &o->spec, ctx, &cp, !o->no_mmap)) {
+        spec_cli_close("run", &o->spec);
+        plm_context_free(ctx);
         return 1;
     }
 
@@ -101,6 +110,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load, plm_cont
     char *prompt = o->prompt_file ? read_file(o->prompt_file, &plen) : strdup(o->prompt);
     if (!prompt) {
         fprintf(stderr, "pocketlm run: cannot read prompt %s\n", o->prompt_file ? o->prompt_file : "");
+        spec_cli_close("run", &o->spec);
         plm_context_free(ctx);
         return 1;
     }
@@ -125,7 +135,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load, plm_cont
         fflush(stdout);
     }
     if (!telemetry_open(&rs.tm, o->mem_log, o->mem_plot, o->mem_every)) goto done;
-    telemetry_set_plan(&rs.tm, fi);
+    telemetry_set_plan(&rs.tm, o->spec.draft_model ? NULL : fi);
     telemetry_trim_on_sigusr1(&rs.tm, ctx);
     telemetry_tick(&rs.tm, 0, false, true);
 
@@ -139,6 +149,7 @@ static int generate(const run_opts *o, plm_model *model, double t_load, plm_cont
     gp.n_keep = (o->keep < 0 ? n_prompt : o->keep) + (plm_vocab_add_bos(model) ? 1 : 0);
     gp.on_token = tick_token;
     gp.user = &rs;
+    gp.spec = o->spec.spec;
     plm_generate_result r;
     plm_status st = plm_generate(ctx, toks, n_prompt, smp, &gp, print_piece, &r, &err);
     telemetry_tick(&rs.tm, n_prompt + r.n_generated, true, true);
@@ -152,8 +163,10 @@ static int generate(const run_opts *o, plm_model *model, double t_load, plm_cont
     if (r.finish == PLM_FINISH_CONTEXT)
         fprintf(stderr, "pocketlm run: context full: generation stopped (use a larger -c, or --ctx-shift)\n");
     print_summary(o, t_load, &r);
+    spec_cli_report(&o->spec, stderr);
     rc = 0;
 done:
+    if (!spec_cli_close("run", &o->spec)) rc = 1;  /* before ctx: the draft's history follows it */
     plm_sampler_free(smp);
     free(toks);
     free(prompt);
@@ -180,9 +193,9 @@ static bool check_sampler_options(const plm_sampler_params *sp) {
 int cmd_run(int argc, char **argv) {
     run_opts o = {.prompt = "Once upon a time", .n_predict = 128, .n_ctx = 0, .n_batch = 0,
                   .cache_type_k = "f16", .cache_type_v = "f16", .mem_every = 200,
-                  .sp = plm_sampler_default_params()};
+                  .sp = plm_sampler_default_params(), .spec = spec_cli_defaults()};
     o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    const arg_spec specs[] = {
+    arg_spec specs[64] = {
         {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model (default: " DEMO_MODEL " if present)"},
         {"-p", "--prompt", ARG_STR, &o.prompt, "TEXT", "prompt"},
         {"-f", "--file", ARG_STR, &o.prompt_file, "PATH", "read the prompt from a file"},
@@ -216,8 +229,11 @@ int cmd_run(int argc, char **argv) {
         {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "read the weights into memory instead of mapping"},
         {NULL, "--mlock", ARG_FLAG, &o.mlock, NULL, "lock the weights in RAM"},
     };
-    const arg_parser parser = {"run", "pocketlm run [-m MODEL.gguf] [-p PROMPT] [options]", specs,
-                               sizeof specs / sizeof specs[0], 0};
+    int n_specs = 0;
+    while (specs[n_specs].long_name) n_specs++;
+    spec_cli_args(&o.spec, specs + n_specs);
+    n_specs += SPEC_CLI_N_ARGS;
+    const arg_parser parser = {"run", "pocketlm run [-m MODEL.gguf] [-p PROMPT] [options]", specs, n_specs, 0};
     char *pos[1];
     int n_pos;
     int rc = args_parse(&parser, argc, argv, pos, &n_pos);

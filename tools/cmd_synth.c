@@ -16,12 +16,17 @@ int cmd_synth(int argc, char **argv) {
     const char *vocab = NULL, *out = NULL;
     bool f32 = false, list = false;
     uint64_t seed = 42;
+    int n_layer = 0;
+    float layer_scale = 1.0f;
     const arg_spec specs[] = {
         {NULL, "--vocab", ARG_STR, &vocab, "PATH", "GGUF whose tokenizer.* keys are copied (sets n_vocab)"},
         {"-o", "--output", ARG_STR, &out, "PATH", "GGUF file to write"},
         {NULL, "--f32", ARG_FLAG, &f32, NULL, "store matrices as F32 instead of F16"},
         {NULL, "--seed", ARG_U64, &seed, "N", "random seed: same seed, same file"},
         {NULL, "--list", ARG_FLAG, &list, NULL, "print the known shapes and exit"},
+        {NULL, "--layers", ARG_INT, &n_layer, "N", "layer count, 0 = the shape's (a shallow draft: same seed, fewer layers)"},
+        {NULL, "--layer-scale", ARG_FLOAT, &layer_scale, "X",
+         "scale the layer matrices' deviation; small (0.05) makes deep and shallow copies agree"},
     };
     const arg_parser parser = {"synth", "pocketlm synth SHAPE --vocab VOCAB.gguf -o OUT.gguf [options]\n\n"
                                "Writes a GGUF with the tensor shapes and hyperparameters of a real model and\n"
@@ -41,11 +46,15 @@ int cmd_synth(int argc, char **argv) {
         return 1;
     }
 
+    if (n_layer < 0 || n_layer > 1000 || !(layer_scale > 0.0f)) {
+        fprintf(stderr, "pocketlm synth: --layers takes 0..1000 and --layer-scale a positive number\n");
+        return 1;
+    }
     plm_synth_params p = {pos[0], vocab, out, f32, seed};
     plm_error err;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (plm_synth(&p, &err) != PLM_OK) {
+    if (plm_synth_ex(&p, (uint32_t)n_layer, layer_scale, &err) != PLM_OK) {
         fprintf(stderr, "pocketlm synth: %s\n", err.message);
         return 1;
     }

@@ -140,3 +140,61 @@ bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const c
                  plm_context_params *cp) {
     return fit_context_info(cmd, model_path, use_mmap, mem_limit, cp, NULL);
 }
+
+/* Target and draft in one process: both models' weights, both KV caches and
+ * buffers, the process overhead once, and the target's logits for a whole
+ * verification (draft_max + 1 rows). */
+static uint64_t pair_bill(plm_plan *t, plm_plan *d, uint32_t n_ctx, int draft_max) {
+    plm_plan_set_ctx(t, n_ctx);
+    plm_plan_set_ctx(d, n_ctx);
+    return t->peak_rss + d->peak_rss - d->overhead_bytes + (uint64_t)(draft_max + 1) * t->n_vocab * sizeof(float);
+}
+
+bool fit_context_draft(const char *cmd, const char *model_path, const char *draft_path, bool use_mmap,
+                       const char *mem_limit, int draft_max, plm_context_params *cp) {
+    plm_device dev;
+    if (!fit_budget_device(cmd, mem_limit, &dev)) return false;
+    plm_plan_params pp = plm_plan_default_params();
+    pp.n_ctx = cp->n_ctx;
+    pp.n_batch = cp->n_batch;
+    pp.n_threads = cp->n_threads;
+    pp.type_k = cp->type_k;
+    pp.type_v = cp->type_v;
+    pp.use_mmap = use_mmap;
+    plm_plan t, d;
+    plm_plan_verdict v;
+    plm_error err;
+    if (plm_plan_file(model_path, &pp, &t, &err) || plm_plan_file(draft_path, &pp, &d, &err) ||
+        plm_plan_evaluate(&t, &dev, &v, &err)) {
+        fprintf(stderr, "pocketlm %s: %s\n", cmd, err.message);
+        return false;
+    }
+    char a[32], b[32], c[32];
+    if (cp->n_ctx) {
+        const uint64_t need = pair_bill(&t, &d, cp->n_ctx, draft_max);
+        if (need <= v.budget_bytes) return true;
+        fprintf(stderr, "pocketlm %s: model and draft need %s at %u tokens of context (draft: weights %s, KV %s) but the "
+                "budget is %s\n", cmd, human(need, a, sizeof a), cp->n_ctx, human(d.weights_resident, b, sizeof b),
+                human(d.kv_bytes, c, sizeof c), human(v.budget_bytes, a, sizeof a));
+        return false;
+    }
+    /* The largest multiple of 256 (up to the trained context) where both fit. */
+    const uint32_t top = t.n_ctx_train ? t.n_ctx_train : 4096;
+    uint32_t lo = 0, hi = top / 256;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1) / 2;
+        if (pair_bill(&t, &d, mid * 256, draft_max) <= v.budget_bytes) lo = mid;
+        else hi = mid - 1;
+    }
+    uint32_t n = lo * 256;
+    if (n == 0 && top < 256 && pair_bill(&t, &d, top, draft_max) <= v.budget_bytes) n = top;
+    if (n == 0) {
+        fprintf(stderr, "pocketlm %s: the model and its draft do not fit the budget of %s at any context\n", cmd,
+                human(v.budget_bytes, a, sizeof a));
+        return false;
+    }
+    fprintf(stderr, "pocketlm %s: context %u tokens for the model and its draft (%s with both; budget %s)\n", cmd, n,
+            human(pair_bill(&t, &d, n, draft_max), a, sizeof a), human(v.budget_bytes, b, sizeof b));
+    cp->n_ctx = n;
+    return true;
+}

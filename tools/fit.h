@@ -41,4 +41,10 @@ bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const c
  * size or /proc cannot be read. */
 bool fit_budget_device(const char *cmd, const char *mem_limit, plm_device *dev);
 
+/* fit_context for a model and a speculative draft model sharing the
+ * process: both weights, both KV caches at the same length, the target's
+ * logits for draft_max + 1 verified tokens. */
+bool fit_context_draft(const char *cmd, const char *model_path, const char *draft_path, bool use_mmap,
+                       const char *mem_limit, int draft_max, plm_context_params *cp);
+
 #endif

@@ -66,14 +66,21 @@ typedef struct matmul_job {
     size_t act_stride[MAX_JOB_WEIGHTS];
     int n_tok;
     bool swiglu;                          /* w = gate, up: out[0] = silu(gate) * up */
+    bool rowwise;                         /* each token by the single-token kernel (see forward.h) */
     int64_t chunk;                        /* rows per chunk */
     atomic_llong next;                    /* next chunk to take */
 } matmul_job;
 
 static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
     const plm_weight *w = j->w[i];
-    plm_matmul(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], j->n_tok, j->out[i],
-               w->rows);
+    if (!j->rowwise) {
+        plm_matmul(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], j->n_tok, j->out[i],
+                   w->rows);
+        return;
+    }
+    for (int t = 0; t < j->n_tok; t++)  /* the chunk of rows stays in cache across tokens */
+        plm_matmul(j->kt, w->type, w->data, w->cols, r0, r1, (const char *)j->act[i] + (size_t)t * j->act_stride[i],
+                   j->act_stride[i], 1, j->out[i] + (int64_t)t * w->rows, w->rows);
 }
 
 /* Chunks number the rows of w[0], then w[1]... (each weight's rows start a
@@ -173,7 +180,7 @@ static void prepare_inputs(plm_forward_state *ctx, matmul_job *j, const row_norm
  * apart); with a norm, x is first written as the normalized norm->raw. */
 static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, int n, int64_t x_stride,
                         bool swiglu, int n_w, const plm_weight *const *w, float *const *out) {
-    matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu};
+    matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu, .rowwise = ctx->rowwise_matmul};
     int64_t rows = 0;
     for (int i = 0; i < n_w; i++) {
         j.w[i] = w[i];

@@ -42,6 +42,9 @@ typedef struct plm_forward_state {
     plm_kv_cache kv;
     plm_scratch s;
     bool flash_attn;   /* attention in one pass (online softmax with f32 weights) */
+    bool rowwise_matmul; /* each token of a batch by the single-token kernel, so its logits are
+                            bit-identical to decoding it alone (the batched gemm sums in another
+                            order): speculative verification sets it */
 } plm_forward_state;
 
 /* Fails, naming the choice, when arch selects a step or option this forward

@@ -157,22 +157,22 @@ static plm_status reserve_logits(plm_context *c, int rows, plm_error *err) {
 typedef struct decode_job {
     plm_context *c;
     const plm_token *tokens;
-    int n;
+    int n, n_logits;
 } decode_job;
 
 /* Evaluates the tokens in chunks of n_batch; each chunk attends to
- * everything cached before it. */
+ * everything cached before it and writes the logits it has of the last
+ * n_logits tokens. */
 static void decode_chunks(void *arg, int ith, int nth) {
     (void)ith, (void)nth;
     decode_job *j = arg;
     plm_context *c = j->c;
-    const bool all = c->params.logits_all;
     const int B = (int)c->params.n_batch, n = j->n, n_vocab = c->model->hp.n_vocab;
+    const int first_kept = n - j->n_logits;
     for (int i = 0; i < n; i += B) {
         const int m = n - i < B ? n - i : B;
-        const bool last_chunk = i + m == n;
-        int first = all ? 0 : (last_chunk ? m - 1 : m);
-        float *dst = all ? c->logits + (size_t)i * n_vocab : c->logits;
+        const int first = first_kept > i ? (first_kept - i < m ? first_kept - i : m) : 0;
+        float *dst = first < m ? c->logits + (size_t)(i + first - first_kept) * n_vocab : c->logits;
         const plm_ubatch b = {.tokens = j->tokens + i, .n = m, .pos0 = plm_kv_seq_len(&c->fwd.kv, SEQ)};
         plm_forward(&c->fwd, &b, first, dst);
         plm_kv_commit(&c->fwd.kv, &b);
@@ -180,7 +180,14 @@ static void decode_chunks(void *arg, int ith, int nth) {
 }
 
 plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error *err) {
+    return plm_decode_tail(c, tokens, n, c->params.logits_all ? n : 1, err);
+}
+
+plm_status plm_decode_tail(plm_context *c, const plm_token *tokens, int n, int n_logits, plm_error *err) {
     if (n <= 0) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_decode needs at least one token");
+    if (n_logits < 1 || n_logits > n)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "logits of %d of %d tokens asked for", n_logits, n);
+    const int first_kept = n - n_logits;
     const int n_vocab = c->model->hp.n_vocab;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
@@ -192,8 +199,7 @@ plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error 
                         "context full: %u cached + %d new tokens exceed the context length %u (use a larger -c)",
                         n_past, n, c->fwd.kv.n_ctx);
     if (c->poisoned) return plm_fail(err, PLM_ERR_IO, "%s", c->poisoned);
-    const bool all = c->params.logits_all;
-    plm_status st = reserve_logits(c, all ? n : 1, err);
+    plm_status st = reserve_logits(c, n_logits, err);
     if (!st && !c->fwd.pool && !(c->fwd.pool = plm_pool_shared((int)c->params.n_threads)))  /* trimmed: restart */
         st = plm_fail(err, PLM_ERR_NOMEM, "cannot start %u threads", c->params.n_threads);
     if (st) return st;
@@ -201,7 +207,7 @@ plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error 
     /* The forward pass runs under a SIGBUS recovery point (core/fault_guard):
      * a model file that shrank under its mapping poisons the context instead
      * of killing the process. */
-    decode_job job = {c, tokens, n};
+    decode_job job = {c, tokens, n, n_logits};
     const void *addr = NULL;
     if (!plm_fault_guard_call(decode_chunks, &job, 0, 1, &addr)) {
         char msg[1024];
@@ -210,8 +216,8 @@ plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error 
         c->n_logits = 0;
         return plm_fail(err, PLM_ERR_IO, "%s", msg);
     }
-    c->n_logits = all ? n : 1;
-    c->logits_first = all ? 0 : n - 1;
+    c->n_logits = n_logits;
+    c->logits_first = first_kept;
     return PLM_OK;
 }
 

@@ -22,4 +22,10 @@ struct plm_context {
     char *poisoned;          /* set when a decode lost its weights (SIGBUS): why; no decode runs after */
 };
 
+/* plm_decode, keeping the logits of the last n_logits tokens (1..n): what a
+ * speculative verification needs without logits_all's cost on the prompt.
+ * plm_get_logits(ctx, i) then answers for i in [n - n_logits, n). */
+plm_status plm_decode_tail(plm_context *ctx, const plm_token *tokens, int n, int n_logits,
+                           plm_error *err);
+
 #endif

@@ -3,11 +3,14 @@
  * an app through the library).
  *
  *   prefill:  the prompt in n_batch pieces, abort polled before each
- *   loop:     next_tokens()  -> one token now (a speculative step may return
- *                               several accepted tokens here later)
+ *   loop:     next_tokens()  -> the next token: sampled from the logits, or
+ *                               the next of those a speculative step accepted
+ *                               (plm_spec_step: drafted, verified in one
+ *                               forward pass, all but the last evaluated)
  *             for each token: end-of-generation? limit? text out (UTF-8
  *                               holding, stop strings), abort?
- *             advance()      -> make room (context shift) and evaluate them
+ *             advance()      -> make room (context shift) and evaluate it, or
+ *                               run the next speculative step from it
  *
  * Text goes out through two holding stages: first whole UTF-8 characters
  * (a byte-fallback token like <0xE2> begins a character the next tokens
@@ -46,6 +49,9 @@ static size_t utf8_releasable(const char *s, size_t n) {
     return n;
 }
 
+/* The most tokens one speculative step may hand back (its draft_max + 1). */
+enum { SPEC_QUEUE = 65 };
+
 typedef struct gen {
     plm_context *ctx;
     const plm_model *model;
@@ -60,6 +66,8 @@ typedef struct gen {
     size_t work_cap;
     int n_keep;          /* resolved params->n_keep */
     bool done;           /* finish reason set */
+    plm_token queue[SPEC_QUEUE]; /* tokens a speculative step accepted, not yet taken */
+    int n_queue, q_at;
 } gen;
 
 static double now_s(void) {
@@ -147,16 +155,21 @@ static plm_status prefill(gen *g, const plm_token *prompt, int n, plm_error *err
     return PLM_OK;
 }
 
-/* THE STEP: the next token(s) from the current logits.  One sampled token
- * today; a speculative step would draft several, verify them in one forward
- * pass and return the accepted ones (their evaluation then already done). */
-static int next_tokens(gen *g, plm_token *out) {
-    const float *logits = plm_get_logits(g->ctx, -1);
-    plm_token t = plm_sampler_sample(g->smp, logits);
-    plm_sampler_accept(g->smp, t);
+/* THE STEP: the next token.  Sampled from the current logits, or, with
+ * speculation, the next of the tokens the last step accepted (sampled and
+ * accepted into the sampler by plm_spec_step; no single logits row). */
+static plm_token next_token(gen *g) {
+    const float *logits = NULL;
+    plm_token t;
+    if (g->q_at < g->n_queue) {
+        t = g->queue[g->q_at++];
+    } else {
+        logits = plm_get_logits(g->ctx, -1);
+        t = plm_sampler_sample(g->smp, logits);
+        plm_sampler_accept(g->smp, t);
+    }
     if (g->p->on_token && !g->p->on_token(g->p->user, t, logits)) finish(g, PLM_FINISH_ABORT);
-    out[0] = t;
-    return 1;
+    return t;
 }
 
 /* Makes room when the context is full: a context shift keeps the first
@@ -172,16 +185,23 @@ static plm_status make_room(gen *g, plm_error *err) {
     uint32_t keep = (uint32_t)g->n_keep;
     if (keep >= n_ctx - 1) keep = 0;
     uint32_t drop = (plm_context_n_past(ctx) - keep) / 2;
-    plm_status st = plm_kv_shift(ctx, keep, drop, err);
+    plm_spec *spec = g->p->spec;
+    plm_status st = spec ? plm_spec_kv_shift(spec, keep, drop, err) : plm_kv_shift(ctx, keep, drop, err);
     if (st == PLM_OK) g->r->n_shifts++;
     return st;
 }
 
-/* Evaluates a generated token so its logits give the next one. */
+/* Evaluates a generated token so its logits give the next one; with
+ * speculation, runs the next step from it once the queue is empty (the
+ * queued tokens but the last are evaluated already). */
 static plm_status advance(gen *g, plm_token t, plm_error *err) {
+    plm_spec *spec = g->p->spec;
+    if (spec && g->q_at < g->n_queue) return PLM_OK;
     plm_status st = make_room(g, err);
     if (st || g->done || aborted(g)) return st;
-    return plm_decode(g->ctx, &t, 1, err);
+    if (!spec) return plm_decode(g->ctx, &t, 1, err);
+    g->q_at = 0;
+    return plm_spec_step(spec, g->smp, t, g->queue, SPEC_QUEUE, &g->n_queue, err);
 }
 
 /* Handles one produced token; false when generation ends with it. */
@@ -206,12 +226,9 @@ static plm_status generate_loop(gen *g, plm_error *err) {
         return PLM_OK;
     }
     while (!g->done) {
-        plm_token toks[1];
-        int n = next_tokens(g, toks);
-        for (int i = 0; i < n && !g->done; i++) {
-            if (!take_token(g, toks[i], &st, err)) break;
-            if ((st = advance(g, toks[i], err))) return st;
-        }
+        plm_token t = next_token(g);
+        if (g->done || !take_token(g, t, &st, err)) break;
+        if ((st = advance(g, t, err))) return st;
     }
     return st;
 }
@@ -270,6 +287,7 @@ plm_status plm_generate(plm_context *ctx, const plm_token *prompt, int n_prompt,
     for (int i = 0; i < n_prompt; i++) plm_sampler_accept(sampler, prompt[i]);
     double t0 = now_s();
     st = prefill(&g, prompt, n_prompt, err);
+    if (st == PLM_OK && !g.done && g.p->spec) st = plm_spec_begin(g.p->spec, prompt, n_prompt, err);
     result->t_prompt_s = now_s() - t0;
     if (st == PLM_OK && !g.done) {
         t0 = now_s();

@@ -279,19 +279,25 @@ static int top_p_candidates(plm_sampler *s, int n, float max, double denom) {
     return m;
 }
 
-plm_token plm_sampler_sample(plm_sampler *s, const float *logits) {
-    if (!s || !logits) return -1;
+/* The candidates the temperature draw chooses from: penalties, top-k, min-p
+ * and top-p applied, left in s->cand[0..n).  Returns n, or 0 when the draw
+ * has nothing to choose (greedy, one token, no finite logit): then *best is
+ * the answer.  *max is the largest penalised logit. */
+static int keep_candidates(plm_sampler *s, const float *logits, int *best_out, float *max_out) {
     cand *c = s->cand;
     int n = s->n_vocab;
     int best = 0;
     float max = logit_at(s, logits, 0);
+    *best_out = 0;
+    *max_out = max;
 
     if (s->p.temperature <= 0.0f || n == 1) {  /* greedy */
         for (int i = 1; i < n; i++) {
             float l = logit_at(s, logits, i);
             if (l > max) max = l, best = i;
         }
-        return best;
+        *best_out = best;
+        return 0;
     }
 
     if (s->p.top_k > 0 && s->p.top_k < n) {
@@ -321,7 +327,9 @@ plm_token plm_sampler_sample(plm_sampler *s, const float *logits) {
             c[i].id = i;
         }
     }
-    if (!isfinite(max)) return best;
+    *best_out = best;
+    *max_out = max;
+    if (!isfinite(max)) return 0;
 
     /* The top-p mass is normalised over the top-k set. */
     double denom = 0.0;
@@ -353,6 +361,16 @@ plm_token plm_sampler_sample(plm_sampler *s, const float *logits) {
             }
         }
     }
+    return n;
+}
+
+plm_token plm_sampler_sample(plm_sampler *s, const float *logits) {
+    if (!s || !logits) return -1;
+    const cand *c = s->cand;
+    int best;
+    float max;
+    const int n = keep_candidates(s, logits, &best, &max);
+    if (n == 0) return best;
 
     /* temperature, then draw */
     double inv_t = 1.0 / s->p.temperature;
@@ -370,3 +388,46 @@ plm_token plm_sampler_sample(plm_sampler *s, const float *logits) {
         if (c[i].logit > -INFINITY) return c[i].id;
     return best;
 }
+
+/* ---- the distribution itself, for speculative sampling ------------------ */
+
+plm_token plm_sampler_dist(plm_sampler *s, const float *logits, float *probs) {
+    if (!s || !logits) return -1;
+    const cand *c = s->cand;
+    int best;
+    float max;
+    const int n = keep_candidates(s, logits, &best, &max);
+    memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
+    double sum = 0.0;
+    if (n > 0) {
+        const double inv_t = 1.0 / s->p.temperature;
+        for (int i = 0; i < n; i++) sum += exp(((double)c[i].logit - max) * inv_t);
+    }
+    if (n == 0 || !(sum > 0.0) || !isfinite(sum)) {
+        probs[best] = 1.0f;
+        return best;
+    }
+    const double inv_t = 1.0 / s->p.temperature;
+    for (int i = 0; i < n; i++) probs[c[i].id] = (float)(exp(((double)c[i].logit - max) * inv_t) / sum);
+    return best;
+}
+
+double plm_sampler_uniform(plm_sampler *s) { return rng_uniform(s->rng); }
+
+plm_token plm_sampler_draw(plm_sampler *s, const float *weights, int n) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += weights[i];
+    if (!(sum > 0.0)) return -1;
+    const double u = rng_uniform(s->rng) * sum;
+    double acc = 0.0;
+    int last = -1;
+    for (int i = 0; i < n; i++) {
+        if (weights[i] <= 0.0f) continue;
+        acc += weights[i];
+        last = i;
+        if (u < acc) return i;
+    }
+    return last;  /* rounding left u at the very top */
+}
+
+const plm_sampler_params *plm_sampler_params_of(const plm_sampler *s) { return &s->p; }

@@ -23,4 +23,17 @@
  * needs are allocated here; sampling never allocates. */
 plm_sampler *plm_sampler_new_n_vocab(int n_vocab, const plm_sampler_params *params);
 
+/* For speculative sampling, which needs the distribution a draw comes from:
+ * plm_sampler_dist writes the probabilities plm_sampler_sample would draw
+ * from (penalties, top-k, top-p, min-p and temperature applied) as probs[n_vocab],
+ * zero outside the kept set; greedy gives a one-hot at the argmax.  It draws
+ * no random number and returns the most likely token. */
+plm_token plm_sampler_dist(plm_sampler *s, const float *logits, float *probs);
+/* Uniform in [0, 1) from the sampler's generator. */
+double plm_sampler_uniform(plm_sampler *s);
+/* Draws index i with probability weights[i] / sum (weights >= 0) from the
+ * sampler's generator; -1 when every weight is 0. */
+plm_token plm_sampler_draw(plm_sampler *s, const float *weights, int n);
+const plm_sampler_params *plm_sampler_params_of(const plm_sampler *s);
+
 #endif

@@ -1,0 +1,93 @@
+/*
+ * The adaptive control of speculative decoding, on simulated workloads (no
+ * clocks: each step's cost follows a fixed cost model, and proposals are
+ * accepted by a seeded generator with a fixed probability).  The controller
+ * must lose at most 5% against plain decoding where guesses never land,
+ * even when verifying is expensive, and must find the speedup the cost model
+ * allows where they do.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/spec_adapt.h"
+#include "test.h"
+
+typedef struct workload {
+    const char *name;
+    double accept;       /* probability that each proposal is right */
+    double verify_tok;   /* extra cost of one more verified token, in plain steps */
+    double draft_tok;    /* cost of drafting one token, in plain steps */
+    int draft_max;
+    double stall;        /* probability that a step takes 3x (a machine busy elsewhere) */
+} workload;
+
+static double uniform(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*s >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Simulated time to generate n tokens, in plain steps (plain decoding: n). */
+static double simulate(const workload *w, int n, int *max_k) {
+    spec_adapt a;
+    spec_adapt_init(&a, w->draft_max);
+    uint64_t rng = 12345;
+    double t = 0.0;
+    int tokens = 0;
+    *max_k = 0;
+    while (tokens < n) {
+        const int k = spec_adapt_next_k(&a);
+        if (k > *max_k) *max_k = k;
+        const double slow = uniform(&rng) < w->stall ? 3.0 : 1.0;
+        const double t_verify = slow * (1.0 + k * w->verify_tok), t_draft = k * w->draft_tok;
+        int j = 0;
+        while (j < k && uniform(&rng) < w->accept) j++;
+        t += t_verify + t_draft;
+        tokens += j + 1;
+        spec_adapt_record(&a, k, j, t_draft, true, t_verify);
+    }
+    return t * n / tokens;
+}
+
+int main(void) {
+    const workload never[] = {
+        {"no acceptance, lookup (free drafts)", 0.0, 0.15, 0.0, 16, 0.0},
+        {"no acceptance, draft model", 0.0, 0.15, 0.1, 16, 0.0},
+        {"no acceptance, compute-bound verify", 0.0, 1.0, 0.1, 16, 0.0},
+        {"no acceptance, 10% of steps stalled 3x", 0.0, 0.3, 0.1, 16, 0.1},
+        {"2% acceptance, expensive verify", 0.02, 0.6, 0.2, 16, 0.0},
+    };
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
+        int max_k;
+        const double t = simulate(&never[i], 2000, &max_k) / (1.0 + 2.0 * never[i].stall);  /* plain stalls too */
+        CHECK(t <= 1.05 * 2000, "%s: %.3fx the time of plain decoding", never[i].name, t / 2000);
+        printf("%-40s %.3fx plain time\n", never[i].name, t / 2000);
+    }
+
+    /* Where it pays: close to the best fixed draft length's speed. */
+    const workload good[] = {
+        {"90% acceptance, bandwidth-bound", 0.9, 0.05, 0.05, 16, 0.0},
+        {"70% acceptance, bandwidth-bound", 0.7, 0.05, 0.05, 16, 0.0},
+        {"80% acceptance, lookup", 0.8, 0.1, 0.0, 16, 0.0},
+        {"90% acceptance, 10% of steps stalled 3x", 0.9, 0.05, 0.05, 16, 0.1},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        const workload *w = &good[i];
+        double best = 1e30;
+        const double stall = 1.0 + 2.0 * w->stall;  /* the mean slowdown, plain decoding's too */
+        for (int k = 1; k <= w->draft_max; k++) {
+            const double cost = 1.0 + k * (w->verify_tok + w->draft_tok);
+            const double per_tok = cost / spec_expected_tokens(w->accept, k);
+            if (per_tok < best) best = per_tok;
+        }
+        int max_k;
+        const double t = simulate(w, 4000, &max_k) / 4000 / stall;
+        CHECK(t <= best * 1.15, "%s: %.3f plain steps a token, the best fixed length gives %.3f", w->name, t, best);
+        CHECK(max_k > 2, "%s: the draft length never grew (%d)", w->name, max_k);
+        printf("%-40s speedup %.2fx (best fixed length %.2fx), longest draft %d\n", w->name, 1.0 / t, 1.0 / best,
+               max_k);
+    }
+    CHECK(fabs(spec_expected_tokens(0.5, 2) - 1.75) < 1e-12 && spec_expected_tokens(1.0, 4) == 5.0,
+          "expected tokens per verification");
+    return test_summary();
+}
