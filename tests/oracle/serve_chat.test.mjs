@@ -59,18 +59,19 @@ function writeJson(v) {
 
 // The rendered prompt, its token count (BOS as the vocabulary asks, special
 // tokens parsed) and the greedy continuation of n tokens.
-function reference(messages, { template = "chatml", tools = null, vars = [], n = N } = {}) {
-  const args = ["template", "--chat-template", template, "--messages", writeJson(messages), "--add-generation-prompt"];
+function reference(messages, { template = "chatml", file = null, tools = null, vars = [], n = N } = {}) {
+  const args = ["template", ...(file ? ["--template", file] : ["--chat-template", template]),
+                "--messages", writeJson(messages), "--add-generation-prompt"];
   if (tools) args.push("--tools", writeJson(tools));
   for (const v of vars) args.push("--var", v);
   const t = pocketlm(args);
   check(t.status === 0, `template: ${t.stderr}`);
-  const file = path.join(tmp, `p${nFile++}.txt`);
-  fs.writeFileSync(file, t.stdout);
-  const tok = pocketlm(["tokenize", "-m", MODEL, "-f", file, "--add-special", "--parse-special"]);
+  const promptFile = path.join(tmp, `p${nFile++}.txt`);
+  fs.writeFileSync(promptFile, t.stdout);
+  const tok = pocketlm(["tokenize", "-m", MODEL, "-f", promptFile, "--add-special", "--parse-special"]);
   check(tok.status === 0, `tokenize: ${tok.stderr}`);
   const nTokens = tok.stdout.trim().split(/\s+/).filter(Boolean).length;
-  const run = pocketlm(["run", "-m", MODEL, "-f", file, "-n", String(n), "--temp", "0", "--no-display-prompt",
+  const run = pocketlm(["run", "-m", MODEL, "-f", promptFile, "-n", String(n), "--temp", "0", "--no-display-prompt",
                         "-t", "1", "-c", "1024"]);
   check(run.status === 0, `run: ${run.stderr}`);
   return { prompt: t.stdout, nTokens, text: run.stdout.replace(/\n$/, "") };
@@ -226,6 +227,31 @@ try {
   const shown = await qo.show({ model: "stories260K" });
   check(shown.capabilities?.includes("tools") && shown.template.includes("<tool_call>"), `show: ${show(shown.capabilities)}`);
   q.proc.kill("SIGTERM");
+
+  // ---- reasoning: a template whose reply starts inside <think> (as DeepSeek-R1's) --------------
+  // stories260K never closes the block, so all it writes is reasoning, streamed as deltas.
+  const thinkFile = path.join(tmp, "think.jinja");
+  fs.writeFileSync(thinkFile, "{%- for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}" +
+                              "{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}");
+  const refThink = reference(MSGS, { file: thinkFile });
+  check(refThink.prompt.endsWith("<think>\n") && !refThink.text.includes("</think>"), `think render: ${show(refThink.prompt)}`);
+  const th = await startServer(["--chat-template-file", thinkFile]);
+  const ta = new OpenAI({ baseURL: `http://127.0.0.1:${th.port}/v1`, apiKey: "none", maxRetries: 0, timeout: 30000 });
+  const r5 = await ta.chat.completions.create({ model: "x", messages: MSGS, max_tokens: N, temperature: 0 });
+  check(r5.choices[0].message.reasoning_content === refThink.text.trim() && r5.choices[0].message.content === "",
+        `reasoning_content: ${show(r5.choices[0].message)} vs ${show(refThink.text)}`);
+  const s5 = await ta.chat.completions.create({ model: "x", messages: MSGS, max_tokens: N, temperature: 0, stream: true });
+  let reasoning = "", content5 = "", n5 = 0;
+  for await (const ch of s5) {
+    if (++n5 > 10000) break;
+    reasoning += ch.choices[0]?.delta?.reasoning_content ?? "";
+    content5 += ch.choices[0]?.delta?.content ?? "";
+  }
+  check(reasoning === refThink.text.trim() && content5 === "", `streamed reasoning: ${show(reasoning)} / ${show(content5)}`);
+  const o6 = await new Ollama({ host: `http://127.0.0.1:${th.port}` }).chat({
+    model: "x", messages: MSGS, stream: false, options: { num_predict: N, temperature: 0 } });
+  check(o6.message.thinking === refThink.text.trim() && o6.message.content === "", `ollama thinking: ${show(o6.message)}`);
+  th.proc.kill("SIGTERM");
 } catch (e) {
   check(false, `unexpected: ${e.stack ?? e}`);
 }
