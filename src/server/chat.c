@@ -221,17 +221,21 @@ static bool parse_tools(json_t *root, json_t **tools, tool_choice *choice, const
 }
 
 /* A forced call: the reply's start, written into the prompt so that the
- * model can only go on with the call (there is no grammar to force it). */
-static char *forced_call(tc_format fmt, tool_choice choice, const char *name) {
+ * model can only go on with the call (there is no grammar to force it).  A
+ * prompt that opened <think> gets the block closed first: the call is the
+ * answer, not a thought. */
+static char *forced_call(tc_format fmt, tool_choice choice, const char *name, bool think_open) {
     json_t *jn = name ? json_string(name) : NULL;
     char *qname = jn ? json_dumps(jn, JSON_ENCODE_ANY) : NULL;
     json_decref(jn);
     char buf[512];
+    const char *close = think_open ? "</think>\n\n" : "";
     if (choice == CHOICE_NAMED && qname && strlen(qname) < 400)
-        snprintf(buf, sizeof buf, fmt == TC_LLAMA3 ? "{\"name\": %s, \"parameters\": " : "<tool_call>\n{\"name\": %s, \"arguments\": ",
-                 qname);
+        snprintf(buf, sizeof buf,
+                 fmt == TC_LLAMA3 ? "%s{\"name\": %s, \"parameters\": " : "%s<tool_call>\n{\"name\": %s, \"arguments\": ",
+                 close, qname);
     else
-        snprintf(buf, sizeof buf, "%s", fmt == TC_LLAMA3 ? "{\"name\": \"" : "<tool_call>\n{\"name\": \"");
+        snprintf(buf, sizeof buf, "%s%s", close, fmt == TC_LLAMA3 ? "{\"name\": \"" : "<tool_call>\n{\"name\": \"");
     free(qname);
     return strdup(buf);
 }
@@ -309,7 +313,7 @@ bool chat_render(const srv_server *srv, json_t *root, srv_api api, srv_chat_prom
         out->format = !tools ? TC_NONE : srv->chat.format != TC_NONE ? srv->chat.format : TC_HERMES;
         out->think_open = ends_inside_think(rendered);
         if (tools && (choice == CHOICE_REQUIRED || choice == CHOICE_NAMED))
-            out->prefill = forced_call(out->format, choice, name);
+            out->prefill = forced_call(out->format, choice, name, out->think_open);
         ok = finish_prompt(srv, rendered, out);
         if (!ok) parse_error_set(e, 500, NULL, "out of memory");
     }

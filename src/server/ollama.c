@@ -55,7 +55,8 @@ static bool refuse_unsupported(json_t *root, bool raw, srv_parse_error *e) {
         return false;
     }
     if (!raw && (v = json_object_get(root, "system")) && json_is_string(v) && json_string_length(v)) {
-        parse_error_set(e, 501, "system", "'system' needs the model's chat template, not wired yet; send raw prompts");
+        parse_error_set(e, 501, "system", "'system' is not applied by /api/generate here (its prompt is sent as is): "
+                                          "use /api/chat with a system message");
         return false;
     }
     return true;
