@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/server.h"
 #include "server/tool_calls.h"
 #include "test.h"
 
@@ -209,11 +210,61 @@ static void test_format_of_template(void) {
     CHECK(tc_format_of_template(NULL) == TC_NONE, "no template");
 }
 
+/* The server's streaming split (chat.c): output fed a few bytes at a time,
+ * after a forced call's prefill, gives deltas that add up to the whole
+ * content and reasoning, whole UTF-8 characters in each, and the calls at
+ * the end. */
+static void feed(const char *prefill, const char *output, tc_format fmt, bool think_open, size_t step,
+                 const char *want_content, const char *want_reasoning, size_t want_calls) {
+    srv_chat_prompt p = {.format = fmt, .think_open = think_open, .prefill = (char *)prefill};
+    chat_split cs;
+    REQUIRE_VOID(chat_split_init(&cs, &p), "chat_split_init");
+    char content[1024] = "", reasoning[1024] = "";
+    size_t n = strlen(output);
+    json_t *calls = NULL;
+    for (size_t at = 0; at <= n; at += step) {
+        size_t k = at + step <= n ? step : n - at;
+        bool final = at + step > n;
+        char *c, *r;
+        REQUIRE_VOID(chat_split_step(&cs, output + at, k, final, &c, &r, final ? &calls : NULL), "step");
+        for (char *d = c; d; d = d == c ? r : NULL) {
+            /* a delta never ends inside a UTF-8 sequence */
+            size_t dl = strlen(d);
+            CHECK(!dl || (unsigned char)d[dl - 1] < 0x80 || ((unsigned char)d[dl - 1] & 0xC0) == 0x80,
+                  "delta '%s' ends on a lead byte", d);
+        }
+        if (c) strncat(content, c, sizeof content - strlen(content) - 1);
+        if (r) strncat(reasoning, r, sizeof reasoning - strlen(reasoning) - 1);
+        free(c);
+        free(r);
+    }
+    CHECK(!strcmp(content, want_content), "streamed content '%s', want '%s'", content, want_content);
+    CHECK(!strcmp(reasoning, want_reasoning), "streamed reasoning '%s', want '%s'", reasoning, want_reasoning);
+    CHECK((calls ? json_array_size(calls) : 0) == want_calls, "streamed calls: %zu, want %zu",
+          calls ? json_array_size(calls) : 0, want_calls);
+    json_decref(calls);
+    chat_split_free(&cs);
+}
+
+static void test_chat_split(void) {
+    for (size_t step = 1; step <= 7; step += 3) {
+        feed(NULL, "<think>h\xc3\xa9las</think>\n\nCaf\xc3\xa9 \xe2\x98\x95 ok", TC_NONE, false, step, "Caf\xc3\xa9 \xe2\x98\x95 ok",
+             "h\xc3\xa9las", 0);
+        feed("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", "{\"city\": \"Paris\"}}\n</tool_call>", TC_HERMES,
+             false, step, "", "", 1);
+        feed("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", "Once upon a time", TC_HERMES, false, step,
+             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": Once upon a time", "", 0);
+        feed("</think>\n\n{\"name\": \"f\", \"parameters\": ", "{}}", TC_LLAMA3, true, step, "", "", 1);
+        feed(NULL, "Plain answer.\n", TC_LLAMA3, false, step, "Plain answer.\n", "", 0);
+    }
+}
+
 int main(void) {
     test_hermes();
     test_llama3();
     test_reasoning();
     test_streaming();
     test_format_of_template();
+    test_chat_split();
     return test_summary();
 }
