@@ -59,15 +59,18 @@ function writeJson(v) {
 
 // The rendered prompt, its token count (BOS as the vocabulary asks, special
 // tokens parsed) and the greedy continuation of n tokens.
-function reference(messages, { template = "chatml", file = null, tools = null, vars = [], n = N } = {}) {
+// dropBos: the template writes the model's BOS text, which the tokenizer
+// adds as well; the prompt is run without the written one (one BOS, as llama.cpp).
+function reference(messages, { template = "chatml", file = null, tools = null, vars = [], n = N, dropBos = false } = {}) {
   const args = ["template", ...(file ? ["--template", file] : ["--chat-template", template]),
-                "--messages", writeJson(messages), "--add-generation-prompt"];
+                "--messages", writeJson(messages), "--add-generation-prompt", ...(dropBos ? ["-m", MODEL] : [])];
   if (tools) args.push("--tools", writeJson(tools));
   for (const v of vars) args.push("--var", v);
   const t = pocketlm(args);
   check(t.status === 0, `template: ${t.stderr}`);
   const promptFile = path.join(tmp, `p${nFile++}.txt`);
-  fs.writeFileSync(promptFile, t.stdout);
+  check(!dropBos || t.stdout.startsWith("<s>"), `the template writes BOS: ${show(t.stdout.slice(0, 20))}`);
+  fs.writeFileSync(promptFile, dropBos ? t.stdout.slice(3) : t.stdout);
   const tok = pocketlm(["tokenize", "-m", MODEL, "-f", promptFile, "--add-special", "--parse-special"]);
   check(tok.status === 0, `tokenize: ${tok.stderr}`);
   const nTokens = tok.stdout.trim().split(/\s+/).filter(Boolean).length;
@@ -227,6 +230,16 @@ try {
   const shown = await qo.show({ model: "stories260K" });
   check(shown.capabilities?.includes("tools") && shown.template.includes("<tool_call>"), `show: ${show(shown.capabilities)}`);
   q.proc.kill("SIGTERM");
+
+  // ---- a template that writes BOS itself (llama3): the prompt has one BOS, not two ---------------
+  const l3 = await startServer(["--chat-template", "llama3"]);
+  const refL3 = reference(MSGS, { template: "llama3", dropBos: true });
+  const r6 = await new OpenAI({ baseURL: `http://127.0.0.1:${l3.port}/v1`, apiKey: "none", maxRetries: 0 })
+    .chat.completions.create({ model: "x", messages: MSGS, max_tokens: N, temperature: 0 });
+  check(r6.usage.prompt_tokens === refL3.nTokens && r6.choices[0].message.content === refL3.text,
+        `llama3 BOS: ${r6.usage.prompt_tokens} tokens vs ${refL3.nTokens}, ${show(r6.choices[0].message.content)} vs ` +
+        `${show(refL3.text)}`);
+  l3.proc.kill("SIGTERM");
 
   // ---- reasoning: a template whose reply starts inside <think> (as DeepSeek-R1's) --------------
   // stories260K never closes the block, so all it writes is reasoning, streamed as deltas.
