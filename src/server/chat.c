@@ -188,9 +188,12 @@ static bool parse_tools(json_t *root, json_t **tools, tool_choice *choice, const
     }
     size_t k;
     json_t *t;
-    json_array_foreach(*tools, k, t) if (!json_is_object(t) || !json_is_string(json_object_get(json_object_get(t, "function"), "name"))) {
-        parse_error_set(e, 400, "tools", "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ...}}", k);
-        return false;
+    json_array_foreach(*tools, k, t) {
+        if (!json_is_string(json_object_get(json_object_get(t, "function"), "name"))) {
+            parse_error_set(e, 400, "tools", "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                            k);
+            return false;
+        }
     }
     if (*tools && !json_array_size(*tools)) *tools = NULL;
     json_t *c = json_object_get(root, "tool_choice");
