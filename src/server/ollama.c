@@ -2,7 +2,8 @@
  * Ollama's API: POST /api/generate (NDJSON lines while streaming, which is
  * Ollama's default, or one JSON reply), GET /api/tags, POST /api/show,
  * GET /api/version; POST /api/chat renders messages like the OpenAI chat
- * endpoint (501 until chat templates are wired).  Durations are nanoseconds.
+ * endpoint (chat.c), its "message" split into content, thinking and
+ * tool_calls.  Durations are nanoseconds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,14 @@ typedef struct oll_stream {
     char model[128];
     double t_start;
     bool chat;  /* /api/chat's shape: "message" instead of "response", no "context" */
+    chat_split split;
 } oll_stream;
+
+static void oll_stream_free(void *user) {
+    oll_stream *u = user;
+    if (u) chat_split_free(&u->split);
+    free(u);
+}
 
 /* ---- request ---------------------------------------------------------------- */
 
@@ -47,7 +55,8 @@ static bool refuse_unsupported(json_t *root, bool raw, srv_parse_error *e) {
         return false;
     }
     if (!raw && (v = json_object_get(root, "system")) && json_is_string(v) && json_string_length(v)) {
-        parse_error_set(e, 501, "system", "'system' needs the model's chat template, not wired yet; send raw prompts");
+        parse_error_set(e, 501, "system", "'system' is not applied by /api/generate here (its prompt is sent as is): "
+                                          "use /api/chat with a system message");
         return false;
     }
     return true;
@@ -139,6 +148,25 @@ static void set_text(json_t *obj, bool chat, json_t *text) {
     else json_object_set_new(obj, "response", text);
 }
 
+/* A chat "message": new content (and thinking, tool calls); steals the strings. */
+static json_t *chat_message(char *content, char *thinking, json_t *calls) {
+    json_t *m = json_pack("{ss}", "role", "assistant");
+    json_object_set_new(m, "content", json_text(content ? content : "", content ? strlen(content) : 0));
+    if (thinking && *thinking) json_object_set_new(m, "thinking", json_text(thinking, strlen(thinking)));
+    if (calls && json_array_size(calls)) {
+        json_t *out = json_array();
+        size_t i;
+        json_t *c;
+        json_array_foreach(calls, i, c) json_array_append_new(
+            out, json_pack("{s{sOsO}}", "function", "name", json_object_get(c, "name"), "arguments",
+                           json_object_get(c, "arguments")));
+        json_object_set_new(m, "tool_calls", out);
+    }
+    free(content);
+    free(thinking);
+    return m;
+}
+
 /* The closing object: done, the reason, the context and the timings. */
 static json_t *final_json(const oll_stream *u, const srv_job *j) {
     char at[40];
@@ -170,27 +198,48 @@ static char *ndjson(json_t *obj) {
 }
 
 static char *nd_text(srv_stream *st, const char *text, size_t len) {
-    const oll_stream *u = st->user;
+    oll_stream *u = st->user;
     char at[40];
     iso_time(wall_now(), at);
+    char *content = NULL, *thinking = NULL;
+    if (u->chat) {
+        if (!chat_split_step(&u->split, text, len, false, &content, &thinking, NULL)) return NULL;
+        if (!content && !thinking) return NULL;  /* held back: maybe a marker */
+    }
     json_t *o = json_pack("{sssssb}", "model", u->model, "created_at", at, "done", 0);
-    if (o) set_text(o, u->chat, json_text(text, len));
+    if (o && u->chat) json_object_set_new(o, "message", chat_message(content, thinking, NULL));
+    else if (o) set_text(o, false, json_text(text, len));
     return ndjson(o);
 }
 
-static char *nd_final(srv_stream *st) {
-    const oll_stream *u = st->user;
-    if (st->job->status != PLM_OK) return ndjson(json_pack("{ss}", "error", st->job->error));
-    return ndjson(final_json(u, st->job));
+/* Chat's end: the held-back text and the tool calls go in the last message. */
+static json_t *chat_final_json(oll_stream *u, const srv_job *j, const char *text, size_t len) {
+    char *content = NULL, *thinking = NULL;
+    json_t *calls = NULL;
+    if (!chat_split_step(&u->split, text, len, true, &content, &thinking, &calls)) return NULL;
+    json_t *o = final_json(u, j);
+    if (o) json_object_set_new(o, "message", chat_message(content, thinking, calls));
+    else {
+        free(content);
+        free(thinking);
+    }
+    json_decref(calls);
+    return o;
 }
 
-static const srv_stream_format NDJSON_GENERATE = {nd_text, nd_final, "application/x-ndjson"};
+static char *nd_final(srv_stream *st) {
+    oll_stream *u = st->user;
+    if (st->job->status != PLM_OK) return ndjson(json_pack("{ss}", "error", st->job->error));
+    return ndjson(u->chat ? chat_final_json(u, st->job, "", 0) : final_json(u, st->job));
+}
+
+static const srv_stream_format NDJSON_GENERATE = {nd_text, nd_final, "application/x-ndjson", oll_stream_free};
 
 /* ---- handlers ------------------------------------------------------------------ */
 
 static int generate_reply(srv_request *rq, srv_job *j, bool stream, oll_stream *u) {
     if (!submit_or_reply(rq, API_OLLAMA, j)) {
-        free(u);
+        oll_stream_free(u);
         return MHD_YES;
     }
     if (stream) return reply_stream(rq, j, &NDJSON_GENERATE, u);
@@ -200,18 +249,18 @@ static int generate_reply(srv_request *rq, srv_job *j, bool stream, oll_stream *
     } else if (j->status != PLM_OK) {
         ret = reply_error(rq, API_OLLAMA, 500, NULL, "generation failed: %s", j->error);
     } else {
-        json_t *out = final_json(u, j);
-        if (out) set_text(out, u->chat, json_text(j->text ? j->text : "", j->len));
-        ret = reply_json(rq, 200, out);
+        json_t *out = u->chat ? chat_final_json(u, j, j->text ? j->text : "", j->len) : final_json(u, j);
+        if (out && !u->chat) set_text(out, false, json_text(j->text ? j->text : "", j->len));
+        ret = out ? reply_json(rq, 200, out) : reply_error(rq, API_OLLAMA, 500, NULL, "out of memory");
     }
-    free(u);
+    oll_stream_free(u);
     return ret;
 }
 
 /* Both endpoints: the prompt is the request's (generate) or the rendered
- * conversation (chat: chat_text non-NULL, its special tokens written by the
- * template). */
-static int generate_path(srv_request *rq, json_t *root, const char *chat_text) {
+ * conversation (chat non-NULL: tokenized with its special tokens parsed). */
+static int generate_path(srv_request *rq, json_t *root, const srv_chat_prompt *chat) {
+    const char *chat_text = chat ? chat->text : NULL;
     srv_parse_error e = {0};
     oll_stream *u = calloc(1, sizeof *u);
     srv_job *j = job_new();
@@ -222,6 +271,11 @@ static int generate_path(srv_request *rq, json_t *root, const char *chat_text) {
     }
     u->t_start = wall_now();
     u->chat = chat_text != NULL;
+    if (chat && !chat_split_init(&u->split, chat)) {
+        oll_stream_free(u);
+        job_unref(j);
+        return reply_error(rq, API_OLLAMA, 500, NULL, "out of memory");
+    }
     bool stream = true, raw = chat_text != NULL, empty = false;
     bool ok = get_bool(root, "stream", true, &stream, &e) && (u->chat || get_bool(root, "raw", false, &raw, &e));
     json_t *model = json_object_get(root, "model");
@@ -232,7 +286,7 @@ static int generate_path(srv_request *rq, json_t *root, const char *chat_text) {
     ok = ok && refuse_unsupported(root, raw, &e);
     if (ok && chat_text) {
         json_t *text = json_string(chat_text);
-        ok = text && parse_prompt(rq->srv, text, "messages", false, j, &e);
+        ok = text && parse_prompt(rq->srv, text, "messages", true, j, &e);
         if (!text) parse_error_set(&e, 500, NULL, "the chat template rendered invalid UTF-8");
         json_decref(text);
     } else if (ok) {
@@ -242,14 +296,14 @@ static int generate_path(srv_request *rq, json_t *root, const char *chat_text) {
     if (ok) snprintf(u->model, sizeof u->model, "%s", json_string_value(model));
     int ret;
     if (!ok) {
-        free(u);
+        oll_stream_free(u);
         ret = reply_error(rq, API_OLLAMA, e.status, e.param, "%s", e.message);
     } else if (empty) {  /* Ollama answers an empty prompt by loading the model */
         char at[40];
         iso_time(wall_now(), at);
         ret = reply_json(rq, 200, json_pack("{sssssssbss}", "model", u->model, "created_at", at, "response", "",
                                             "done", 1, "done_reason", "load"));
-        free(u);
+        oll_stream_free(u);
     } else {
         ret = generate_reply(rq, j, stream, u);
     }
@@ -270,15 +324,16 @@ int ollama_chat(srv_request *rq) {
     srv_parse_error e = {0};
     json_t *root = parse_body(rq, &e);
     if (!root) return reply_error(rq, API_OLLAMA, e.status, e.param, "%s", e.message);
-    char *prompt = NULL;
+    srv_chat_prompt chat;
     int ret;
-    if (!json_is_array(json_object_get(root, "messages")) || !json_array_size(json_object_get(root, "messages")))
+    if (!json_is_array(json_object_get(root, "messages")) || !json_array_size(json_object_get(root, "messages"))) {
         ret = reply_error(rq, API_OLLAMA, 400, "messages", "'messages' must be a non-empty array");
-    else if (!chat_render(rq->srv, root, &prompt, &e))
+    } else if (!chat_render(rq->srv, root, API_OLLAMA, &chat, &e)) {
         ret = reply_error(rq, API_OLLAMA, e.status, e.param, "%s", e.message);
-    else
-        ret = generate_path(rq, root, prompt);
-    free(prompt);
+    } else {
+        ret = generate_path(rq, root, &chat);
+        chat_prompt_free(&chat);
+    }
     json_decref(root);
     return ret;
 }
@@ -330,9 +385,13 @@ int ollama_show(srv_request *rq) {
     json_object_set_new(info, key, json_integer(plm_model_n_layer(model)));
     char at[40];
     iso_time((double)mi->mtime, at);
-    return reply_json(rq, 200, json_pack("{ssssssssso so s[s] ss}", "license", "", "modelfile", "", "parameters", "",
-                                         "template", "", "details", details_json(mi), "model_info", info,
-                                         "capabilities", "completion", "modified_at", at));
+    const srv_chat *chat = &rq->srv->chat;
+    json_t *caps = json_pack("[s]", "completion");
+    if (chat->format != TC_NONE) json_array_append_new(caps, json_string("tools"));
+    if (chat->source && strstr(chat->source, "<think>")) json_array_append_new(caps, json_string("thinking"));
+    return reply_json(rq, 200, json_pack("{ssssssssso so so ss}", "license", "", "modelfile", "", "parameters", "",
+                                         "template", chat->source ? chat->source : "", "details", details_json(mi),
+                                         "model_info", info, "capabilities", caps, "modified_at", at));
 }
 
 int ollama_version(srv_request *rq) {

@@ -2,8 +2,8 @@
  * OpenAI's API: POST /v1/completions (streamed as SSE `data:` events ending
  * with `data: [DONE]`, or one JSON reply), GET /v1/models, and
  * POST /v1/chat/completions, which is "render the messages with the model's
- * chat template -> prompt text -> the completion path" (chat_render below,
- * waiting for the chat-template module).
+ * chat template -> prompt text -> the completion path" (chat.c), its output
+ * split into content, reasoning_content and tool_calls.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,14 @@ typedef struct oai_stream {
     bool include_usage;
     bool chat;        /* chat.completion(.chunk) shape: message / delta */
     bool role_sent;   /* the first chat delta carries the role */
+    chat_split split; /* chat: the output so far, and what was sent of it */
 } oai_stream;
+
+static void oai_stream_free(void *user) {
+    oai_stream *u = user;
+    if (u) chat_split_free(&u->split);
+    free(u);
+}
 
 /* ---- request ---------------------------------------------------------------- */
 
@@ -163,12 +170,44 @@ static json_t *completion_json(const srv_server *srv, const srv_job *j, const ch
                      "choices", choice, "usage", usage_json(j));
 }
 
-static json_t *chat_json(const srv_server *srv, const srv_job *j, const char *id) {
-    json_t *text = json_text(j->text ? j->text : "", j->len);
-    json_t *choice = json_pack("{sis{ssso}soss}", "index", 0, "message", "role", "assistant", "content",
-                               text ? text : json_string(""), "logprobs", json_null(), "finish_reason",
-                               finish_reason_openai(j));
-    return json_pack("{sssssIsssss[o]so}", "id", id, "object", "chat.completion", "created", (json_int_t)wall_now(),
+/* OpenAI's tool_calls: arguments as a JSON string, each call with an id. */
+static json_t *tool_calls_json(json_t *calls, bool with_index) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        char id[48];
+        random_id("call_", id);
+        char *args = json_dumps(json_object_get(c, "arguments"), JSON_COMPACT);
+        json_t *tc = json_pack("{sssss{sOss}}", "id", id, "type", "function", "function", "name",
+                               json_object_get(c, "name"), "arguments", args ? args : "{}");
+        free(args);
+        if (tc && with_index) json_object_set_new(tc, "index", json_integer((json_int_t)i));
+        if (tc) json_array_append_new(out, tc);
+    }
+    return out;
+}
+
+static const char *chat_finish_reason(const srv_job *j, json_t *calls) {
+    return calls && json_array_size(calls) ? "tool_calls" : finish_reason_openai(j);
+}
+
+static json_t *chat_json(const srv_server *srv, const srv_job *j, oai_stream *u) {
+    char *content = NULL, *reasoning = NULL;
+    json_t *calls = NULL;
+    if (!chat_split_step(&u->split, j->text ? j->text : "", j->len, true, &content, &reasoning, &calls)) return NULL;
+    json_t *msg = json_pack("{ss}", "role", "assistant");
+    bool has_calls = calls && json_array_size(calls);
+    json_object_set_new(msg, "content", content || !has_calls ? json_text(content ? content : "", content ? strlen(content) : 0)
+                                                              : json_null());
+    if (reasoning && *reasoning) json_object_set_new(msg, "reasoning_content", json_text(reasoning, strlen(reasoning)));
+    if (has_calls) json_object_set_new(msg, "tool_calls", tool_calls_json(calls, false));
+    json_t *choice = json_pack("{sisososs}", "index", 0, "message", msg, "logprobs", json_null(), "finish_reason",
+                               chat_finish_reason(j, calls));
+    free(content);
+    free(reasoning);
+    json_decref(calls);
+    return json_pack("{sssssIsssss[o]so}", "id", u->id, "object", "chat.completion", "created", (json_int_t)wall_now(),
                      "model", srv->info.name, "system_fingerprint", "pocketlm-" PLM_VERSION, "choices", choice, "usage",
                      usage_json(j));
 }
@@ -194,22 +233,37 @@ static json_t *chunk(const oai_stream *u, json_t *choices) {
                      "model", u->model, "system_fingerprint", "pocketlm-" PLM_VERSION, "choices", choices);
 }
 
-/* One choice of a chunk: text (completions) or a delta (chat). */
-static json_t *chunk_choice(oai_stream *u, json_t *text, json_t *finish) {
+/* One choice of a completions chunk. */
+static json_t *chunk_choice(json_t *text, json_t *finish) {
     if (!text) text = json_string("");
-    if (!u->chat)
-        return json_pack("[{sosisoso}]", "text", text, "index", 0, "logprobs", json_null(), "finish_reason", finish);
+    return json_pack("[{sosisoso}]", "text", text, "index", 0, "logprobs", json_null(), "finish_reason", finish);
+}
+
+/* A chat chunk: a delta of content / reasoning_content / tool_calls (the
+ * first one carries the role), or NULL when there is nothing to send. */
+static char *chat_chunk(oai_stream *u, char *content, char *reasoning, json_t *calls, const char *finish) {
     json_t *delta = json_object();
     if (!u->role_sent) json_object_set_new(delta, "role", json_string("assistant"));
+    if (content) json_object_set_new(delta, "content", json_text(content, strlen(content)));
+    if (reasoning) json_object_set_new(delta, "reasoning_content", json_text(reasoning, strlen(reasoning)));
+    if (calls) json_object_set_new(delta, "tool_calls", tool_calls_json(calls, true));
+    free(content);
+    free(reasoning);
+    if (!json_object_size(delta) && !finish) {
+        json_decref(delta);
+        return NULL;
+    }
     u->role_sent = true;
-    if (json_string_length(text) || json_is_null(finish)) json_object_set(delta, "content", text);
-    json_decref(text);
-    return json_pack("[{sisososo}]", "index", 0, "delta", delta, "logprobs", json_null(), "finish_reason", finish);
+    json_t *choices = json_pack("[{sisososo}]", "index", 0, "delta", delta, "logprobs", json_null(), "finish_reason",
+                                finish ? json_string(finish) : json_null());
+    json_t *c = chunk(u, choices);
+    json_decref(choices);
+    return sse(c);
 }
 
 static char *sse_text(srv_stream *st, const char *text, size_t len) {
     oai_stream *u = st->user;
-    json_t *choices = chunk_choice(u, json_text(text, len), json_null());
+    json_t *choices = chunk_choice(json_text(text, len), json_null());
     json_t *c = chunk(u, choices);
     json_decref(choices);
     return sse(c);
@@ -228,18 +282,7 @@ static char *join3(char *a, char *b, const char *c) {
     return out;
 }
 
-static char *sse_final(srv_stream *st) {
-    oai_stream *u = st->user;
-    srv_job *j = st->job;
-    char *last;
-    if (j->status != PLM_OK) {
-        last = sse(json_pack("{s{ssssss?}}", "error", "message", j->error, "type", "server_error", "param", NULL));
-    } else {
-        json_t *choices = chunk_choice(u, json_string(""), json_string(finish_reason_openai(j)));
-        json_t *c = chunk(u, choices);
-        json_decref(choices);
-        last = sse(c);
-    }
+static char *usage_chunk(oai_stream *u, const srv_job *j) {
     char *usage = NULL;
     if (u->include_usage && j->status == PLM_OK) {
         json_t *choices = json_array();
@@ -248,42 +291,91 @@ static char *sse_final(srv_stream *st) {
         json_object_set_new(c, "usage", usage_json(j));
         usage = sse(c);
     }
-    return join3(last, usage, "data: [DONE]\n\n");
+    return usage;
 }
 
-static const srv_stream_format SSE_COMPLETION = {sse_text, sse_final, "text/event-stream"};
+static char *sse_final(srv_stream *st) {
+    oai_stream *u = st->user;
+    srv_job *j = st->job;
+    char *last;
+    if (j->status != PLM_OK) {
+        last = sse(json_pack("{s{ssssss?}}", "error", "message", j->error, "type", "server_error", "param", NULL));
+    } else {
+        json_t *choices = chunk_choice(json_string(""), json_string(finish_reason_openai(j)));
+        json_t *c = chunk(u, choices);
+        json_decref(choices);
+        last = sse(c);
+    }
+    return join3(last, usage_chunk(u, j), "data: [DONE]\n\n");
+}
+
+static char *sse_chat_text(srv_stream *st, const char *text, size_t len) {
+    oai_stream *u = st->user;
+    char *content, *reasoning;
+    if (!chat_split_step(&u->split, text, len, false, &content, &reasoning, NULL)) return NULL;
+    return chat_chunk(u, content, reasoning, NULL, NULL);
+}
+
+/* The end of a chat stream: the held-back text, the tool calls, the finish
+ * reason, the usage, [DONE]. */
+static char *sse_chat_final(srv_stream *st) {
+    oai_stream *u = st->user;
+    srv_job *j = st->job;
+    if (j->status != PLM_OK)
+        return join3(sse(json_pack("{s{ssssss?}}", "error", "message", j->error, "type", "server_error", "param", NULL)),
+                     NULL, "data: [DONE]\n\n");
+    char *content = NULL, *reasoning = NULL;
+    json_t *calls = NULL;
+    chat_split_step(&u->split, "", 0, true, &content, &reasoning, &calls);
+    char *rest = chat_chunk(u, content, reasoning, calls, NULL);
+    char *fin = chat_chunk(u, NULL, NULL, NULL, chat_finish_reason(j, calls));
+    json_decref(calls);
+    return join3(join3(rest, fin, ""), usage_chunk(u, j), "data: [DONE]\n\n");
+}
+
+static const srv_stream_format SSE_COMPLETION = {sse_text, sse_final, "text/event-stream", oai_stream_free};
+static const srv_stream_format SSE_CHAT = {sse_chat_text, sse_chat_final, "text/event-stream", oai_stream_free};
 
 /* ---- handlers ------------------------------------------------------------------ */
 
-/* A parsed job goes to the scheduler; the reply streams or waits. */
-static int run_completion(srv_request *rq, srv_job *j, bool stream, bool include_usage, bool chat) {
+/* A parsed job goes to the scheduler; the reply streams or waits.  chat:
+ * the rendered conversation (NULL for completions). */
+static int run_completion(srv_request *rq, srv_job *j, bool stream, bool include_usage, const srv_chat_prompt *chat) {
     if (!submit_or_reply(rq, API_OPENAI, j)) return MHD_YES;
     oai_stream *u = calloc(1, sizeof *u);
-    if (!u) return reply_error(rq, API_OPENAI, 500, NULL, "out of memory");
+    if (!u || (chat && !chat_split_init(&u->split, chat))) {
+        oai_stream_free(u);
+        return reply_error(rq, API_OPENAI, 500, NULL, "out of memory");
+    }
     random_id(chat ? "chatcmpl-" : "cmpl-", u->id);
     u->created = (long long)wall_now();
     snprintf(u->model, sizeof u->model, "%s", rq->srv->info.name);
     u->include_usage = include_usage;
-    u->chat = chat;
-    if (stream) return reply_stream(rq, j, &SSE_COMPLETION, u);
+    u->chat = chat != NULL;
+    if (stream) return reply_stream(rq, j, chat ? &SSE_CHAT : &SSE_COMPLETION, u);
     int ret;
+    json_t *out;
     if (!wait_job(rq, j)) ret = MHD_NO;  /* the client left: close */
     else if (j->status != PLM_OK) ret = reply_error(rq, API_OPENAI, 500, NULL, "generation failed: %s", j->error);
-    else ret = reply_json(rq, 200, chat ? chat_json(rq->srv, j, u->id) : completion_json(rq->srv, j, u->id));
-    free(u);
+    else if (!(out = chat ? chat_json(rq->srv, j, u) : completion_json(rq->srv, j, u->id)))
+        ret = reply_error(rq, API_OPENAI, 500, NULL, "out of memory");
+    else ret = reply_json(rq, 200, out);
+    oai_stream_free(u);
     return ret;
 }
 
 /* The completion path, shared by both endpoints: `prompt` is the request's
- * (completions) or the rendered conversation (chat, whose template writes
- * the special tokens itself, so none are added). */
-static int completion_path(srv_request *rq, json_t *root, json_t *prompt, bool chat) {
+ * (completions) or the rendered conversation (chat).  A chat's text is
+ * tokenized with its special tokens parsed and BOS added as the vocabulary
+ * asks (chat_render took a template-written BOS off), as llama.cpp does. */
+static int completion_path(srv_request *rq, json_t *root, json_t *prompt, const srv_chat_prompt *chat) {
     srv_parse_error e = {0};
     srv_job *j = job_new();
     if (!j) return reply_error(rq, API_OPENAI, 500, NULL, "out of memory");
     bool stream = false, include_usage = false;
     bool ok = refuse_unsupported(root, &e) && parse_stream_flags(root, &stream, &include_usage, &e) &&
-              parse_prompt(rq->srv, prompt, "prompt", !chat, j, &e) && parse_generation(rq->srv, root, chat, j, &e);
+              parse_prompt(rq->srv, prompt, chat ? "messages" : "prompt", true, j, &e) &&
+              parse_generation(rq->srv, root, chat != NULL, j, &e);
     int ret = ok ? run_completion(rq, j, stream, include_usage, chat)
                  : reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
     job_unref(j);
@@ -296,24 +388,9 @@ int openai_completions(srv_request *rq) {
     if (!root) return reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
     json_t *prompt = json_object_get(root, "prompt");
     int ret = !prompt || json_is_null(prompt) ? reply_error(rq, API_OPENAI, 400, "prompt", "'prompt' is required")
-                                              : completion_path(rq, root, prompt, false);
+                                              : completion_path(rq, root, prompt, NULL);
     json_decref(root);
     return ret;
-}
-
-/* Chat: messages -> prompt text through the model's chat template
- * (include/pocketlm_chat.h, being written beside this).  Wiring it: compile
- * the model's template (plm_chat_template_from_gguf, or a built-in) once at
- * start-up into srv_server, and here render `messages` (and `tools`) with
- * add_generation_prompt and the model's BOS/EOS texts.  Until then: 501. */
-bool chat_render(const srv_server *srv, json_t *root, char **prompt, srv_parse_error *e) {
-    (void)srv;
-    (void)root;
-    *prompt = NULL;
-    parse_error_set(e, 501, "messages",
-                    "chat endpoints need the chat-template renderer, which this build does not have yet; "
-                    "use /v1/completions or /api/generate with a prompt");
-    return false;
 }
 
 int openai_chat(srv_request *rq) {
@@ -321,18 +398,18 @@ int openai_chat(srv_request *rq) {
     json_t *root = parse_body(rq, &e);
     if (!root) return reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
     int ret;
-    char *prompt = NULL;
+    srv_chat_prompt chat;
     if (!json_is_array(json_object_get(root, "messages")) || !json_array_size(json_object_get(root, "messages"))) {
         ret = reply_error(rq, API_OPENAI, 400, "messages", "'messages' must be a non-empty array");
-    } else if (!chat_render(rq->srv, root, &prompt, &e)) {
+    } else if (!chat_render(rq->srv, root, API_OPENAI, &chat, &e)) {
         ret = reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
     } else {
-        json_t *text = json_string(prompt);
-        ret = text ? completion_path(rq, root, text, true)
+        json_t *text = json_string(chat.text);
+        ret = text ? completion_path(rq, root, text, &chat)
                    : reply_error(rq, API_OPENAI, 500, NULL, "the chat template rendered invalid UTF-8");
         json_decref(text);
+        chat_prompt_free(&chat);
     }
-    free(prompt);
     json_decref(root);
     return ret;
 }

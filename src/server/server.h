@@ -5,8 +5,11 @@
  *                limits, the API key, disconnect detection, JSON replies
  *   request.c    JSON request fields -> a generation job (types and ranges
  *                checked, errors naming the field)
- *   openai.c     /v1/completions, /v1/models, /v1/chat/completions (501)
- *   ollama.c     /api/generate, /api/tags, /api/show, /api/version, /api/chat (501)
+ *   openai.c     /v1/completions, /v1/models, /v1/chat/completions
+ *   ollama.c     /api/generate, /api/tags, /api/show, /api/version, /api/chat
+ *   chat.c       the model's chat template: messages (and tools) -> prompt
+ *                text; generated text -> content, reasoning and tool calls
+ *   tool_calls.c the output parser chat.c uses (Hermes and Llama 3 calls)
  *   stream.c     a job's output as SSE (`data:` chunks) or NDJSON
  *   job.c        one request's generation: inputs, the text and token
  *                records the worker appends, completion, cancellation
@@ -31,6 +34,8 @@
 #include <jansson.h>
 
 #include "pocketlm.h"
+#include "pocketlm_chat.h"
+#include "server/tool_calls.h"
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -161,10 +166,20 @@ typedef struct srv_model_info {
     char digest[65];           /* a stable hex id of the file (path, size, mtime) */
 } srv_model_info;
 
+/* The chat template, compiled once at start-up. */
+typedef struct srv_chat {
+    plm_chat_template *tmpl;
+    char *source;              /* its Jinja text */
+    char origin[160];          /* "the model's", "built-in qwen3", a file name */
+    char *bos, *eos;           /* the model's BOS/EOS texts (NULL: none) */
+    tc_format format;          /* the tool-call format the template teaches */
+} srv_chat;
+
 typedef struct srv_server {
     srv_config cfg;
     plm_model *model;
     srv_model_info info;
+    srv_chat chat;
     srv_sched *sched;
     srv_metrics metrics;
     struct MHD_Daemon *daemon;
@@ -236,6 +251,8 @@ typedef struct srv_stream_format {
     /* the closing chunks (finish reason, usage, [DONE]) */
     char *(*final_chunks)(srv_stream *st);
     const char *content_type;
+    /* frees the handler's per-stream data; NULL = free() */
+    void (*free_user)(void *user);
 } srv_stream_format;
 
 struct srv_stream {
@@ -261,10 +278,43 @@ int ollama_tags(srv_request *rq);
 int ollama_show(srv_request *rq);
 int ollama_version(srv_request *rq);
 
-/* Chat: renders a request's "messages" (and "tools") to prompt text with
- * the model's chat template; *prompt is malloc'd (openai.c; 501 until the
- * template module is wired). */
-bool chat_render(const srv_server *srv, json_t *root, char **prompt, srv_parse_error *e);
+/* Chat (chat.c).  chat_setup compiles the template: `file` or the built-in
+ * `name` when given, else the model's own, else chatml (with a note on
+ * stderr); false with a message on stderr when it cannot. */
+bool chat_setup(srv_server *srv, const char *name, const char *file);
+void chat_teardown(srv_chat *c);
+
+/* A request's rendered conversation. */
+typedef struct srv_chat_prompt {
+    char *text;                /* the prompt, to tokenize with add_special (a BOS the
+                                  template wrote is taken off when the vocabulary adds one) */
+    tc_format format;          /* how to find tool calls in the output; TC_NONE: no tools */
+    bool think_open;           /* the prompt ends inside a <think> block */
+    char *prefill;             /* the start of the reply the prompt already holds (a
+                                  forced tool call); parsed with the output; NULL: none */
+} srv_chat_prompt;
+
+/* Renders "messages", "tools", "tool_choice" and the template variables
+ * ("chat_template_kwargs"; Ollama's "think") of a chat request. */
+bool chat_render(const srv_server *srv, json_t *root, srv_api api, srv_chat_prompt *out, srv_parse_error *e);
+void chat_prompt_free(srv_chat_prompt *p);
+
+/* A chat reply's output, split as it grows: content, reasoning, tool calls. */
+typedef struct chat_split {
+    tc_format format;
+    bool think_open;
+    char *text;                /* the prefill + what was generated so far */
+    size_t len, cap;
+    size_t sent_content, sent_reasoning;
+} chat_split;
+
+bool chat_split_init(chat_split *cs, const srv_chat_prompt *p);
+/* Adds generated text and returns what is new since the last step: content
+ * and reasoning (malloc'd, NULL when nothing new); at the end (`final`) also
+ * the tool calls (an array of {"name", "arguments": object}, or NULL). */
+bool chat_split_step(chat_split *cs, const char *text, size_t n, bool final, char **content, char **reasoning,
+                     json_t **calls);
+void chat_split_free(chat_split *cs);
 
 /* Shared by the handlers: "stop"/"length" from a finish reason. */
 const char *finish_reason_openai(const srv_job *j);

@@ -56,7 +56,8 @@ static void stream_free(void *cls) {
     srv_stream *st = cls;
     atomic_store(&st->job->cancel, true);  /* a no-op once it is done */
     job_unref(st->job);
-    free(st->user);
+    if (st->fmt->free_user) st->fmt->free_user(st->user);
+    else free(st->user);
     free(st->out);
     free(st);
 }
@@ -64,7 +65,8 @@ static void stream_free(void *cls) {
 int reply_stream(srv_request *rq, srv_job *j, const srv_stream_format *fmt, void *user) {
     srv_stream *st = calloc(1, sizeof *st);
     if (!st) {
-        free(user);
+        if (fmt->free_user) fmt->free_user(user);
+        else free(user);
         return reply_error(rq, API_OPENAI, 500, NULL, "out of memory");
     }
     st->rq = *rq;

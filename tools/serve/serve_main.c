@@ -20,6 +20,7 @@
 
 typedef struct serve_opts {
     const char *model, *host, *api_key, *alias, *cache_type_k, *cache_type_v, *mem_limit;
+    const char *chat_template, *chat_template_file;
     int port, n_ctx, n_batch, n_threads, parallel, queue, max_prompt, max_tokens, timeout, max_conn;
     int max_body_kib;
     float grace;
@@ -91,6 +92,11 @@ static int serve(const serve_opts *o, srv_server *srv) {
         return 1;
     }
     model_info(o, srv->model, &srv->info);
+    if (!chat_setup(srv, o->chat_template, o->chat_template_file)) {
+        chat_teardown(&srv->chat);
+        plm_model_free(srv->model);
+        return 1;
+    }
     metrics_init(&srv->metrics);
     int rc = 1;
     if (sched_new(srv->model, &cp, &srv->cfg, &srv->metrics, &srv->sched, &err)) {
@@ -100,6 +106,7 @@ static int serve(const serve_opts *o, srv_server *srv) {
         sched_free(srv->sched);
     }
     metrics_destroy(&srv->metrics);
+    chat_teardown(&srv->chat);
     plm_model_free(srv->model);
     return rc;
 }
@@ -130,6 +137,9 @@ int main(int argc, char **argv) {
         {NULL, "--port", ARG_INT, &o.port, "N", "port; 0 = any free one (printed)"},
         {NULL, "--api-key", ARG_STR, &o.api_key, "KEY", "require 'Authorization: Bearer KEY'"},
         {NULL, "--alias", ARG_STR, &o.alias, "NAME", "model name in the APIs (default: the file name)"},
+        {NULL, "--chat-template", ARG_STR, &o.chat_template, "NAME",
+         "built-in chat template (chatml, llama3, qwen3, ...) instead of the model's"},
+        {NULL, "--chat-template-file", ARG_STR, &o.chat_template_file, "FILE", "Jinja chat template instead of the model's"},
         {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = the largest that fits memory"},
         {NULL, "--mem-limit", ARG_STR, &o.mem_limit, "SIZE", "refuse to plan past this (e.g. 2G)"},
         {"-b", "--batch-size", ARG_INT, &o.n_batch, "N", "prompt tokens per forward pass, 0 = tuned, else 512"},
