@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 
-static const plm_arch *const registry[] = {&plm_arch_llama, &plm_arch_qwen2};
+static const plm_arch *const registry[] = {&plm_arch_llama, &plm_arch_qwen2, &plm_arch_qwen3};
 enum { N_ARCH = sizeof registry / sizeof registry[0] };
 
 const plm_arch *const *plm_arch_all(int *n) {
@@ -127,6 +127,10 @@ static plm_status derive_and_check(plm_hparams *hp, plm_error *err) {
     if (hp->head_dim < 0) hp->head_dim = hp->n_embd / hp->n_head;
     if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
         return plm_fail(err, PLM_ERR_FORMAT, "invalid head dimension %d", hp->head_dim);
+    if (hp->head_dim_v <= 0) hp->head_dim_v = hp->head_dim;  /* absent, or a family without the key */
+    if (hp->head_dim_v != hp->head_dim)
+        return plm_fail(err, PLM_ERR_UNSUPPORTED, "%s.attention.value_length=%d differs from key_length=%d", a,
+                        hp->head_dim_v, hp->head_dim);
     if (hp->n_rot < 0) hp->n_rot = hp->head_dim;
     if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
         return plm_fail(err, PLM_ERR_FORMAT, "%s.rope.dimension_count=%d invalid for head dim %d", a, hp->n_rot,

@@ -30,6 +30,7 @@ typedef struct plm_hparams {
     char name[128];
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
     int n_ctx_train, n_rot;
+    int head_dim_v;              /* attention.value_length: must equal head_dim */
     float rms_eps, rope_freq_base, rope_freq_scale;
     plm_rope_type rope_type;
     /* Sliding-window attention: a windowed layer sees only the last n_swa
@@ -144,7 +145,7 @@ const plm_arch *const *plm_arch_all(int *n);
 /* Writes "llama, qwen2" (every name, for error messages) into buf. */
 void plm_arch_names(char *buf, size_t size);
 
-extern const plm_arch plm_arch_llama, plm_arch_qwen2;
+extern const plm_arch plm_arch_llama, plm_arch_qwen2, plm_arch_qwen3;
 
 /* Reads arch's hyperparameter keys from f into hp (hp->arch and name too,
  * n_vocab from token_embd.weight's rows when present), checks them, and

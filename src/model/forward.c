@@ -39,7 +39,6 @@ static const char *unimplemented(const plm_arch *a) {
     if (a->norm != PLM_NORM_RMS) return "a norm other than RMSNorm";
     if (a->act != PLM_ACT_SILU) return "an FFN activation other than SiLU";
     if (a->ffn != PLM_FFN_DENSE) return "a Mixture-of-Experts FFN";
-    if (a->qk_norm) return "Q/K norms";
     if (a->post_attn_norm || a->post_ffn_norm) return "post-block norms";
     if (a->embd_scale_sqrt) return "scaled embeddings";
     if (a->swa_every) return "sliding-window attention";
@@ -290,6 +289,13 @@ static void attention(plm_forward_state *ctx, int il, const plm_ubatch *b, float
     plm_pool_run(ctx->pool, attn_task, &a);
 }
 
+/* qwen3's Q/K norms: each head of each token's q (and k) normalized on its
+ * own, with one [head_dim] weight shared by all heads. */
+static void head_norm(float *x, const float *w, int n_rows, int n_heads, int head_dim, float eps) {
+    if (!w) return;
+    for (int64_t h = 0; h < (int64_t)n_rows * n_heads; h++) plm_rmsnorm(x + h * head_dim, x + h * head_dim, w, head_dim, eps);
+}
+
 static void rope(plm_forward_state *ctx, const plm_ubatch *b) {
     const plm_hparams *hp = &ctx->model->hp;
     float cos_t[512], sin_t[512];  /* n_rot <= head_dim <= 1024, checked at load */
@@ -341,6 +347,8 @@ static void attention_step(plm_forward_state *ctx, const plm_layer *L, int il, c
     add_bias(s->q, L->bq, n, q_dim);
     add_bias(s->k, L->bk, n, kv_dim);
     add_bias(s->v, L->bv, n, kv_dim);
+    head_norm(s->q, L->q_norm, n, hp->n_head, hp->head_dim, hp->rms_eps);
+    head_norm(s->k, L->k_norm, n, hp->n_head_kv, hp->head_dim, hp->rms_eps);
     rope(ctx, b);
     plm_kv_store(&ctx->kv, ctx->kt, il, b, s->k, s->v);
 

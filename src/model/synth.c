@@ -47,24 +47,30 @@ typedef struct synth_shape {
     uint32_t n_layer, n_embd, n_head, n_head_kv, n_ff, n_ctx;
     float rope_theta, rms_eps;
     bool tied;         /* output shares token_embd: no output.weight */
+    uint32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
 } synth_shape;
 
 /* Real models first; the "test-" shapes are tiny, for the unit tests. */
 static const synth_shape shapes[] = {
-    {"tinyllama-1.1b", &plm_arch_llama, 22, 2048, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false},
-    {"llama-3.2-1b", &plm_arch_llama, 16, 2048, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true},
-    {"llama-3.2-3b", &plm_arch_llama, 28, 3072, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true},
-    {"qwen2.5-0.5b", &plm_arch_qwen2, 24, 896, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true},
-    {"qwen2.5-1.5b", &plm_arch_qwen2, 28, 1536, 12, 2, 8960, 32768, 1000000.0f, 1e-6f, true},
-    {"qwen2.5-7b", &plm_arch_qwen2, 28, 3584, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false},
-    {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false},
-    {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true},
+    {"tinyllama-1.1b", &plm_arch_llama, 22, 2048, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, 0},
+    {"llama-3.2-1b", &plm_arch_llama, 16, 2048, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0},
+    {"llama-3.2-3b", &plm_arch_llama, 28, 3072, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0},
+    {"qwen2.5-0.5b", &plm_arch_qwen2, 24, 896, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, 0},
+    {"qwen2.5-1.5b", &plm_arch_qwen2, 28, 1536, 12, 2, 8960, 32768, 1000000.0f, 1e-6f, true, 0},
+    {"qwen2.5-7b", &plm_arch_qwen2, 28, 3584, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false, 0},
+    {"qwen3-0.6b", &plm_arch_qwen3, 28, 1024, 16, 8, 3072, 40960, 1000000.0f, 1e-6f, true, 128},
+    {"qwen3-1.7b", &plm_arch_qwen3, 28, 2048, 16, 8, 6144, 40960, 1000000.0f, 1e-6f, true, 128},
+    {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, 0},
+    {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, 0},
+    /* head_dim 64 with n_embd 256 / 8 heads: q_dim != n_embd, as in Qwen3; rows of 256 for K-quants */
+    {"test-qwen3-tiny", &plm_arch_qwen3, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 static const char *const shape_names[N_SHAPES + 1] = {
     "tinyllama-1.1b", "llama-3.2-1b", "llama-3.2-3b", "qwen2.5-0.5b",
-    "qwen2.5-1.5b", "qwen2.5-7b", "test-llama-tiny", "test-qwen2-tiny", NULL,
+    "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-1.7b",
+    "test-llama-tiny", "test-qwen2-tiny", "test-qwen3-tiny", NULL,
 };
 
 const char *const *plm_synth_shapes(void) { return shape_names; }
@@ -182,7 +188,7 @@ static plm_hparams shape_hparams(const synth_shape *sh, uint64_t n_vocab) {
     hp.n_embd = (int)sh->n_embd;
     hp.n_head = (int)sh->n_head;
     hp.n_head_kv = (int)sh->n_head_kv;
-    hp.head_dim = hp.n_rot = (int)(sh->n_embd / sh->n_head);
+    hp.head_dim = hp.head_dim_v = hp.n_rot = (int)(sh->head_dim ? sh->head_dim : sh->n_embd / sh->n_head);
     hp.n_ff = (int)sh->n_ff;
     hp.n_ctx_train = (int)sh->n_ctx;
     hp.rms_eps = sh->rms_eps;
