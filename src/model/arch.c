@@ -41,6 +41,7 @@ int64_t plm_dim_size(const plm_hparams *hp, plm_dim d) {
     case PLM_DIM_FF: return hp->n_ff;
     case PLM_DIM_VOCAB: return hp->n_vocab;
     case PLM_DIM_HEAD: return hp->head_dim;
+    case PLM_DIM_ROPE: return hp->n_rot / 2;
     default: return 1;
     }
 }

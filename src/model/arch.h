@@ -72,6 +72,7 @@ typedef enum {
     PLM_DIM_FF,     /* n_ff */
     PLM_DIM_VOCAB,  /* rows of token_embd.weight */
     PLM_DIM_HEAD,   /* head_dim (per-head Q/K norms) */
+    PLM_DIM_ROPE,   /* n_rot / 2: one factor per rotated pair */
 } plm_dim;
 
 /* What a tensor is: how it binds (a matrix in its stored format, or a vector
@@ -81,6 +82,7 @@ typedef enum {
     PLM_T_MATRIX,    /* matrix, N(0, 0.02) */
     PLM_T_NORM,      /* vector, 1.0 */
     PLM_T_BIAS,      /* vector, N(0, 0.02) */
+    PLM_T_ROPE_FACTORS, /* vector dividing RoPE's frequencies; synth: the llama3 scaling */
 } plm_tensor_kind;
 
 typedef enum {

