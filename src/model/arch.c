@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 
-static const plm_arch *const registry[] = {&plm_arch_llama, &plm_arch_qwen2, &plm_arch_qwen3};
+static const plm_arch *const registry[] = {&plm_arch_llama, &plm_arch_qwen2, &plm_arch_qwen3, &plm_arch_granite};
 enum { N_ARCH = sizeof registry / sizeof registry[0] };
 
 const plm_arch *const *plm_arch_all(int *n) {
@@ -137,6 +137,7 @@ static plm_status derive_and_check(plm_hparams *hp, plm_error *err) {
         return plm_fail(err, PLM_ERR_FORMAT, "%s.rope.dimension_count=%d invalid for head dim %d", a, hp->n_rot,
                         hp->head_dim);
     if (hp->n_ctx_train <= 0) hp->n_ctx_train = 2048;
+    if (hp->logit_scale == 0.0f) return plm_fail(err, PLM_ERR_FORMAT, "%s.logit_scale is 0", a);
     return PLM_OK;
 }
 

@@ -147,7 +147,7 @@ const plm_arch *const *plm_arch_all(int *n);
 /* Writes "llama, qwen2" (every name, for error messages) into buf. */
 void plm_arch_names(char *buf, size_t size);
 
-extern const plm_arch plm_arch_llama, plm_arch_qwen2, plm_arch_qwen3;
+extern const plm_arch plm_arch_llama, plm_arch_qwen2, plm_arch_qwen3, plm_arch_granite;
 
 /* Reads arch's hyperparameter keys from f into hp (hp->arch and name too,
  * n_vocab from token_embd.weight's rows when present), checks them, and

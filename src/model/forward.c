@@ -200,11 +200,18 @@ static void add_bias(float *y, const float *b, int n_rows, int64_t dim) {
         for (int64_t i = 0; i < dim; i++) y[t * dim + i] += b[i];
 }
 
+/* Whether a multiplier of the hyperparameters does anything: 1 is the
+ * neutral value, and 0 in a file means "none", as in llama.cpp (granite). */
+static bool scales(float s) { return s != 1.0f && s != 0.0f; }
+
 static void embed(plm_forward_state *ctx, const plm_token *tokens, int n) {
     const plm_weight *e = &ctx->model->tok_embd;
-    for (int t = 0; t < n; t++)
-        ctx->kt->dequantize_row[e->type]((const char *)e->data + (size_t)tokens[t] * e->row_bytes,
-                                         ctx->s.x + (int64_t)t * e->cols, e->cols);
+    const float scale = ctx->model->hp.embd_scale;
+    for (int t = 0; t < n; t++) {
+        float *x = ctx->s.x + (int64_t)t * e->cols;
+        ctx->kt->dequantize_row[e->type]((const char *)e->data + (size_t)tokens[t] * e->row_bytes, x, e->cols);
+        if (scales(scale)) plm_scale(x, scale, (int)e->cols);
+    }
 }
 
 /* Causal grouped-query attention of n new tokens (already in the cache),
@@ -221,6 +228,7 @@ typedef struct attn_job {
     int il, n;
     const plm_ubatch *b;  /* each token's position and sequence */
     int heads_per_unit;   /* query heads per unit of work */
+    float scale;          /* of the scores: attn_scale, or 1/sqrt(head_dim) */
     float *out;           /* [n][q_dim] */
     atomic_int next;      /* next unit */
 } attn_job;
@@ -250,12 +258,11 @@ static void attend_unit(const attn_job *a, int t, int h0, int nh) {
     if (kv->type_k == PLM_TYPE_F16 && kv->type_v == PLM_TYPE_F16) {
         uint16_t qh[ATTN_UNIT_ELEMS];
         ctx->kt->quantize_row[PLM_TYPE_F16](q, qh, (int64_t)nh * hd);
-        ctx->kt->attn_f16(o, qh, nh, K, V, kv->k_row, kv->v_row, n_keys, hd, 1.0f / sqrtf((float)hd),
-                          ctx->flash_attn);
+        ctx->kt->attn_f16(o, qh, nh, K, V, kv->k_row, kv->v_row, n_keys, hd, a->scale, ctx->flash_attn);
         return;
     }
     ctx->kt->attn_quant(ctx->kt, o, q, nh, kv->type_k, K, kv->k_row, kv->type_v, V, kv->v_row, n_keys, hd,
-                        1.0f / sqrtf((float)hd), ctx->flash_attn);
+                        a->scale, ctx->flash_attn);
 }
 
 static void attn_task(void *arg, int ith, int nth) {
@@ -283,8 +290,10 @@ static int heads_per_unit(const plm_hparams *hp, int n, int n_threads) {
 
 static void attention(plm_forward_state *ctx, int il, const plm_ubatch *b, float *out) {
     const int n = b->n;
+    const plm_hparams *hp = &ctx->model->hp;
     attn_job a = {.ctx = ctx, .il = il, .n = n, .b = b, .out = out,
-                  .heads_per_unit = heads_per_unit(&ctx->model->hp, n, plm_pool_size(ctx->pool))};
+                  .heads_per_unit = heads_per_unit(hp, n, plm_pool_size(ctx->pool)),
+                  .scale = hp->attn_scale != 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim)};
     atomic_init(&a.next, 0);
     plm_pool_run(ctx->pool, attn_task, &a);
 }
@@ -347,8 +356,13 @@ void plm_forward_rerotate(void *state, plm_kv_cache *kv, plm_kv_seq seq, uint32_
     }
 }
 
-static void add_rows(float *x, const float *y, int64_t count) {
-    for (int64_t i = 0; i < count; i++) x[i] += y[i];
+/* The residual add of a block's output y, scaled first (granite). */
+static void add_rows(const plm_hparams *hp, float *x, const float *y, int64_t count) {
+    if (!scales(hp->residual_scale)) {
+        for (int64_t i = 0; i < count; i++) x[i] += y[i];
+        return;
+    }
+    for (int64_t i = 0; i < count; i++) x[i] += y[i] * hp->residual_scale;
 }
 
 /* The attention step: x += Wo attention(rope(Wq h), rope(Wk h), Wv h) with
@@ -372,7 +386,7 @@ static void attention_step(plm_forward_state *ctx, const plm_layer *L, int il, c
 
     attention(ctx, il, b, s->xn);        /* xn is free again: reuse it */
     matmul1(ctx, s->xn, n, q_dim, &L->wo, s->gate);  /* gate is free until the FFN */
-    add_rows(s->x, s->gate, (int64_t)n * E);
+    add_rows(hp, s->x, s->gate, (int64_t)n * E);
 }
 
 /* The dense FFN step: x += Wdown (silu(Wgate h) * Wup h), h = rmsnorm(x) * ffn_norm. */
@@ -386,7 +400,7 @@ static void ffn_dense_step(plm_forward_state *ctx, const plm_layer *L, int n) {
     float *gate_up_out[2] = {s->gate, s->up};
     matmul_step(ctx, &ffn_norm, s->xn, n, E, true, 2, gate_up, gate_up_out);
     matmul1(ctx, s->gate, n, hp->n_ff, &L->w_down, s->up);  /* up is free after swiglu */
-    add_rows(s->x, s->up, (int64_t)n * E);
+    add_rows(hp, s->x, s->up, (int64_t)n * E);
 }
 
 /* One block: the steps its descriptor selects.  A Mixture-of-Experts FFN
@@ -413,4 +427,6 @@ void plm_forward(plm_forward_state *ctx, const plm_ubatch *b, int first_logit, f
     const row_norm out_norm = {s->x + (int64_t)first_logit * E, m->output_norm, m->hp.rms_eps};
     const plm_weight *output = &m->output;
     matmul_step(ctx, &out_norm, s->xn, n_out, E, false, 1, &output, &out_logits);
+    if (m->hp.logit_scale != 1.0f)  /* granite: logits / logit_scale, as a product like llama.cpp's */
+        plm_scale(out_logits, 1.0f / m->hp.logit_scale, (int)((int64_t)n_out * output->rows));
 }

@@ -50,6 +50,13 @@ typedef struct llama3_rope {
 } llama3_rope;
 #define NO_LLAMA3 {0, 0, 0, 0}
 
+/* Granite's multipliers (config.json embedding_multiplier,
+ * residual_multiplier, attention_multiplier, logits_scaling). */
+typedef struct granite_scales {
+    float embedding, residual, attention, logit;
+} granite_scales;
+#define NO_GRANITE {1, 1, 0, 1}
+
 typedef struct synth_shape {
     const char *name;
     const plm_arch *arch;
@@ -58,32 +65,39 @@ typedef struct synth_shape {
     bool tied;         /* output shares token_embd: no output.weight */
     uint32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
     llama3_rope llama3;
+    granite_scales granite;
 } synth_shape;
 
 /* Real models first; the "test-" shapes are tiny, for the unit tests. */
 static const synth_shape shapes[] = {
-    {"tinyllama-1.1b", &plm_arch_llama, 22, 2048, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, 0, NO_LLAMA3},
-    {"llama-3.2-1b", &plm_arch_llama, 16, 2048, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0, {32, 1, 4, 8192}},
-    {"llama-3.2-3b", &plm_arch_llama, 28, 3072, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0, {32, 1, 4, 8192}},
-    {"qwen2.5-0.5b", &plm_arch_qwen2, 24, 896, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3},
-    {"qwen2.5-1.5b", &plm_arch_qwen2, 28, 1536, 12, 2, 8960, 32768, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3},
-    {"qwen2.5-7b", &plm_arch_qwen2, 28, 3584, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false, 0, NO_LLAMA3},
-    {"qwen3-0.6b", &plm_arch_qwen3, 28, 1024, 16, 8, 3072, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3},
-    {"qwen3-1.7b", &plm_arch_qwen3, 28, 2048, 16, 8, 6144, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3},
-    {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, 0, NO_LLAMA3},
-    {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3},
-    /* untied, with llama3 RoPE factors that matter within a few dozen
+    {"tinyllama-1.1b", &plm_arch_llama, 22, 2048, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
+    {"llama-3.2-1b", &plm_arch_llama, 16, 2048, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0, {32, 1, 4, 8192}, NO_GRANITE},
+    {"llama-3.2-3b", &plm_arch_llama, 28, 3072, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0, {32, 1, 4, 8192}, NO_GRANITE},
+    {"qwen2.5-0.5b", &plm_arch_qwen2, 24, 896, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3, NO_GRANITE},
+    {"qwen2.5-1.5b", &plm_arch_qwen2, 28, 1536, 12, 2, 8960, 32768, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3, NO_GRANITE},
+    {"qwen2.5-7b", &plm_arch_qwen2, 28, 3584, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false, 0, NO_LLAMA3, NO_GRANITE},
+    {"qwen3-0.6b", &plm_arch_qwen3, 28, 1024, 16, 8, 3072, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3, NO_GRANITE},
+    {"qwen3-1.7b", &plm_arch_qwen3, 28, 2048, 16, 8, 6144, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3, NO_GRANITE},
+    {"granite-3.1-2b", &plm_arch_granite, 40, 2048, 32, 8, 8192, 131072, 5000000.0f, 1e-5f, true, 0, NO_LLAMA3,
+     {12.0f, 0.22f, 0.015625f, 8.0f}},
+    {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
+    {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3, NO_GRANITE},
+    /* tied as Llama 3.2, with llama3 RoPE factors that matter within a few dozen
      * positions: most of its 16 frequency pairs are slowed by 8 */
-    {"test-llama3-tiny", &plm_arch_llama, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, {8, 1, 4, 64}},
+    {"test-llama3-tiny", &plm_arch_llama, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, {8, 1, 4, 64}, NO_GRANITE},
+    /* scales chosen so that each one moves the logits well past the
+     * tolerances, and logits divided by 0.5 stay spread out */
+    {"test-granite-tiny", &plm_arch_granite, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3,
+     {3.0f, 0.5f, 0.05f, 0.5f}},
     /* head_dim 64 with n_embd 256 / 8 heads: q_dim != n_embd, as in Qwen3; rows of 256 for K-quants */
-    {"test-qwen3-tiny", &plm_arch_qwen3, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3},
+    {"test-qwen3-tiny", &plm_arch_qwen3, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 static const char *const shape_names[N_SHAPES + 1] = {
     "tinyllama-1.1b", "llama-3.2-1b", "llama-3.2-3b", "qwen2.5-0.5b",
-    "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-1.7b",
-    "test-llama-tiny", "test-qwen2-tiny", "test-llama3-tiny", "test-qwen3-tiny", NULL,
+    "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-1.7b", "granite-3.1-2b",
+    "test-llama-tiny", "test-qwen2-tiny", "test-llama3-tiny", "test-granite-tiny", "test-qwen3-tiny", NULL,
 };
 
 const char *const *plm_synth_shapes(void) { return shape_names; }
@@ -234,6 +248,10 @@ static plm_hparams shape_hparams(const synth_shape *sh, uint64_t n_vocab) {
     hp.n_ctx_train = (int)sh->n_ctx;
     hp.rms_eps = sh->rms_eps;
     hp.rope_freq_base = sh->rope_theta;
+    hp.embd_scale = sh->granite.embedding;
+    hp.residual_scale = sh->granite.residual;
+    hp.attn_scale = sh->granite.attention;
+    hp.logit_scale = sh->granite.logit;
     return hp;
 }
 

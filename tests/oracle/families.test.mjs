@@ -25,7 +25,7 @@ const dir = mkdtempSync(path.join(os.tmpdir(), "plm-families-"));
 const l = await llama();
 
 // Shapes: `pocketlm synth --list`; each exercises its family's own steps.
-const families = (process.env.PLM_FAMILIES ?? "test-llama-tiny,test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny").split(",");
+const families = (process.env.PLM_FAMILIES ?? "test-llama-tiny,test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny,test-granite-tiny").split(",");
 const formats = [
   { name: "F32", tol: 0.01 },
   { name: "F16", tol: 0.01 },
