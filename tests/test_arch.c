@@ -71,8 +71,9 @@ static void check_fixture(const char *path, const char *arch_name) {
 }
 
 /* Copies `src` to `dst`, leaving out the tensor or metadata key `drop` (if
- * any) and setting general.architecture to `arch` (if any). */
-static bool rewrite(const char *src, const char *dst, const char *drop, const char *arch) {
+ * any), setting general.architecture to `arch` (if any) and adding `add`, a
+ * vector of 16 floats (if any). */
+static bool rewrite_add(const char *src, const char *dst, const char *drop, const char *arch, const char *add) {
     plm_error err;
     gguf_file *f = gguf_open(src, &open_params, &err);
     if (!f) return false;
@@ -87,10 +88,17 @@ static bool rewrite(const char *src, const char *dst, const char *drop, const ch
         if (drop && !strcmp(name, drop)) continue;
         gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
     }
+    static const float ones[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const uint64_t ne[1] = {16};
+    if (add) gguf_writer_add_tensor(w, add, PLM_TYPE_F32, 1, ne, ones);
     bool ok = gguf_writer_write(w, dst, NULL, NULL, &err) == PLM_OK;
     gguf_writer_free(w);
     gguf_close(f);
     return ok;
+}
+
+static bool rewrite(const char *src, const char *dst, const char *drop, const char *arch) {
+    return rewrite_add(src, dst, drop, arch, NULL);
 }
 
 static void check_errors(const char *dir) {
@@ -100,12 +108,12 @@ static void check_errors(const char *dir) {
     snprintf(path, sizeof path, "%s/mamba.gguf", dir);
     REQUIRE_VOID(rewrite(SHARED("models/fixtures/fixture-llama-f16.gguf"), path, NULL, "mamba9"), "rewrite");
     CHECK(plm_model_load(path, NULL, &m, &err) == PLM_ERR_UNSUPPORTED && !m, "unknown architecture loads");
-    CHECK(strstr(err.message, "unknown architecture 'mamba9'; supported: llama, qwen2, qwen3, granite") != NULL,
+    CHECK(strstr(err.message, "unknown architecture 'mamba9'; supported: llama, qwen2, qwen3, granite, phi3") != NULL,
           "message: %s",
           err.message);
     plm_plan p;
     CHECK(plm_plan_file(path, NULL, &p, &err) == PLM_ERR_UNSUPPORTED, "plan of an unknown architecture");
-    CHECK(strstr(err.message, "unknown architecture 'mamba9'; supported: llama, qwen2, qwen3, granite") != NULL,
+    CHECK(strstr(err.message, "unknown architecture 'mamba9'; supported: llama, qwen2, qwen3, granite, phi3") != NULL,
           "plan message: %s", err.message);
     remove(path);
 
@@ -159,6 +167,26 @@ static void check_refused(const char *dir, const char *shape, const char *drop, 
 static void check_family_errors(const char *dir) {
     check_refused(dir, "test-qwen3-tiny", "blk.1.attn_k_norm.weight", "'blk.1.attn_k_norm.weight' is missing");
     check_refused(dir, "test-granite-tiny", "granite.logit_scale", "missing metadata granite.logit_scale");
+    /* phi3 with LongRoPE factors (the 128k models) is refused, by name. */
+    char src[512], dst[512];
+    snprintf(src, sizeof src, "%s/phi3.gguf", dir);
+    snprintf(dst, sizeof dst, "%s/phi3-long.gguf", dir);
+    plm_synth_params pp = {"test-phi3-tiny", SHARED("models/stories260K.gguf"), src, true, 1};
+    plm_error perr;
+    REQUIRE_VOID(plm_synth(&pp, &perr) == PLM_OK, "synth phi3: %s", perr.message);
+    REQUIRE_VOID(rewrite_add(src, dst, NULL, NULL, "rope_factors_long.weight"), "rewrite");
+    plm_model *pm = NULL;
+    CHECK(plm_model_load(src, NULL, &pm, &perr) == PLM_OK, "phi3 loads: %s", perr.message);
+    if (pm) CHECK(pm->layers[0].wk.data == (const char *)pm->layers[0].wq.data + 256 * pm->layers[0].wq.row_bytes &&
+                  pm->layers[0].wv.rows == 64 && pm->layers[0].w_up.rows == 512, "fused parts");
+    plm_model_free(pm);
+    pm = NULL;
+    CHECK(plm_model_load(dst, NULL, &pm, &perr) == PLM_ERR_UNSUPPORTED && !pm, "LongRoPE phi3 loads");
+    CHECK(strstr(perr.message, "rope_factors_long.weight") && strstr(perr.message, "LongRoPE"), "message: %s",
+          perr.message);
+    remove(src);
+    remove(dst);
+
     /* llama's rope_freqs is optional (Llama 3.1+ only): dropping it loads. */
     char path[512];
     snprintf(path, sizeof path, "%s/llama3.gguf", dir);

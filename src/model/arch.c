@@ -11,7 +11,8 @@
 
 #include "core/error.h"
 
-static const plm_arch *const registry[] = {&plm_arch_llama, &plm_arch_qwen2, &plm_arch_qwen3, &plm_arch_granite};
+static const plm_arch *const registry[] = {&plm_arch_llama, &plm_arch_qwen2, &plm_arch_qwen3, &plm_arch_granite,
+                                           &plm_arch_phi3};
 enum { N_ARCH = sizeof registry / sizeof registry[0] };
 
 const plm_arch *const *plm_arch_all(int *n) {
@@ -42,6 +43,8 @@ int64_t plm_dim_size(const plm_hparams *hp, plm_dim d) {
     case PLM_DIM_VOCAB: return hp->n_vocab;
     case PLM_DIM_HEAD: return hp->head_dim;
     case PLM_DIM_ROPE: return hp->n_rot / 2;
+    case PLM_DIM_QKV: return (int64_t)(hp->n_head + 2 * hp->n_head_kv) * hp->head_dim;
+    case PLM_DIM_FF2: return 2 * (int64_t)hp->n_ff;
     default: return 1;
     }
 }

@@ -1,6 +1,6 @@
 /*
  * The forward pass of the decoder-only transformers the descriptors in
- * model/arch/ describe (llama, qwen2):
+ * model/arch/ describe (llama, qwen2, qwen3, granite, phi3):
  *
  *   x = embed(tokens)
  *   for each layer:

@@ -80,6 +80,7 @@ static const synth_shape shapes[] = {
     {"qwen3-1.7b", &plm_arch_qwen3, 28, 2048, 16, 8, 6144, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3, NO_GRANITE},
     {"granite-3.1-2b", &plm_arch_granite, 40, 2048, 32, 8, 8192, 131072, 5000000.0f, 1e-5f, true, 0, NO_LLAMA3,
      {12.0f, 0.22f, 0.015625f, 8.0f}},
+    {"phi-3-mini-4k", &plm_arch_phi3, 32, 3072, 32, 32, 8192, 4096, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
     {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
     {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3, NO_GRANITE},
     /* tied as Llama 3.2, with llama3 RoPE factors that matter within a few dozen
@@ -89,6 +90,7 @@ static const synth_shape shapes[] = {
      * tolerances, and logits divided by 0.5 stay spread out */
     {"test-granite-tiny", &plm_arch_granite, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3,
      {3.0f, 0.5f, 0.05f, 0.5f}},
+    {"test-phi3-tiny", &plm_arch_phi3, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3, NO_GRANITE},
     /* head_dim 64 with n_embd 256 / 8 heads: q_dim != n_embd, as in Qwen3; rows of 256 for K-quants */
     {"test-qwen3-tiny", &plm_arch_qwen3, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE},
 };
@@ -96,8 +98,9 @@ static const synth_shape shapes[] = {
 
 static const char *const shape_names[N_SHAPES + 1] = {
     "tinyllama-1.1b", "llama-3.2-1b", "llama-3.2-3b", "qwen2.5-0.5b",
-    "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-1.7b", "granite-3.1-2b",
-    "test-llama-tiny", "test-qwen2-tiny", "test-llama3-tiny", "test-granite-tiny", "test-qwen3-tiny", NULL,
+    "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-1.7b", "granite-3.1-2b", "phi-3-mini-4k",
+    "test-llama-tiny", "test-qwen2-tiny", "test-llama3-tiny", "test-granite-tiny", "test-phi3-tiny",
+    "test-qwen3-tiny", NULL,
 };
 
 const char *const *plm_synth_shapes(void) { return shape_names; }

@@ -21,11 +21,13 @@ import { SHARED, BIN, pocketlm, llama, check, finish } from "./lib.mjs";
 
 const DUMP = process.env.PLM_DUMP_LOGITS_BIN ?? path.join(path.dirname(BIN), "dump_logits");
 const vocab = path.join(SHARED, "models/stories260K.gguf");
+// llama.cpp looks up Phi-3's own special tokens when it loads a phi3 file.
+const vocabOf = (shape) => shape.includes("phi3") ? path.join(SHARED, "vocab/ggml-vocab-phi-3.gguf") : vocab;
 const dir = mkdtempSync(path.join(os.tmpdir(), "plm-families-"));
 const l = await llama();
 
 // Shapes: `pocketlm synth --list`; each exercises its family's own steps.
-const families = (process.env.PLM_FAMILIES ?? "test-llama-tiny,test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny,test-granite-tiny").split(",");
+const families = (process.env.PLM_FAMILIES ?? "test-llama-tiny,test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny,test-granite-tiny,test-phi3-tiny").split(",");
 const formats = [
   { name: "F32", tol: 0.01 },
   { name: "F16", tol: 0.01 },
@@ -40,7 +42,7 @@ function makeFiles(shape) {
     const out = path.join(dir, `${shape}-${f.name}.gguf`);
     let r;
     if (f.name === "F32" || f.name === "F16")
-      r = pocketlm(["synth", shape, "--vocab", vocab, "-o", out, "--seed", "11", ...(f.name === "F32" ? ["--f32"] : [])]);
+      r = pocketlm(["synth", shape, "--vocab", vocabOf(shape), "-o", out, "--seed", "11", ...(f.name === "F32" ? ["--f32"] : [])]);
     else r = pocketlm(["quantize", "-t", "2", files.F32, out, f.name]);
     check(r.status === 0, `${shape} ${f.name}: ${r.stderr}`);
     if (r.status === 0) files[f.name] = out;
@@ -54,8 +56,8 @@ async function theirs(file, tokens) {
   const context = await model.createContext({ contextSize: 64, flashAttention: false });
   const seq = context.getSequence();
   const res = await seq.controlledEvaluate(tokens.map((t) => [t, { generateNext: { probabilities: true } }]));
-  const nv = model.tokens.vocabularySize ?? 512;
   const out = res.map((r) => {
+    const nv = r.next.probabilities.size;  // greedy sampling keeps every candidate
     const lp = new Float64Array(nv).fill(-Infinity);
     for (const [tok, p] of r.next.probabilities) lp[tok] = Math.log(p);
     return lp;
