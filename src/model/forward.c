@@ -2,14 +2,19 @@
  * The forward pass of the decoder-only transformers the descriptors in
  * model/arch/ describe (llama, qwen2, qwen3, granite, phi3):
  *
- *   x = embed(tokens)
+ *   x = embed(tokens) * embd_scale
  *   for each layer:
  *       attention step:  h = rmsnorm(x) * attn_norm
- *                        q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv);  rope(q, k)
- *                        x += Wo attention(q, cache(k), cache(v))   (causal, grouped-query)
+ *                        q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv)
+ *                        q, k = per-head rmsnorm (qwen3);  rope(q, k) (/ rope_freqs)
+ *                        x += residual_scale * Wo attention(q, cache(k), cache(v))
+ *                                             (causal, grouped-query, scores x attn_scale)
  *       FFN step:        h = rmsnorm(x) * ffn_norm
- *                        x += Wdown (silu(Wgate h) * Wup h)          (dense; MoE: a slot for later)
- *   logits = Woutput (rmsnorm(x) * output_norm)
+ *                        x += residual_scale * Wdown (silu(Wgate h) * Wup h)   (dense; MoE later)
+ *   logits = Woutput (rmsnorm(x) * output_norm) / logit_scale
+ *
+ * The scales are granite's (1 elsewhere); phi3's fused matrices are bound as
+ * their parts (bind.c), so they need no step of their own.
  *
  * The descriptor selects the steps and their options (RoPE style, biases
  * present or not); plm_forward_check refuses the options not written yet.
@@ -302,7 +307,8 @@ static void attention(plm_forward_state *ctx, int il, const plm_ubatch *b, float
  * own, with one [head_dim] weight shared by all heads. */
 static void head_norm(float *x, const float *w, int n_rows, int n_heads, int head_dim, float eps) {
     if (!w) return;
-    for (int64_t h = 0; h < (int64_t)n_rows * n_heads; h++) plm_rmsnorm(x + h * head_dim, x + h * head_dim, w, head_dim, eps);
+    for (int64_t h = 0; h < (int64_t)n_rows * n_heads; h++)
+        plm_rmsnorm(x + h * head_dim, x + h * head_dim, w, head_dim, eps);
 }
 
 /* cos/sin of RoPE's angles at position pos.  With frequency factors
