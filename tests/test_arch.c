@@ -70,14 +70,16 @@ static void check_fixture(const char *path, const char *arch_name) {
     gguf_close(f);
 }
 
-/* Copies `src` to `dst`, leaving out tensor `drop` (if any) and setting
- * general.architecture to `arch` (if any). */
-static bool rewrite(const char *src, const char *dst, const char *drop, const char *arch) {
+/* Copies `src` to `dst`, leaving out the tensor or metadata key `drop` (if
+ * any), setting general.architecture to `arch` (if any) and adding `add`, a
+ * vector of 16 floats (if any). */
+static bool rewrite_add(const char *src, const char *dst, const char *drop, const char *arch, const char *add) {
     plm_error err;
     gguf_file *f = gguf_open(src, &open_params, &err);
     if (!f) return false;
     gguf_writer *w = gguf_writer_new();
-    for (uint64_t i = 0; i < f->n_kv; i++) gguf_writer_copy_kv(w, &f->kv[i]);
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        if (!drop || !gguf_str_eq(f->kv[i].key, drop)) gguf_writer_copy_kv(w, &f->kv[i]);
     if (arch) gguf_writer_set_str(w, "general.architecture", arch);
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
@@ -86,10 +88,17 @@ static bool rewrite(const char *src, const char *dst, const char *drop, const ch
         if (drop && !strcmp(name, drop)) continue;
         gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
     }
+    static const float ones[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const uint64_t ne[1] = {16};
+    if (add) gguf_writer_add_tensor(w, add, PLM_TYPE_F32, 1, ne, ones);
     bool ok = gguf_writer_write(w, dst, NULL, NULL, &err) == PLM_OK;
     gguf_writer_free(w);
     gguf_close(f);
     return ok;
+}
+
+static bool rewrite(const char *src, const char *dst, const char *drop, const char *arch) {
+    return rewrite_add(src, dst, drop, arch, NULL);
 }
 
 static void check_errors(const char *dir) {
@@ -99,11 +108,12 @@ static void check_errors(const char *dir) {
     snprintf(path, sizeof path, "%s/mamba.gguf", dir);
     REQUIRE_VOID(rewrite(SHARED("models/fixtures/fixture-llama-f16.gguf"), path, NULL, "mamba9"), "rewrite");
     CHECK(plm_model_load(path, NULL, &m, &err) == PLM_ERR_UNSUPPORTED && !m, "unknown architecture loads");
-    CHECK(strstr(err.message, "unknown architecture 'mamba9'; supported: llama, qwen2") != NULL, "message: %s",
+    CHECK(strstr(err.message, "unknown architecture 'mamba9'; supported: llama, qwen2, qwen3, granite, phi3") != NULL,
+          "message: %s",
           err.message);
     plm_plan p;
     CHECK(plm_plan_file(path, NULL, &p, &err) == PLM_ERR_UNSUPPORTED, "plan of an unknown architecture");
-    CHECK(strstr(err.message, "unknown architecture 'mamba9'; supported: llama, qwen2") != NULL,
+    CHECK(strstr(err.message, "unknown architecture 'mamba9'; supported: llama, qwen2, qwen3, granite, phi3") != NULL,
           "plan message: %s", err.message);
     remove(path);
 
@@ -129,6 +139,63 @@ static void check_errors(const char *dir) {
                  "rewrite");
     CHECK(plm_model_load(path, NULL, &m, &err) == PLM_OK, "tied: %s", err.message);
     if (m) CHECK(m->output.data == m->tok_embd.data, "output tied to token_embd");
+    plm_model_free(m);
+    remove(path);
+}
+
+/* Synthesizes `shape` into dir/NAME.gguf, rewrites it without `drop` and
+ * expects loading to fail with a message containing `want`. */
+static void check_refused(const char *dir, const char *shape, const char *drop, const char *want) {
+    char full[512], cut[512];
+    snprintf(full, sizeof full, "%s/%s.gguf", dir, shape);
+    snprintf(cut, sizeof cut, "%s/%s-cut.gguf", dir, shape);
+    plm_synth_params sp = {shape, SHARED("models/stories260K.gguf"), full, true, 1};
+    plm_error err;
+    REQUIRE_VOID(plm_synth(&sp, &err) == PLM_OK, "synth %s: %s", shape, err.message);
+    plm_model *m = NULL;
+    CHECK(plm_model_load(full, NULL, &m, &err) == PLM_OK, "%s loads: %s", shape, err.message);
+    plm_model_free(m);
+    m = NULL;
+    REQUIRE_VOID(rewrite(full, cut, drop, NULL), "rewrite");
+    CHECK(plm_model_load(cut, NULL, &m, &err) != PLM_OK && !m, "%s without %s loads", shape, drop);
+    CHECK(strstr(err.message, want) != NULL, "%s without %s: message: %s", shape, drop, err.message);
+    remove(full);
+    remove(cut);
+}
+
+/* What the new families require of a file. */
+static void check_family_errors(const char *dir) {
+    check_refused(dir, "test-qwen3-tiny", "blk.1.attn_k_norm.weight", "'blk.1.attn_k_norm.weight' is missing");
+    check_refused(dir, "test-granite-tiny", "granite.logit_scale", "missing metadata granite.logit_scale");
+    /* phi3 with LongRoPE factors (the 128k models) is refused, by name. */
+    char src[512], dst[512];
+    snprintf(src, sizeof src, "%s/phi3.gguf", dir);
+    snprintf(dst, sizeof dst, "%s/phi3-long.gguf", dir);
+    plm_synth_params pp = {"test-phi3-tiny", SHARED("models/stories260K.gguf"), src, true, 1};
+    plm_error perr;
+    REQUIRE_VOID(plm_synth(&pp, &perr) == PLM_OK, "synth phi3: %s", perr.message);
+    REQUIRE_VOID(rewrite_add(src, dst, NULL, NULL, "rope_factors_long.weight"), "rewrite");
+    plm_model *pm = NULL;
+    CHECK(plm_model_load(src, NULL, &pm, &perr) == PLM_OK, "phi3 loads: %s", perr.message);
+    if (pm) CHECK(pm->layers[0].wk.data == (const char *)pm->layers[0].wq.data + 256 * pm->layers[0].wq.row_bytes &&
+                  pm->layers[0].wv.rows == 64 && pm->layers[0].w_up.rows == 512, "fused parts");
+    plm_model_free(pm);
+    pm = NULL;
+    CHECK(plm_model_load(dst, NULL, &pm, &perr) == PLM_ERR_UNSUPPORTED && !pm, "LongRoPE phi3 loads");
+    CHECK(strstr(perr.message, "rope_factors_long.weight") && strstr(perr.message, "LongRoPE"), "message: %s",
+          perr.message);
+    remove(src);
+    remove(dst);
+
+    /* llama's rope_freqs is optional (Llama 3.1+ only): dropping it loads. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/llama3.gguf", dir);
+    plm_synth_params sp = {"test-llama3-tiny", SHARED("models/stories260K.gguf"), path, true, 1};
+    plm_error err;
+    REQUIRE_VOID(plm_synth(&sp, &err) == PLM_OK, "synth: %s", err.message);
+    plm_model *m = NULL;
+    CHECK(plm_model_load(path, NULL, &m, &err) == PLM_OK, "llama3 loads: %s", err.message);
+    if (m) CHECK(m->rope_freqs && m->rope_freqs[0] == 1.0f && m->rope_freqs[15] == 8.0f, "rope_freqs bound");
     plm_model_free(m);
     remove(path);
 }
@@ -169,6 +236,7 @@ int main(void) {
     char dir[] = "/tmp/plm_test_arch_XXXXXX";
     if (mkdtemp(dir)) {
         check_errors(dir);
+        check_family_errors(dir);
         rmdir(dir);
     } else {
         CHECK(0, "mkdtemp");

@@ -11,7 +11,8 @@
 
 #include "core/error.h"
 
-static const plm_arch *const registry[] = {&plm_arch_llama, &plm_arch_qwen2};
+static const plm_arch *const registry[] = {&plm_arch_llama, &plm_arch_qwen2, &plm_arch_qwen3, &plm_arch_granite,
+                                           &plm_arch_phi3};
 enum { N_ARCH = sizeof registry / sizeof registry[0] };
 
 const plm_arch *const *plm_arch_all(int *n) {
@@ -41,6 +42,9 @@ int64_t plm_dim_size(const plm_hparams *hp, plm_dim d) {
     case PLM_DIM_FF: return hp->n_ff;
     case PLM_DIM_VOCAB: return hp->n_vocab;
     case PLM_DIM_HEAD: return hp->head_dim;
+    case PLM_DIM_ROPE: return hp->n_rot / 2;
+    case PLM_DIM_QKV: return (int64_t)(hp->n_head + 2 * hp->n_head_kv) * hp->head_dim;
+    case PLM_DIM_FF2: return 2 * (int64_t)hp->n_ff;
     default: return 1;
     }
 }
@@ -127,11 +131,16 @@ static plm_status derive_and_check(plm_hparams *hp, plm_error *err) {
     if (hp->head_dim < 0) hp->head_dim = hp->n_embd / hp->n_head;
     if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
         return plm_fail(err, PLM_ERR_FORMAT, "invalid head dimension %d", hp->head_dim);
+    if (hp->head_dim_v <= 0) hp->head_dim_v = hp->head_dim;  /* absent, or a family without the key */
+    if (hp->head_dim_v != hp->head_dim)
+        return plm_fail(err, PLM_ERR_UNSUPPORTED, "%s.attention.value_length=%d differs from key_length=%d", a,
+                        hp->head_dim_v, hp->head_dim);
     if (hp->n_rot < 0) hp->n_rot = hp->head_dim;
     if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
         return plm_fail(err, PLM_ERR_FORMAT, "%s.rope.dimension_count=%d invalid for head dim %d", a, hp->n_rot,
                         hp->head_dim);
     if (hp->n_ctx_train <= 0) hp->n_ctx_train = 2048;
+    if (hp->logit_scale == 0.0f) return plm_fail(err, PLM_ERR_FORMAT, "%s.logit_scale is 0", a);
     return PLM_OK;
 }
 

@@ -30,6 +30,7 @@ typedef struct plm_hparams {
     char name[128];
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
     int n_ctx_train, n_rot;
+    int head_dim_v;              /* attention.value_length: must equal head_dim */
     float rms_eps, rope_freq_base, rope_freq_scale;
     plm_rope_type rope_type;
     /* Sliding-window attention: a windowed layer sees only the last n_swa
@@ -71,6 +72,11 @@ typedef enum {
     PLM_DIM_FF,     /* n_ff */
     PLM_DIM_VOCAB,  /* rows of token_embd.weight */
     PLM_DIM_HEAD,   /* head_dim (per-head Q/K norms) */
+    PLM_DIM_ROPE,   /* n_rot / 2: one factor per rotated pair */
+    /* Fused matrices (phi3), bound as row ranges of one tensor into
+     * consecutive fields: q, k, v from attn_qkv; gate, up from ffn_up. */
+    PLM_DIM_QKV,    /* n_head x head_dim + 2 x n_head_kv x head_dim */
+    PLM_DIM_FF2,    /* 2 x n_ff */
 } plm_dim;
 
 /* What a tensor is: how it binds (a matrix in its stored format, or a vector
@@ -80,6 +86,7 @@ typedef enum {
     PLM_T_MATRIX,    /* matrix, N(0, 0.02) */
     PLM_T_NORM,      /* vector, 1.0 */
     PLM_T_BIAS,      /* vector, N(0, 0.02) */
+    PLM_T_ROPE_FACTORS, /* vector dividing RoPE's frequencies; synth: the llama3 scaling */
 } plm_tensor_kind;
 
 typedef enum {
@@ -121,6 +128,10 @@ typedef struct plm_arch {
     const plm_hp_key *hparams;        /* terminated by a NULL key */
     const plm_tensor_spec *globals;   /* terminated by a NULL name */
     const plm_tensor_spec *layer;     /* names contain %d: the layer index */
+    /* Tensors that mark a variant of the family not implemented (NULL-
+     * terminated, may be NULL): a file with one is refused, naming why. */
+    const char *const *refused_tensors;
+    const char *refused_why;
 
     plm_norm_kind norm;
     plm_act_kind act;                 /* of the gated FFN: act(gate) * up */
@@ -144,7 +155,7 @@ const plm_arch *const *plm_arch_all(int *n);
 /* Writes "llama, qwen2" (every name, for error messages) into buf. */
 void plm_arch_names(char *buf, size_t size);
 
-extern const plm_arch plm_arch_llama, plm_arch_qwen2;
+extern const plm_arch plm_arch_llama, plm_arch_qwen2, plm_arch_qwen3, plm_arch_granite, plm_arch_phi3;
 
 /* Reads arch's hyperparameter keys from f into hp (hp->arch and name too,
  * n_vocab from token_embd.weight's rows when present), checks them, and

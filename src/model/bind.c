@@ -5,6 +5,7 @@
  * (norms, biases) are used as f32, converted once at load when stored
  * otherwise.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,28 @@ static plm_status bind_vector(plm_model *m, const gguf_tensor *t, const char *na
     return PLM_OK;
 }
 
+/* The fused matrices' parts are consecutive fields of plm_layer. */
+_Static_assert(offsetof(plm_layer, wk) == offsetof(plm_layer, wq) + sizeof(plm_weight) &&
+                   offsetof(plm_layer, wv) == offsetof(plm_layer, wk) + sizeof(plm_weight) &&
+                   offsetof(plm_layer, w_up) == offsetof(plm_layer, w_gate) + sizeof(plm_weight),
+               "fused parts must be adjacent");
+
+/* A fused matrix as its parts: each a range of its rows (rows are whole
+ * blocks in every format, so a part is a matrix of its own). */
+static void split_rows(const plm_hparams *hp, plm_dim fused, const plm_weight *all, plm_weight *parts) {
+    const int64_t q = plm_dim_size(hp, PLM_DIM_Q), kv = plm_dim_size(hp, PLM_DIM_KV), ff = hp->n_ff;
+    const int64_t qkv_rows[3] = {q, kv, kv}, ff_rows[2] = {ff, ff};
+    const int64_t *rows = fused == PLM_DIM_QKV ? qkv_rows : ff_rows;
+    const int n = fused == PLM_DIM_QKV ? 3 : 2;
+    int64_t first = 0;
+    for (int i = 0; i < n; i++) {
+        parts[i] = *all;
+        parts[i].data = (const char *)all->data + (size_t)first * all->row_bytes;
+        parts[i].rows = rows[i];
+        first += rows[i];
+    }
+}
+
 /* Binds one table entry into `base` (a plm_model or a plm_layer).  A vector
  * converts into *spare, which then moves on by one slot. */
 static plm_status bind_spec(plm_model *m, const plm_tensor_spec *spec, int il, void *base, float **spare,
@@ -83,7 +106,12 @@ static plm_status bind_spec(plm_model *m, const plm_tensor_spec *spec, int il, v
     }
     const int64_t ne0 = plm_dim_size(&m->hp, spec->ne0);
     if (vector) return bind_vector(m, t, name, ne0, (const float **)field, *spare - slot, err);
-    return bind_matrix(m, t, name, ne0, plm_dim_size(&m->hp, spec->ne1), (plm_weight *)field, err);
+    if (spec->ne1 != PLM_DIM_QKV && spec->ne1 != PLM_DIM_FF2)
+        return bind_matrix(m, t, name, ne0, plm_dim_size(&m->hp, spec->ne1), (plm_weight *)field, err);
+    plm_weight all;
+    plm_status st = bind_matrix(m, t, name, ne0, plm_dim_size(&m->hp, spec->ne1), &all, err);
+    if (!st) split_rows(&m->hp, spec->ne1, &all, (plm_weight *)field);
+    return st;
 }
 
 uint64_t plm_model_owned_f32_floats(const plm_arch *arch, const plm_hparams *hp) {
@@ -97,6 +125,10 @@ plm_status plm_model_bind(plm_model *m, plm_error *err) {
     if (!st) st = plm_hparams_read(m->arch, m->file, &m->hp, err);
     if (st) return st;
     const plm_hparams *hp = &m->hp;
+    for (const char *const *r = m->arch->refused_tensors; r && *r; r++)
+        if (gguf_find_tensor(m->file, *r))
+            return plm_fail(err, PLM_ERR_UNSUPPORTED, "'%s' model with tensor '%s': %s is not supported",
+                            m->arch->name, *r, m->arch->refused_why);
     if (hp->n_vocab <= 0)
         return plm_fail(err, PLM_ERR_FORMAT, "tensor 'token_embd.weight' is missing or not 2-D");
 

@@ -1,15 +1,20 @@
 /*
  * The forward pass of the decoder-only transformers the descriptors in
- * model/arch/ describe (llama, qwen2):
+ * model/arch/ describe (llama, qwen2, qwen3, granite, phi3):
  *
- *   x = embed(tokens)
+ *   x = embed(tokens) * embd_scale
  *   for each layer:
  *       attention step:  h = rmsnorm(x) * attn_norm
- *                        q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv);  rope(q, k)
- *                        x += Wo attention(q, cache(k), cache(v))   (causal, grouped-query)
+ *                        q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv)
+ *                        q, k = per-head rmsnorm (qwen3);  rope(q, k) (/ rope_freqs)
+ *                        x += residual_scale * Wo attention(q, cache(k), cache(v))
+ *                                             (causal, grouped-query, scores x attn_scale)
  *       FFN step:        h = rmsnorm(x) * ffn_norm
- *                        x += Wdown (silu(Wgate h) * Wup h)          (dense; MoE: a slot for later)
- *   logits = Woutput (rmsnorm(x) * output_norm)
+ *                        x += residual_scale * Wdown (silu(Wgate h) * Wup h)   (dense; MoE later)
+ *   logits = Woutput (rmsnorm(x) * output_norm) / logit_scale
+ *
+ * The scales are granite's (1 elsewhere); phi3's fused matrices are bound as
+ * their parts (bind.c), so they need no step of their own.
  *
  * The descriptor selects the steps and their options (RoPE style, biases
  * present or not); plm_forward_check refuses the options not written yet.
@@ -39,7 +44,6 @@ static const char *unimplemented(const plm_arch *a) {
     if (a->norm != PLM_NORM_RMS) return "a norm other than RMSNorm";
     if (a->act != PLM_ACT_SILU) return "an FFN activation other than SiLU";
     if (a->ffn != PLM_FFN_DENSE) return "a Mixture-of-Experts FFN";
-    if (a->qk_norm) return "Q/K norms";
     if (a->post_attn_norm || a->post_ffn_norm) return "post-block norms";
     if (a->embd_scale_sqrt) return "scaled embeddings";
     if (a->swa_every) return "sliding-window attention";
@@ -208,11 +212,18 @@ static void add_bias(float *y, const float *b, int n_rows, int64_t dim) {
         for (int64_t i = 0; i < dim; i++) y[t * dim + i] += b[i];
 }
 
+/* Whether a multiplier of the hyperparameters does anything: 1 is the
+ * neutral value, and 0 in a file means "none", as in llama.cpp (granite). */
+static bool scales(float s) { return s != 1.0f && s != 0.0f; }
+
 static void embed(plm_forward_state *ctx, const plm_token *tokens, int n) {
     const plm_weight *e = &ctx->model->tok_embd;
-    for (int t = 0; t < n; t++)
-        ctx->kt->dequantize_row[e->type]((const char *)e->data + (size_t)tokens[t] * e->row_bytes,
-                                         ctx->s.x + (int64_t)t * e->cols, e->cols);
+    const float scale = ctx->model->hp.embd_scale;
+    for (int t = 0; t < n; t++) {
+        float *x = ctx->s.x + (int64_t)t * e->cols;
+        ctx->kt->dequantize_row[e->type]((const char *)e->data + (size_t)tokens[t] * e->row_bytes, x, e->cols);
+        if (scales(scale)) plm_scale(x, scale, (int)e->cols);
+    }
 }
 
 /* Causal grouped-query attention of n new tokens (already in the cache),
@@ -229,6 +240,7 @@ typedef struct attn_job {
     int il, n;
     const plm_ubatch *b;  /* each token's position and sequence */
     int heads_per_unit;   /* query heads per unit of work */
+    float scale;          /* of the scores: attn_scale, or 1/sqrt(head_dim) */
     float *out;           /* [n][q_dim] */
     atomic_int next;      /* next unit */
 } attn_job;
@@ -258,12 +270,11 @@ static void attend_unit(const attn_job *a, int t, int h0, int nh) {
     if (kv->type_k == PLM_TYPE_F16 && kv->type_v == PLM_TYPE_F16) {
         uint16_t qh[ATTN_UNIT_ELEMS];
         ctx->kt->quantize_row[PLM_TYPE_F16](q, qh, (int64_t)nh * hd);
-        ctx->kt->attn_f16(o, qh, nh, K, V, kv->k_row, kv->v_row, n_keys, hd, 1.0f / sqrtf((float)hd),
-                          ctx->flash_attn);
+        ctx->kt->attn_f16(o, qh, nh, K, V, kv->k_row, kv->v_row, n_keys, hd, a->scale, ctx->flash_attn);
         return;
     }
     ctx->kt->attn_quant(ctx->kt, o, q, nh, kv->type_k, K, kv->k_row, kv->type_v, V, kv->v_row, n_keys, hd,
-                        1.0f / sqrtf((float)hd), ctx->flash_attn);
+                        a->scale, ctx->flash_attn);
 }
 
 static void attn_task(void *arg, int ith, int nth) {
@@ -291,10 +302,39 @@ static int heads_per_unit(const plm_hparams *hp, int n, int n_threads) {
 
 static void attention(plm_forward_state *ctx, int il, const plm_ubatch *b, float *out) {
     const int n = b->n;
+    const plm_hparams *hp = &ctx->model->hp;
     attn_job a = {.ctx = ctx, .il = il, .n = n, .b = b, .out = out,
-                  .heads_per_unit = heads_per_unit(&ctx->model->hp, n, plm_pool_size(ctx->pool))};
+                  .heads_per_unit = heads_per_unit(hp, n, plm_pool_size(ctx->pool)),
+                  .scale = hp->attn_scale != 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim)};
     atomic_init(&a.next, 0);
     plm_pool_run(ctx->pool, attn_task, &a);
+}
+
+/* qwen3's Q/K norms: each head of each token's q (and k) normalized on its
+ * own, with one [head_dim] weight shared by all heads. */
+static void head_norm(float *x, const float *w, int n_rows, int n_heads, int head_dim, float eps) {
+    if (!w) return;
+    for (int64_t h = 0; h < (int64_t)n_rows * n_heads; h++)
+        plm_rmsnorm(x + h * head_dim, x + h * head_dim, w, head_dim, eps);
+}
+
+/* cos/sin of RoPE's angles at position pos.  With frequency factors
+ * (Llama 3.1+), pair i turns at its frequency divided by factors[i], and
+ * the angle is formed as ggml_rope_ext forms it: (pos * step^i / factor) * scale. */
+static void rope_angles(const plm_model *m, float pos, float *cos_t, float *sin_t) {
+    const plm_hparams *hp = &m->hp;
+    if (!m->rope_freqs) {
+        plm_rope_angles(cos_t, sin_t, hp->n_rot, pos, hp->rope_freq_base, hp->rope_freq_scale);
+        return;
+    }
+    const float step = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
+    float theta = pos;
+    for (int i = 0; i < hp->n_rot / 2; i++) {
+        const float a = hp->rope_freq_scale * (theta / m->rope_freqs[i]);
+        cos_t[i] = cosf(a);
+        sin_t[i] = sinf(a);
+        theta *= step;
+    }
 }
 
 static void rope(plm_forward_state *ctx, const plm_ubatch *b) {
@@ -303,8 +343,7 @@ static void rope(plm_forward_state *ctx, const plm_ubatch *b) {
     const int q_dim = hp->n_head * hp->head_dim, kv_dim = ctx->kv.kv_dim;
     const int neox = hp->rope_type == PLM_ROPE_NEOX;
     for (int t = 0; t < b->n; t++) {
-        plm_rope_angles(cos_t, sin_t, hp->n_rot, (float)plm_ubatch_pos(b, t), hp->rope_freq_base,
-                        hp->rope_freq_scale);
+        rope_angles(ctx->model, (float)plm_ubatch_pos(b, t), cos_t, sin_t);
         plm_rope_apply(ctx->s.q + (int64_t)t * q_dim, hp->n_head, hp->head_dim, hp->n_rot, cos_t, sin_t, neox);
         plm_rope_apply(ctx->s.k + (int64_t)t * kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, cos_t, sin_t,
                        neox);
@@ -316,7 +355,7 @@ void plm_forward_rerotate(void *state, plm_kv_cache *kv, plm_kv_seq seq, uint32_
     const plm_hparams *hp = &ctx->model->hp;
     if (n == 0 || delta == 0) return;
     float cos_t[512], sin_t[512];
-    plm_rope_angles(cos_t, sin_t, hp->n_rot, (float)delta, hp->rope_freq_base, hp->rope_freq_scale);
+    rope_angles(ctx->model, (float)delta, cos_t, sin_t);
     /* A rotation by delta composes with the one already applied: keys are
      * converted to f32, rotated, and stored back in the cache's format. */
     float *row = ctx->s.k;  /* scratch: at least kv_dim floats */
@@ -330,8 +369,13 @@ void plm_forward_rerotate(void *state, plm_kv_cache *kv, plm_kv_seq seq, uint32_
     }
 }
 
-static void add_rows(float *x, const float *y, int64_t count) {
-    for (int64_t i = 0; i < count; i++) x[i] += y[i];
+/* The residual add of a block's output y, scaled first (granite). */
+static void add_rows(const plm_hparams *hp, float *x, const float *y, int64_t count) {
+    if (!scales(hp->residual_scale)) {
+        for (int64_t i = 0; i < count; i++) x[i] += y[i];
+        return;
+    }
+    for (int64_t i = 0; i < count; i++) x[i] += y[i] * hp->residual_scale;
 }
 
 /* The attention step: x += Wo attention(rope(Wq h), rope(Wk h), Wv h) with
@@ -348,12 +392,14 @@ static void attention_step(plm_forward_state *ctx, const plm_layer *L, int il, c
     add_bias(s->q, L->bq, n, q_dim);
     add_bias(s->k, L->bk, n, kv_dim);
     add_bias(s->v, L->bv, n, kv_dim);
+    head_norm(s->q, L->q_norm, n, hp->n_head, hp->head_dim, hp->rms_eps);
+    head_norm(s->k, L->k_norm, n, hp->n_head_kv, hp->head_dim, hp->rms_eps);
     rope(ctx, b);
     plm_kv_store(&ctx->kv, ctx->kt, il, b, s->k, s->v);
 
     attention(ctx, il, b, s->xn);        /* xn is free again: reuse it */
     matmul1(ctx, s->xn, n, q_dim, &L->wo, s->gate);  /* gate is free until the FFN */
-    add_rows(s->x, s->gate, (int64_t)n * E);
+    add_rows(hp, s->x, s->gate, (int64_t)n * E);
 }
 
 /* The dense FFN step: x += Wdown (silu(Wgate h) * Wup h), h = rmsnorm(x) * ffn_norm. */
@@ -367,7 +413,7 @@ static void ffn_dense_step(plm_forward_state *ctx, const plm_layer *L, int n) {
     float *gate_up_out[2] = {s->gate, s->up};
     matmul_step(ctx, &ffn_norm, s->xn, n, E, true, 2, gate_up, gate_up_out);
     matmul1(ctx, s->gate, n, hp->n_ff, &L->w_down, s->up);  /* up is free after swiglu */
-    add_rows(s->x, s->up, (int64_t)n * E);
+    add_rows(hp, s->x, s->up, (int64_t)n * E);
 }
 
 /* One block: the steps its descriptor selects.  A Mixture-of-Experts FFN
@@ -394,4 +440,6 @@ void plm_forward(plm_forward_state *ctx, const plm_ubatch *b, int first_logit, f
     const row_norm out_norm = {s->x + (int64_t)first_logit * E, m->output_norm, m->hp.rms_eps};
     const plm_weight *output = &m->output;
     matmul_step(ctx, &out_norm, s->xn, n_out, E, false, 1, &output, &out_logits);
+    if (m->hp.logit_scale != 1.0f)  /* granite: logits / logit_scale, as a product like llama.cpp's */
+        plm_scale(out_logits, 1.0f / m->hp.logit_scale, (int)((int64_t)n_out * output->rows));
 }

@@ -24,8 +24,9 @@
  *
  * Hyperparameters are the models' config.json values.  The Qwen2.5 shapes use
  * the -Instruct configs (context 32768; the 1.5B and 7B base configs say
- * 131072).  Llama 3.2's llama3 RoPE scaling is not reproduced: llama.cpp's
- * converter adds a rope_freqs.weight tensor for it, which we omit.
+ * 131072).  Llama 3.2's llama3 RoPE scaling is written as the converter
+ * writes it: a rope_freqs.weight tensor computed from config.json's
+ * rope_scaling (factor 32, low/high_freq_factor 1/4, original 8192).
  */
 #include <math.h>
 #include <pthread.h>
@@ -41,30 +42,65 @@
 #include "quant/fp16.h"
 #include "quant/types.h"
 
+/* Llama 3.1+'s rope_scaling in config.json ("rope_type": "llama3"), from
+ * which the converter computes rope_freqs.weight; factor 0 = none. */
+typedef struct llama3_rope {
+    float factor, low_freq_factor, high_freq_factor;
+    uint32_t original_ctx;
+} llama3_rope;
+#define NO_LLAMA3 {0, 0, 0, 0}
+
+/* Granite's multipliers (config.json embedding_multiplier,
+ * residual_multiplier, attention_multiplier, logits_scaling). */
+typedef struct granite_scales {
+    float embedding, residual, attention, logit;
+} granite_scales;
+#define NO_GRANITE {1, 1, 0, 1}
+
 typedef struct synth_shape {
     const char *name;
     const plm_arch *arch;
     uint32_t n_layer, n_embd, n_head, n_head_kv, n_ff, n_ctx;
     float rope_theta, rms_eps;
     bool tied;         /* output shares token_embd: no output.weight */
+    uint32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
+    llama3_rope llama3;
+    granite_scales granite;
 } synth_shape;
 
 /* Real models first; the "test-" shapes are tiny, for the unit tests. */
 static const synth_shape shapes[] = {
-    {"tinyllama-1.1b", &plm_arch_llama, 22, 2048, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false},
-    {"llama-3.2-1b", &plm_arch_llama, 16, 2048, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true},
-    {"llama-3.2-3b", &plm_arch_llama, 28, 3072, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true},
-    {"qwen2.5-0.5b", &plm_arch_qwen2, 24, 896, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true},
-    {"qwen2.5-1.5b", &plm_arch_qwen2, 28, 1536, 12, 2, 8960, 32768, 1000000.0f, 1e-6f, true},
-    {"qwen2.5-7b", &plm_arch_qwen2, 28, 3584, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false},
-    {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false},
-    {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true},
+    {"tinyllama-1.1b", &plm_arch_llama, 22, 2048, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
+    {"llama-3.2-1b", &plm_arch_llama, 16, 2048, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0, {32, 1, 4, 8192}, NO_GRANITE},
+    {"llama-3.2-3b", &plm_arch_llama, 28, 3072, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0, {32, 1, 4, 8192}, NO_GRANITE},
+    {"qwen2.5-0.5b", &plm_arch_qwen2, 24, 896, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3, NO_GRANITE},
+    {"qwen2.5-1.5b", &plm_arch_qwen2, 28, 1536, 12, 2, 8960, 32768, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3, NO_GRANITE},
+    {"qwen2.5-7b", &plm_arch_qwen2, 28, 3584, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false, 0, NO_LLAMA3, NO_GRANITE},
+    {"qwen3-0.6b", &plm_arch_qwen3, 28, 1024, 16, 8, 3072, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3, NO_GRANITE},
+    {"qwen3-1.7b", &plm_arch_qwen3, 28, 2048, 16, 8, 6144, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3, NO_GRANITE},
+    {"granite-3.1-2b", &plm_arch_granite, 40, 2048, 32, 8, 8192, 131072, 5000000.0f, 1e-5f, true, 0, NO_LLAMA3,
+     {12.0f, 0.22f, 0.015625f, 8.0f}},
+    {"phi-3-mini-4k", &plm_arch_phi3, 32, 3072, 32, 32, 8192, 4096, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
+    {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
+    {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3, NO_GRANITE},
+    /* tied as Llama 3.2, with llama3 RoPE factors that matter within a few dozen
+     * positions: most of its 16 frequency pairs are slowed by 8 */
+    {"test-llama3-tiny", &plm_arch_llama, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, {8, 1, 4, 64}, NO_GRANITE},
+    /* scales chosen so that each one moves the logits well past the
+     * tolerances, and logits divided by 0.5 stay spread out */
+    {"test-granite-tiny", &plm_arch_granite, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3,
+     {3.0f, 0.5f, 0.05f, 0.5f}},
+    {"test-phi3-tiny", &plm_arch_phi3, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3, NO_GRANITE},
+    /* head_dim 64 with n_embd 256 / 8 heads: q_dim != n_embd, as in Qwen3; rows of 256 for K-quants */
+    {"test-qwen3-tiny", &plm_arch_qwen3, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 static const char *const shape_names[N_SHAPES + 1] = {
     "tinyllama-1.1b", "llama-3.2-1b", "llama-3.2-3b", "qwen2.5-0.5b",
-    "qwen2.5-1.5b", "qwen2.5-7b", "test-llama-tiny", "test-qwen2-tiny", NULL,
+    "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-1.7b", "granite-3.1-2b", "phi-3-mini-4k",
+    "test-llama-tiny", "test-qwen2-tiny", "test-llama3-tiny", "test-granite-tiny", "test-phi3-tiny",
+    "test-qwen3-tiny", NULL,
 };
 
 const char *const *plm_synth_shapes(void) { return shape_names; }
@@ -80,6 +116,8 @@ typedef struct synth_tensor {
 } synth_tensor;
 
 typedef struct synth_job {
+    const synth_shape *shape;
+    const plm_hparams *hp;
     const synth_tensor *tensors;
     uint64_t n_tensors;
     uint64_t seed;
@@ -143,6 +181,28 @@ static void *fill_worker_run(void *arg) {
     return NULL;
 }
 
+/* rope_freqs.weight as llama.cpp's converter computes it for "llama3"
+ * scaling: high frequencies (wavelength below original_ctx /
+ * high_freq_factor) kept, low ones (above original_ctx / low_freq_factor)
+ * slowed by `factor`, and a smooth blend between. */
+static void llama3_factors(const llama3_rope *r, const plm_hparams *hp, float *out, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) {
+        const double freq = 1.0 / pow(hp->rope_freq_base, (double)(2 * i) / hp->n_rot);
+        const double wavelen = 2 * M_PI / freq;
+        const double low_wavelen = r->original_ctx / r->low_freq_factor;
+        const double high_wavelen = r->original_ctx / r->high_freq_factor;
+        if (wavelen < high_wavelen) {
+            out[i] = 1.0f;
+        } else if (wavelen > low_wavelen) {
+            out[i] = r->factor;
+        } else {
+            const double smooth = (r->original_ctx / wavelen - r->low_freq_factor) /
+                                  (r->high_freq_factor - r->low_freq_factor);
+            out[i] = (float)(1.0 / ((1 - smooth) / r->factor + smooth));
+        }
+    }
+}
+
 static plm_status synth_fill(void *user, uint64_t index, void *dst, uint64_t nbytes, plm_error *err) {
     const synth_job *job = user;
     if (index >= job->n_tensors)
@@ -153,6 +213,10 @@ static plm_status synth_fill(void *user, uint64_t index, void *dst, uint64_t nby
     if (nbytes != n * esize)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "synth: %s: writer asks %llu bytes, expected %llu",
                         t->name, (unsigned long long)nbytes, (unsigned long long)(n * esize));
+    if (t->init == PLM_T_ROPE_FACTORS) {
+        llama3_factors(&job->shape->llama3, job->hp, dst, n);
+        return PLM_OK;
+    }
     if (t->init == PLM_T_NORM) {
         float *f = dst;
         for (uint64_t i = 0; i < n; i++) f[i] = 1.0f;
@@ -184,11 +248,15 @@ static plm_hparams shape_hparams(const synth_shape *sh, uint64_t n_vocab) {
     hp.n_embd = (int)sh->n_embd;
     hp.n_head = (int)sh->n_head;
     hp.n_head_kv = (int)sh->n_head_kv;
-    hp.head_dim = hp.n_rot = (int)(sh->n_embd / sh->n_head);
+    hp.head_dim = hp.head_dim_v = hp.n_rot = (int)(sh->head_dim ? sh->head_dim : sh->n_embd / sh->n_head);
     hp.n_ff = (int)sh->n_ff;
     hp.n_ctx_train = (int)sh->n_ctx;
     hp.rms_eps = sh->rms_eps;
     hp.rope_freq_base = sh->rope_theta;
+    hp.embd_scale = sh->granite.embedding;
+    hp.residual_scale = sh->granite.residual;
+    hp.attn_scale = sh->granite.attention;
+    hp.logit_scale = sh->granite.logit;
     return hp;
 }
 
@@ -207,6 +275,7 @@ static void add_tensor(synth_tensor *list, uint64_t *n, const plm_tensor_spec *s
 /* Whether a shape's file has this table entry: the required ones, and the
  * output matrix unless the shape ties it. */
 static bool shape_has(const synth_shape *sh, const plm_tensor_spec *spec) {
+    if (spec->kind == PLM_T_ROPE_FACTORS) return sh->llama3.factor > 0;
     return spec->need == PLM_REQUIRED || (spec->need == PLM_TIED && !sh->tied);
 }
 
@@ -311,7 +380,7 @@ plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float 
     for (uint64_t i = 0; i < n_tensors; i++)
         gguf_writer_add_tensor(w, list[i].name, list[i].type, list[i].n_dims, list[i].ne, NULL);
 
-    synth_job job = {list, n_tensors, params->seed, n_cpus(), layer_scale > 0.0f ? layer_scale : 1.0f};
+    synth_job job = {sh, &hp, list, n_tensors, params->seed, n_cpus(), layer_scale > 0.0f ? layer_scale : 1.0f};
     plm_status st = gguf_writer_write(w, params->out_path, synth_fill, &job, err);
     gguf_writer_free(w);
     free(list);

@@ -2,7 +2,9 @@
  * llama (Llama 1-3, TinyLlama, Mistral's GGUFs, and every file converted
  * with "llama" as its architecture): pre-norm blocks with RMSNorm, RoPE in
  * adjacent pairs, grouped-query attention, a SwiGLU FFN; optional Q/K/V
- * biases; the output matrix may be tied to the token embedding.
+ * biases; the output matrix may be tied to the token embedding.  Llama 3.1+
+ * carry their "llama3" RoPE scaling as rope_freqs.weight, one divisor per
+ * frequency, which the converter computes from config.json's rope_scaling.
  */
 #include <math.h>
 
@@ -26,7 +28,9 @@ static const plm_hp_key hparams[] = {
     {NULL, 0, 0, false, 0},
 };
 
+/* rope_freqs first, where the converter writes it (Llama 3.1+ only). */
 static const plm_tensor_spec globals[] = {
+    {"rope_freqs.weight", PLM_T_ROPE_FACTORS, PLM_DIM_ROPE, PLM_DIM_NONE, MODEL(rope_freqs), PLM_OPTIONAL, NULL, PLM_STEP_NONE},
     {"token_embd.weight", PLM_T_EMBEDDING, PLM_DIM_EMBD, PLM_DIM_VOCAB, MODEL(tok_embd), PLM_REQUIRED, NULL, PLM_STEP_NONE},
     {"output_norm.weight", PLM_T_NORM, PLM_DIM_EMBD, PLM_DIM_NONE, MODEL(output_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE},
     {"output.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_VOCAB, MODEL(output), PLM_TIED, "token_embd.weight", PLM_STEP_OUTPUT},

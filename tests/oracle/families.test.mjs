@@ -1,0 +1,139 @@
+// Every architecture family against llama.cpp (node-llama-cpp 3.21.1) on the
+// very file we run: `pocketlm synth` writes a tiny random-weight model of the
+// family's test shape (F32 and F16), `pocketlm quantize` re-encodes the F32
+// one as Q8_0 and Q4_K_M, and both engines evaluate the same tokens.  At
+// every position our log-softmax must be within the format's tolerance of
+// llama.cpp's (max absolute difference; log-probabilities, because
+// node-llama-cpp gives probabilities, so logits up to a constant), and our
+// top-1 must be llama.cpp's wherever llama.cpp's top-1/top-2 gap exceeds
+// twice the tolerance: the standard of test_logits.
+//
+// PLM_FAMILIES=shape,shape... runs only those synth shapes.
+//
+// Tolerances as test_logits: 0.01 for F32/F16 (summation order only); 0.1
+// for Q8_0 and 0.15 for Q4_K_M, where activations are quantized too and an
+// int8 rounding of a last-bit difference can flip.
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { SHARED, BIN, pocketlm, llama, check, finish } from "./lib.mjs";
+
+const DUMP = process.env.PLM_DUMP_LOGITS_BIN ?? path.join(path.dirname(BIN), "dump_logits");
+const vocab = path.join(SHARED, "models/stories260K.gguf");
+// llama.cpp looks up Phi-3's own special tokens when it loads a phi3 file.
+const vocabOf = (shape) => shape.includes("phi3") ? path.join(SHARED, "vocab/ggml-vocab-phi-3.gguf") : vocab;
+const dir = mkdtempSync(path.join(os.tmpdir(), "plm-families-"));
+const l = await llama();
+
+// Shapes: `pocketlm synth --list`; each exercises its family's own steps.
+const families = (process.env.PLM_FAMILIES ?? "test-llama-tiny,test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny,test-granite-tiny,test-phi3-tiny").split(",");
+const formats = [
+  { name: "F32", tol: 0.01 },
+  { name: "F16", tol: 0.01 },
+  { name: "Q8_0", tol: 0.1 },
+  { name: "Q4_K_M", tol: 0.15 },
+];
+
+// The files of one shape: F32 and F16 from synth, the others quantized from F32.
+function makeFiles(shape) {
+  const files = {};
+  for (const f of formats) {
+    const out = path.join(dir, `${shape}-${f.name}.gguf`);
+    let r;
+    if (f.name === "F32" || f.name === "F16")
+      r = pocketlm(["synth", shape, "--vocab", vocabOf(shape), "-o", out, "--seed", "11", ...(f.name === "F32" ? ["--f32"] : [])]);
+    else r = pocketlm(["quantize", "-t", "2", files.F32, out, f.name]);
+    check(r.status === 0, `${shape} ${f.name}: ${r.stderr}`);
+    if (r.status === 0) files[f.name] = out;
+  }
+  return files;
+}
+
+// llama.cpp's log-probabilities at every position of `tokens`.
+async function theirs(file, tokens) {
+  const model = await l.loadModel({ modelPath: file });
+  const context = await model.createContext({ contextSize: 64, flashAttention: false });
+  const seq = context.getSequence();
+  const res = await seq.controlledEvaluate(tokens.map((t) => [t, { generateNext: { probabilities: true } }]));
+  const out = res.map((r) => {
+    const nv = r.next.probabilities.size;  // greedy sampling keeps every candidate
+    const lp = new Float64Array(nv).fill(-Infinity);
+    for (const [tok, p] of r.next.probabilities) lp[tok] = Math.log(p);
+    return lp;
+  });
+  await context.dispose();
+  await model.dispose();
+  return out;
+}
+
+function logSoftmax(x) {
+  let m = -Infinity;
+  for (const v of x) m = Math.max(m, v);
+  let s = 0;
+  for (const v of x) s += Math.exp(v - m);
+  const lse = m + Math.log(s);
+  return Float64Array.from(x, (v) => v - lse);
+}
+
+function top2(x) {
+  let a = 0, b = -1;
+  for (let i = 1; i < x.length; i++) {
+    if (x[i] > x[a]) { b = a; a = i; } else if (b < 0 || x[i] > x[b]) b = i;
+  }
+  return [a, x[a] - x[b]];
+}
+
+// Our log-probabilities: dump_logits evaluates the tokens in one batch.
+function dumpOurs(file, tokens, nv) {
+  const out = path.join(dir, "ours.f32");
+  const r = spawnSync(DUMP, [file, out, ...tokens.map(String)], { encoding: "utf8" });
+  if (r.error || r.status !== 0) return { err: r.error?.message ?? r.stderr };
+  const buf = readFileSync(out);
+  const all = new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4);
+  if (all.length !== tokens.length * nv) return { err: `${all.length} logits, want ${tokens.length * nv}` };
+  const rows = [];
+  for (let i = 0; i < tokens.length; i++) rows.push(logSoftmax(all.subarray(i * nv, (i + 1) * nv)));
+  return { rows };
+}
+
+const prompt = "Once upon a time, there was a little girl named Lily. She loved to play outside";
+try {
+  const m0 = await l.loadModel({ modelPath: vocab });
+  const tokens = [m0.tokens.bos ?? 1, ...m0.tokenize(prompt)];
+  await m0.dispose();
+  for (const shape of families) {
+    const files = makeFiles(shape);
+    let clear = 0;
+    for (const f of formats) {
+      if (!files[f.name]) continue;
+      const want = await theirs(files[f.name], tokens);
+      const nv = want[0].length;
+      const got = dumpOurs(files[f.name], tokens, nv);
+      check(!got.err, `${shape} ${f.name}: dump_logits: ${got.err}`);
+      if (got.err) continue;
+      let worst = 0, checked = 0, flips = 0;
+      for (let i = 0; i < tokens.length; i++) {
+        for (let j = 0; j < nv; j++) worst = Math.max(worst, Math.abs(got.rows[i][j] - want[i][j]));
+        const [t, gap] = top2(want[i]);
+        if (gap > 2 * f.tol) {
+          checked++;
+          if (top2(got.rows[i])[0] !== t) flips++;
+        }
+      }
+      console.log(`${shape} ${f.name}: max |dlogp| ${worst.toFixed(4)} (tol ${f.tol}), top-1 agrees ` +
+                  `${checked - flips}/${checked} clear positions of ${tokens.length}`);
+      check(worst <= f.tol, `${shape} ${f.name}: max log-prob difference ${worst} > ${f.tol}`);
+      check(flips === 0, `${shape} ${f.name}: top-1 differs at ${flips} of ${checked} clear positions`);
+      clear += checked;
+    }
+    // An untied output of N(0, 0.02) (test-llama-tiny) spreads the logits
+    // little: its quantized formats may have no clear position, but the
+    // shape as a whole must.
+    check(clear > 0, `${shape}: no position with a clear top-1 in any format`);
+    for (const p of Object.values(files)) rmSync(p, { force: true });
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+finish();
