@@ -26,7 +26,7 @@ typedef struct chat_opts {
     const char *model, *prompt, *system, *template_name, *template_file, *reasoning, *vars;
     const char *cache_type_k, *cache_type_v;
     int n_predict, n_ctx, n_batch, n_threads;
-    bool verbose;
+    bool verbose, ignore_eos;
     plm_sampler_params sp;
     uint64_t seed;
     arg_list stops;
@@ -46,12 +46,15 @@ static bool interrupted(void *user) {
     return interrupts > 0;
 }
 
-static void catch_sigint(void) {
+/* At the prompt a Ctrl-C must end the blocked read (no SA_RESTART); while
+ * answering it must not fail a write to a full pipe or a slow terminal. */
+static void catch_sigint(bool restart) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
+    sa.sa_flags = restart ? SA_RESTART : 0;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);  /* no SA_RESTART: a read at the prompt returns */
+    sigaction(SIGINT, &sa, NULL);
 }
 
 /* ---- the template ---------------------------------------------------- */
@@ -135,12 +138,15 @@ static void answer(chat_app *a, const char *text) {
     gp.abort = interrupted;
     gp.user = &a->think;
     think_init(&a->think, stdout, !strcmp(a->o->reasoning, "hide"), isatty(STDOUT_FILENO));
+    gp.ignore_eos = a->o->ignore_eos;
     interrupts = 0;
+    catch_sigint(true);
     plm_generate_result r;
     chat_turn_stats ts;
     plm_error err;
     bool ok = chat_session_turn(&a->s, text, a->smp, gp, show_piece, &r, &ts, &err);
     think_flush(&a->think);
+    catch_sigint(false);
     a->turn++;
     if (ts.n_dropped)
         fprintf(stderr, "pocketlm chat: context full: dropped the %d oldest messages (the system prompt stays)\n",
@@ -281,7 +287,7 @@ static int chat(const chat_opts *o, plm_model *model, const chat_template_src *s
     uint32_t n_ctx = plm_context_n_ctx(ctx);
     a.s.reserve = o->n_predict > 0 && (uint32_t)o->n_predict < n_ctx / 2 ? o->n_predict : (int)(n_ctx / 4);
     a.n_stops = default_stops(src->text, a.stops);
-    catch_sigint();
+    catch_sigint(false);
     if (o->prompt) {
         char *line = strdup(o->prompt);
         if (line) handle_line(&a, line);
@@ -348,6 +354,7 @@ int cmd_chat(int argc, char **argv) {
         {NULL, "--repeat-penalty", ARG_FLOAT, &o.sp.repeat_penalty, "X", "penalise recent tokens, 1 = off"},
         {"-s", "--seed", ARG_U64, &o.seed, "N", "random seed (default: from the clock)"},
         {NULL, "--stop", ARG_LIST, &o.stops, "TEXT", "end an answer at this text (default: the template's end-of-turn)"},
+        {NULL, "--ignore-eos", ARG_FLAG, &o.ignore_eos, NULL, "keep generating past end-of-turn tokens"},
         {"-v", "--verbose", ARG_FLAG, &o.verbose, NULL, "log each turn's prompt tokens (reused, evaluated) on stderr"},
     };
     const arg_parser parser = {"chat", "pocketlm chat [-m MODEL.gguf] [-p MESSAGE] [-sys TEXT] [options]", specs,
