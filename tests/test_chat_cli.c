@@ -125,12 +125,28 @@ static void test_save_load(void) {
     write_text("part2.txt", "/load conv.json\nWhat happened next\nThank you\n");
     char *a = run(PLM_BIN " chat" GREEDY "< part1.txt 2>/dev/null", &st);
     CHECK(st == 0, "first process");
-    char *b = run(PLM_BIN " chat" GREEDY "< part2.txt 2>load.err", &st);
+    char *b = run(PLM_BIN " chat" GREEDY "-v < part2.txt 2>load.err", &st);
     CHECK(st == 0, "second process");
     char joined[1 << 14] = "";
     if (a && b) snprintf(joined, sizeof joined, "%s%s", a, b);
     CHECK(full && a && b && !strcmp(joined, full), "saved and resumed = uninterrupted:\n%s\nvs\n%s", joined,
           full ? full : "");
+    /* The KV cache came back with the history: only the new message ran. */
+    turn_log t;
+    parse_turns("load.err", &t);
+    CHECK(t.n == 2 && t.reused[0] > 0 && t.evaluated[0] * 2 < t.prompt[0],
+          "the resumed turn reuses the restored cache: %d of %d evaluated", t.evaluated[0], t.prompt[0]);
+    /* A damaged cache file is refused by its checksum; the history is
+     * evaluated again and the answers stay the same. */
+    char *flip = run("printf '\\001' | dd of=conv.json.kv bs=1 seek=300 conv=notrunc 2>/dev/null && echo ok", &st);
+    char *c = run(PLM_BIN " chat" GREEDY "-v < part2.txt 2>damaged.err", &st);
+    char *derr = run("cat damaged.err", &st);
+    CHECK(flip && strstr(flip, "ok") && c && b && !strcmp(c, b), "damaged cache: same answers");
+    CHECK(derr && strstr(derr, "checksum mismatch") && strstr(derr, "evaluates the history"), "damage named: %s",
+          derr ? derr : "");
+    free(flip);
+    free(c);
+    free(derr);
     free(full);
     free(a);
     free(b);

@@ -196,6 +196,22 @@ bool chat_session_turn(chat_session *s, const char *user_text, plm_sampler *smp,
 #define SAVE_FORMAT "pocketlm-chat"
 #define SAVE_VERSION 1
 
+/* The KV cache goes beside the history, in PATH.kv. */
+static char *kv_path(const char *path) {
+    size_t n = strlen(path) + 4;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s.kv", path);
+    return p;
+}
+
+static bool save_kv(const chat_session *s, const char *path, plm_error *err) {
+    char *kp = kv_path(path);
+    if (!kp) return fail(err, PLM_ERR_NOMEM, "out of memory");
+    plm_status st = plm_context_state_save(s->ctx, kp, s->cached, (int)plm_context_n_past(s->ctx), err);
+    free(kp);
+    return st == PLM_OK;
+}
+
 bool chat_session_save(const chat_session *s, const char *path, plm_error *err) {
     json_t *doc = json_pack("{s:s, s:i, s:s, s:i, s:O}", "format", SAVE_FORMAT, "version", SAVE_VERSION, "model",
                             plm_model_name(s->model), "n_vocab", plm_model_n_vocab(s->model), "messages",
@@ -216,7 +232,7 @@ bool chat_session_save(const chat_session *s, const char *path, plm_error *err) 
     }
     free(tmp);
     json_decref(doc);
-    return ok;
+    return ok && save_kv(s, path, err);
 }
 
 static bool valid_messages(const json_t *msgs) {
@@ -259,4 +275,16 @@ bool chat_session_load(chat_session *s, const char *path, plm_error *err) {
     }
     json_decref(doc);
     return ok;
+}
+
+bool chat_session_load_kv(chat_session *s, const char *path, plm_error *err) {
+    char *kp = kv_path(path);
+    int cap = (int)plm_context_n_ctx(s->ctx), n = 0;
+    if (!kp || !reserve_cached(s, cap)) {
+        free(kp);
+        return fail(err, PLM_ERR_NOMEM, "out of memory");
+    }
+    plm_status st = plm_context_state_load(s->ctx, kp, s->cached, cap, &n, err);
+    free(kp);
+    return st == PLM_OK;
 }

@@ -44,9 +44,13 @@ void chat_session_clear(chat_session *s);
 bool chat_session_turn(chat_session *s, const char *user_text, plm_sampler *smp, plm_generate_params gp,
                        plm_piece_cb on_piece, plm_generate_result *res, chat_turn_stats *stats, plm_error *err);
 
-/* /save and /load: the history as JSON (written to a temp file, then
- * renamed).  /load replaces the history; the next turn evaluates it. */
+/* /save and /load: the history as JSON in PATH and the KV cache in PATH.kv
+ * (each written to a temp file, then renamed).  chat_session_load replaces
+ * the history; chat_session_load_kv then restores the cache, so the next
+ * turn evaluates only its new tokens (without it, or when it fails, the
+ * next turn evaluates the history again). */
 bool chat_session_save(const chat_session *s, const char *path, plm_error *err);
 bool chat_session_load(chat_session *s, const char *path, plm_error *err);
+bool chat_session_load_kv(chat_session *s, const char *path, plm_error *err);
 
 #endif

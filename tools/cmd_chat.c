@@ -175,8 +175,13 @@ static bool command(chat_app *a, const char *line) {
         if (chat_session_save(&a->s, line + 6, &err)) fprintf(stderr, "pocketlm chat: saved %s\n", line + 6);
         else fprintf(stderr, "pocketlm chat: %s\n", err.message);
     } else if (!strncmp(line, "/load ", 6)) {
-        if (chat_session_load(&a->s, line + 6, &err)) fprintf(stderr, "pocketlm chat: loaded %s\n", line + 6);
-        else fprintf(stderr, "pocketlm chat: %s\n", err.message);
+        if (!chat_session_load(&a->s, line + 6, &err)) fprintf(stderr, "pocketlm chat: %s\n", err.message);
+        else if (chat_session_load_kv(&a->s, line + 6, &err))
+            fprintf(stderr, "pocketlm chat: loaded %s with its KV cache (%u tokens)\n", line + 6,
+                    plm_context_n_past(a->s.ctx));
+        else
+            fprintf(stderr, "pocketlm chat: loaded %s; its KV cache was not restored (%s): the next turn "
+                            "evaluates the history\n", line + 6, err.message);
     } else if (!strcmp(line, "/help")) {
         fprintf(stderr, "/clear  forget the conversation\n/save FILE  save it\n/load FILE  resume one\n"
                         "/exit  leave (also Ctrl-D, or Ctrl-C twice)\n");
