@@ -6,7 +6,7 @@
  * File layout, little-endian as the machine writes it (a file moves between
  * processes of one build, not between architectures):
  *   header: magic "PLM-KVS\0", version, the model's identity (vocabulary
- *           fingerprint, layers, kv_dim, parameter count), the cache's
+ *           fingerprint, layers, kv_dim, parameters, weight bytes), the cache's
  *           storage types and row sizes, n_tokens
  *   tokens: n_tokens token ids (what the cache holds, as the caller fed it)
  *   rows:   per layer, the keys then the values of the cached positions
@@ -29,7 +29,7 @@
 typedef struct state_header {
     char magic[8];
     uint32_t version, n_layer, kv_dim, type_k, type_v, n_tokens;
-    uint64_t vocab_hash, n_params, k_row, v_row;
+    uint64_t vocab_hash, n_params, weight_bytes, k_row, v_row;
 } state_header;
 
 enum { SEQ = 0 };
@@ -52,6 +52,7 @@ static state_header header_of(const plm_context *ctx, uint32_t n_tokens) {
     h.n_tokens = n_tokens;
     h.vocab_hash = plm_vocab_fingerprint(ctx->model);
     h.n_params = plm_model_n_params(ctx->model);
+    h.weight_bytes = plm_model_weight_bytes(ctx->model);
     h.k_row = kv->k_row;
     h.v_row = kv->v_row;
     return h;
@@ -117,7 +118,8 @@ static plm_status check_header(const plm_context *ctx, const state_header *h, co
     if (h->version != STATE_VERSION)
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "%s: state version %u, this build reads %u", path, h->version,
                         STATE_VERSION);
-    if (h->vocab_hash != want.vocab_hash || h->n_params != want.n_params || h->n_layer != want.n_layer ||
+    if (h->vocab_hash != want.vocab_hash || h->n_params != want.n_params ||
+        h->weight_bytes != want.weight_bytes || h->n_layer != want.n_layer ||
         h->kv_dim != want.kv_dim)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "%s was saved with another model", path);
     if (h->type_k != want.type_k || h->type_v != want.type_v || h->k_row != want.k_row || h->v_row != want.v_row)
