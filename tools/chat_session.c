@@ -157,6 +157,11 @@ bool chat_session_turn(chat_session *s, const char *user_text, plm_sampler *smp,
     json_array_append_new(s->messages, message("user", user_text));
     int n = 0;
     plm_token *toks = fit_conversation(s, &n, stats, err);
+    if (toks && n == 0) {
+        free(toks);
+        toks = NULL;
+        fail(err, PLM_ERR_INVALID_ARG, "the template rendered an empty prompt");
+    }
     if (!toks || !reserve_cached(s, n)) {
         json_array_remove(s->messages, json_array_size(s->messages) - 1);
         free(toks);

@@ -23,13 +23,13 @@
 #define DEMO_MODEL "../shared/models/stories260K.gguf"
 
 typedef struct chat_opts {
-    const char *model, *prompt, *system, *template_name, *template_file, *reasoning, *vars;
+    const char *model, *prompt, *system, *template_name, *template_file, *reasoning;
     const char *cache_type_k, *cache_type_v;
     int n_predict, n_ctx, n_batch, n_threads;
     bool verbose, ignore_eos;
     plm_sampler_params sp;
     uint64_t seed;
-    arg_list stops;
+    arg_list stops, vars;
 } chat_opts;
 
 /* ---- Ctrl-C: stops an answer; twice at the prompt leaves ---------------- */
@@ -123,6 +123,7 @@ typedef struct chat_app {
     const char *stops[8];
     int n_stops;
     int turn;
+    bool failed;  /* an answer could not be made: -p exits 1 */
 } chat_app;
 
 static bool show_piece(void *user, const char *text, size_t len) {
@@ -153,6 +154,7 @@ static void answer(chat_app *a, const char *text) {
                 ts.n_dropped);
     if (!ok) {
         fprintf(stderr, "pocketlm chat: %s\n", err.message);
+        a->failed = true;
         return;
     }
     printf("\n");
@@ -256,11 +258,36 @@ static void read_terminal(chat_app *a) {
 
 /* ---- setup -------------------------------------------------------------- */
 
+/* --var NAME=JSON ... as one JSON object (malloc'd), or NULL with a message. */
+static char *vars_object(const arg_list *vars) {
+    json_t *obj = json_object();
+    for (int i = 0; obj && i < vars->n; i++) {
+        const char *eq = strchr(vars->items[i], '=');
+        json_error_t je;
+        json_t *v = eq && eq != vars->items[i] ? json_loads(eq + 1, JSON_DECODE_ANY, &je) : NULL;
+        char name[128];
+        if (!v || (size_t)(eq - vars->items[i]) >= sizeof name) {
+            fprintf(stderr, "pocketlm chat: --var wants NAME=JSON, got '%s'\n", vars->items[i]);
+            json_decref(v);
+            json_decref(obj);
+            return NULL;
+        }
+        snprintf(name, sizeof name, "%.*s", (int)(eq - vars->items[i]), vars->items[i]);
+        json_object_set_new(obj, name, v);
+    }
+    char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    return text;
+}
+
 static int chat(const chat_opts *o, plm_model *model, const chat_template_src *src) {
     plm_error err;
     plm_chat_template *tmpl;
+    char *vars = NULL;
+    if (o->vars.n && !(vars = vars_object(&o->vars))) return 1;
     if (plm_chat_compile(src->text, strlen(src->text), &tmpl, &err)) {
         fprintf(stderr, "pocketlm chat: template: %s\n", err.message);
+        free(vars);
         return 1;
     }
     plm_context_params cp = plm_context_default_params();
@@ -272,6 +299,7 @@ static int chat(const chat_opts *o, plm_model *model, const chat_template_src *s
     plm_context *ctx;
     if (plm_context_new(model, &cp, &ctx, &err)) {
         plm_chat_free(tmpl);
+        free(vars);
         fprintf(stderr, "pocketlm chat: %s\n", err.message);
         return 1;
     }
@@ -282,12 +310,13 @@ static int chat(const chat_opts *o, plm_model *model, const chat_template_src *s
         fprintf(stderr, "pocketlm chat: %s\n", err.message);
         plm_context_free(ctx);
         plm_chat_free(tmpl);
+        free(vars);
         return 1;
     }
     chat_session_init(&a.s, model, ctx, tmpl, o->system);
     a.s.bos = src->bos;
     a.s.eos = src->eos;
-    a.s.vars_json = o->vars;
+    a.s.vars_json = vars;
     a.s.verbose = o->verbose;
     uint32_t n_ctx = plm_context_n_ctx(ctx);
     a.s.reserve = o->n_predict > 0 && (uint32_t)o->n_predict < n_ctx / 2 ? o->n_predict : (int)(n_ctx / 4);
@@ -303,10 +332,11 @@ static int chat(const chat_opts *o, plm_model *model, const chat_template_src *s
         read_pipe(&a);
     }
     chat_session_free(&a.s);
+    free(vars);
     plm_sampler_free(a.smp);
     plm_context_free(ctx);
     plm_chat_free(tmpl);
-    return 0;
+    return o->prompt && a.failed ? 1 : 0;
 }
 
 static bool check_options(const chat_opts *o) {
@@ -344,7 +374,7 @@ int cmd_chat(int argc, char **argv) {
         {"-sys", "--system-prompt", ARG_STR, &o.system, "TEXT", "system prompt"},
         {NULL, "--chat-template", ARG_STR, &o.template_name, "NAME", "built-in template (default: the model's)"},
         {NULL, "--chat-template-file", ARG_STR, &o.template_file, "FILE", "Jinja template file"},
-        {NULL, "--var", ARG_STR, &o.vars, "JSON", "template variables, e.g. {\"enable_thinking\":false}"},
+        {NULL, "--var", ARG_LIST, &o.vars, "NAME=JSON", "a template variable, e.g. enable_thinking=false"},
         {NULL, "--reasoning", ARG_STR, &o.reasoning, "MODE", "<think> text: show (dimmed on a terminal) or hide"},
         {"-n", "--n-predict", ARG_INT, &o.n_predict, "N", "tokens per answer at most, -1 = until end of turn"},
         {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = min(trained, 4096)"},
