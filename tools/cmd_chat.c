@@ -8,9 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef PLM_HAVE_LIBEDIT
-#include <editline/readline.h>
-#endif
+#include <dlfcn.h>
 
 #include "args.h"
 #include "chat_session.h"
@@ -212,43 +210,53 @@ static void read_pipe(chat_app *a) {
     free(line);
 }
 
+/* Line editing and history come from libedit, opened only when a terminal
+ * chat starts: every other command (and its memory plan) stays without it.
+ * Without libedit the prompt reads plain lines. */
+typedef struct line_editor {
+    char *(*readline)(const char *prompt);
+    int (*add_history)(const char *line);
+} line_editor;
+
+static line_editor open_editor(void) {
+    line_editor ed = {0};
+    void *lib = dlopen("libedit.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return ed;
+    *(void **)&ed.readline = dlsym(lib, "readline");
+    *(void **)&ed.add_history = dlsym(lib, "add_history");
+    if (!ed.readline || !ed.add_history) ed = (line_editor){0};
+    return ed;
+}
+
+static char *read_line(const line_editor *ed, const char *prompt) {
+    if (ed->readline) return ed->readline(prompt);
+    fputs(prompt, stdout);
+    fflush(stdout);
+    char *line = NULL;
+    size_t cap = 0;
+    if (getline(&line, &cap, stdin) >= 0) return line;
+    free(line);
+    return NULL;
+}
+
 static void read_terminal(chat_app *a) {
-    fprintf(stderr, "pocketlm chat: /help for commands; Ctrl-C stops an answer, Ctrl-D leaves\n");
+    line_editor ed = open_editor();
+    fprintf(stderr, "pocketlm chat: /help for commands; Ctrl-C stops an answer, Ctrl-D leaves%s\n",
+            ed.readline ? "" : " (no libedit: no line editing)");
     for (;;) {
         interrupts = 0;
-#ifdef PLM_HAVE_LIBEDIT
-        char *line = readline("> ");
-#else
-        fputs("> ", stdout);
-        fflush(stdout);
-        char *line = NULL;
-        size_t cap = 0;
-        if (getline(&line, &cap, stdin) < 0) {
-            free(line);
-            line = NULL;
-        }
-#endif
+        char *line = read_line(&ed, "> ");
         if (!line && interrupts) {  /* Ctrl-C at the prompt: a second one leaves */
             fprintf(stderr, "\n(Ctrl-C again to leave)\n");
             clearerr(stdin);
-#ifdef PLM_HAVE_LIBEDIT
-            line = readline("> ");
-#else
-            cap = 0;
-            if (getline(&line, &cap, stdin) < 0) {
-                free(line);
-                line = NULL;
-            }
-#endif
+            line = read_line(&ed, "> ");
             if (!line || interrupts > 1) {
                 free(line);
                 break;
             }
         }
         if (!line) break;
-#ifdef PLM_HAVE_LIBEDIT
-        if (*line) add_history(line);
-#endif
+        if (*line && ed.add_history) ed.add_history(line);
         bool go_on = handle_line(a, line);
         free(line);
         if (!go_on) break;
