@@ -140,6 +140,18 @@ void plm_kv_truncate(plm_context *ctx, uint32_t pos);
  * generation can go on in a full context without re-evaluating anything. */
 plm_status plm_kv_shift(plm_context *ctx, uint32_t n_keep, uint32_t n_discard, plm_error *err);
 
+/* Saves the KV cache (the positions it holds, with the n_tokens token ids
+ * the caller fed it, n_tokens == plm_context_n_past) to a versioned,
+ * checksummed file, written to a temp file and renamed.  Load refuses a file
+ * of another model or other KV cache types, checks the checksum, and on
+ * success fills tokens (room for max_tokens) and *n_tokens; the next decode
+ * appends after them.  On a failed load the cache is left empty or as it
+ * was. */
+plm_status plm_context_state_save(const plm_context *ctx, const char *path, const plm_token *tokens, int n_tokens,
+                                  plm_error *err);
+plm_status plm_context_state_load(plm_context *ctx, const char *path, plm_token *tokens, int max_tokens,
+                                  int *n_tokens, plm_error *err);
+
 /* ---- sampling --------------------------------------------------------- */
 
 typedef struct plm_sampler plm_sampler;

@@ -13,6 +13,7 @@ typedef struct {
 
 static const subcommand subcommands[] = {
     {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "talk to a model in its chat template: a REPL, a pipe or one -p message"},
     {"serve", cmd_serve, "OpenAI- and Ollama-compatible HTTP server"},
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
