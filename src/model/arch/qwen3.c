@@ -4,49 +4,43 @@
  * the same weights for every head) between the projection and RoPE.
  * head_dim is attention.key_length (128), not n_embd / n_head.
  */
-#include <math.h>
-
-#include "model/model.h"
-
-#define HP(field) offsetof(plm_hparams, field)
-#define LAYER(field) offsetof(plm_layer, field)
-#define MODEL(field) offsetof(plm_model, field)
+#include "model/arch/rows.h"
 
 static const plm_hp_key hparams[] = {
-    {"embedding_length", PLM_HP_U32, HP(n_embd), true, 0},
-    {"block_count", PLM_HP_U32, HP(n_layer), true, 0},
-    {"feed_forward_length", PLM_HP_U32, HP(n_ff), true, 0},
-    {"attention.head_count", PLM_HP_U32, HP(n_head), true, 0},
-    {"attention.head_count_kv", PLM_HP_U32, HP(n_head_kv), false, NAN},
-    {"attention.key_length", PLM_HP_U32, HP(head_dim), false, NAN},
-    {"attention.value_length", PLM_HP_U32, HP(head_dim_v), false, NAN},
-    {"rope.dimension_count", PLM_HP_U32, HP(n_rot), false, NAN},
-    {"context_length", PLM_HP_U32, HP(n_ctx_train), false, 2048},
-    {"attention.layer_norm_rms_epsilon", PLM_HP_F32, HP(rms_eps), false, 1e-5f},
-    {"rope.freq_base", PLM_HP_F32, HP(rope_freq_base), false, 10000.0f},
-    {NULL, 0, 0, false, 0},
+    HP_EMBD,
+    HP_BLOCKS,
+    HP_FF,
+    HP_HEADS,
+    HP_HEADS_KV,
+    HP_KEY_LEN,
+    HP_VALUE_LEN,
+    HP_ROPE_DIMS,
+    HP_CTX,
+    HP_RMS_EPS,
+    HP_ROPE_BASE,
+    HP_END,
 };
 
 static const plm_tensor_spec globals[] = {
-    {"token_embd.weight", PLM_T_EMBEDDING, PLM_DIM_EMBD, PLM_DIM_VOCAB, MODEL(tok_embd), PLM_REQUIRED, NULL, PLM_STEP_NONE},
-    {"output_norm.weight", PLM_T_NORM, PLM_DIM_EMBD, PLM_DIM_NONE, MODEL(output_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE},
-    {"output.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_VOCAB, MODEL(output), PLM_TIED, "token_embd.weight", PLM_STEP_OUTPUT},
-    {NULL, 0, 0, 0, 0, 0, NULL, 0},
+    T_TOKEN_EMBD,
+    T_OUTPUT_NORM,
+    T_OUTPUT,
+    T_END,
 };
 
 static const plm_tensor_spec layer[] = {
-    {"blk.%d.attn_norm.weight", PLM_T_NORM, PLM_DIM_EMBD, PLM_DIM_NONE, LAYER(attn_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE},
-    {"blk.%d.attn_q.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_Q, LAYER(wq), PLM_REQUIRED, NULL, PLM_STEP_QKV},
-    {"blk.%d.attn_k.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_KV, LAYER(wk), PLM_REQUIRED, NULL, PLM_STEP_QKV},
-    {"blk.%d.attn_v.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_KV, LAYER(wv), PLM_REQUIRED, NULL, PLM_STEP_QKV},
-    {"blk.%d.attn_q_norm.weight", PLM_T_NORM, PLM_DIM_HEAD, PLM_DIM_NONE, LAYER(q_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE},
-    {"blk.%d.attn_k_norm.weight", PLM_T_NORM, PLM_DIM_HEAD, PLM_DIM_NONE, LAYER(k_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE},
-    {"blk.%d.attn_output.weight", PLM_T_MATRIX, PLM_DIM_Q, PLM_DIM_EMBD, LAYER(wo), PLM_REQUIRED, NULL, PLM_STEP_ATTN_OUT},
-    {"blk.%d.ffn_norm.weight", PLM_T_NORM, PLM_DIM_EMBD, PLM_DIM_NONE, LAYER(ffn_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE},
-    {"blk.%d.ffn_gate.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_FF, LAYER(w_gate), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN},
-    {"blk.%d.ffn_up.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_FF, LAYER(w_up), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN},
-    {"blk.%d.ffn_down.weight", PLM_T_MATRIX, PLM_DIM_FF, PLM_DIM_EMBD, LAYER(w_down), PLM_REQUIRED, NULL, PLM_STEP_FFN_OUT},
-    {NULL, 0, 0, 0, 0, 0, NULL, 0},
+    T_ATTN_NORM,
+    T_ATTN_Q,
+    T_ATTN_K,
+    T_ATTN_V,
+    T_ATTN_Q_NORM,
+    T_ATTN_K_NORM,
+    T_ATTN_OUT,
+    T_FFN_NORM,
+    T_FFN_GATE,
+    T_FFN_UP,
+    T_FFN_DOWN,
+    T_END,
 };
 
 const plm_arch plm_arch_qwen3 = {

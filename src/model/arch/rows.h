@@ -1,0 +1,61 @@
+/*
+ * The rows descriptors are made of.  Most families are the llama block with
+ * a few rows added or changed, so each row is spelled out once here and a
+ * descriptor lists the ones it has: what differs between two families is
+ * then visible as a difference of two lists.  (Included only by the descriptors in this folder.)
+ */
+#ifndef PLM_MODEL_ARCH_ROWS_H
+#define PLM_MODEL_ARCH_ROWS_H
+
+#include <math.h>
+
+#include "model/model.h"
+
+#define HP(field) offsetof(plm_hparams, field)
+#define LAYER(field) offsetof(plm_layer, field)
+#define MODEL(field) offsetof(plm_model, field)
+
+/* ---- hyperparameter keys (after "ARCH.") ---------------------------------- */
+/* NAN as a default: llama.cpp derives the value from others (arch.c). */
+#define HP_EMBD          {"embedding_length", PLM_HP_U32, HP(n_embd), true, 0}
+#define HP_BLOCKS        {"block_count", PLM_HP_U32, HP(n_layer), true, 0}
+#define HP_FF            {"feed_forward_length", PLM_HP_U32, HP(n_ff), true, 0}
+#define HP_HEADS         {"attention.head_count", PLM_HP_U32, HP(n_head), true, 0}
+#define HP_HEADS_KV      {"attention.head_count_kv", PLM_HP_U32, HP(n_head_kv), false, NAN}
+#define HP_KEY_LEN       {"attention.key_length", PLM_HP_U32, HP(head_dim), false, NAN}
+#define HP_VALUE_LEN     {"attention.value_length", PLM_HP_U32, HP(head_dim_v), false, NAN}
+#define HP_ROPE_DIMS     {"rope.dimension_count", PLM_HP_U32, HP(n_rot), false, NAN}
+#define HP_CTX           {"context_length", PLM_HP_U32, HP(n_ctx_train), false, 2048}
+#define HP_RMS_EPS       {"attention.layer_norm_rms_epsilon", PLM_HP_F32, HP(rms_eps), false, 1e-5f}
+#define HP_ROPE_BASE     {"rope.freq_base", PLM_HP_F32, HP(rope_freq_base), false, 10000.0f}
+#define HP_END           {NULL, 0, 0, false, 0}
+
+/* ---- tensors outside the blocks ------------------------------------------- */
+#define T_ROPE_FREQS     {"rope_freqs.weight", PLM_T_ROPE_FACTORS, PLM_DIM_ROPE, PLM_DIM_NONE, MODEL(rope_freqs), PLM_OPTIONAL, NULL, PLM_STEP_NONE}
+#define T_TOKEN_EMBD     {"token_embd.weight", PLM_T_EMBEDDING, PLM_DIM_EMBD, PLM_DIM_VOCAB, MODEL(tok_embd), PLM_REQUIRED, NULL, PLM_STEP_NONE}
+#define T_OUTPUT_NORM    {"output_norm.weight", PLM_T_NORM, PLM_DIM_EMBD, PLM_DIM_NONE, MODEL(output_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE}
+#define T_OUTPUT         {"output.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_VOCAB, MODEL(output), PLM_TIED, "token_embd.weight", PLM_STEP_OUTPUT}
+
+/* ---- tensors of block %d --------------------------------------------------- */
+#define T_ATTN_NORM      {"blk.%d.attn_norm.weight", PLM_T_NORM, PLM_DIM_EMBD, PLM_DIM_NONE, LAYER(attn_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE}
+#define T_ATTN_Q         {"blk.%d.attn_q.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_Q, LAYER(wq), PLM_REQUIRED, NULL, PLM_STEP_QKV}
+#define T_ATTN_K         {"blk.%d.attn_k.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_KV, LAYER(wk), PLM_REQUIRED, NULL, PLM_STEP_QKV}
+#define T_ATTN_V         {"blk.%d.attn_v.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_KV, LAYER(wv), PLM_REQUIRED, NULL, PLM_STEP_QKV}
+/* Q, K and V in one matrix, bound as three row ranges into wq, wk, wv. */
+#define T_ATTN_QKV       {"blk.%d.attn_qkv.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_QKV, LAYER(wq), PLM_REQUIRED, NULL, PLM_STEP_QKV}
+/* need: PLM_OPTIONAL (llama) or PLM_REQUIRED (qwen2). */
+#define T_ATTN_Q_BIAS(need) {"blk.%d.attn_q.bias", PLM_T_BIAS, PLM_DIM_Q, PLM_DIM_NONE, LAYER(bq), need, NULL, PLM_STEP_NONE}
+#define T_ATTN_K_BIAS(need) {"blk.%d.attn_k.bias", PLM_T_BIAS, PLM_DIM_KV, PLM_DIM_NONE, LAYER(bk), need, NULL, PLM_STEP_NONE}
+#define T_ATTN_V_BIAS(need) {"blk.%d.attn_v.bias", PLM_T_BIAS, PLM_DIM_KV, PLM_DIM_NONE, LAYER(bv), need, NULL, PLM_STEP_NONE}
+#define T_ATTN_Q_NORM    {"blk.%d.attn_q_norm.weight", PLM_T_NORM, PLM_DIM_HEAD, PLM_DIM_NONE, LAYER(q_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE}
+#define T_ATTN_K_NORM    {"blk.%d.attn_k_norm.weight", PLM_T_NORM, PLM_DIM_HEAD, PLM_DIM_NONE, LAYER(k_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE}
+#define T_ATTN_OUT       {"blk.%d.attn_output.weight", PLM_T_MATRIX, PLM_DIM_Q, PLM_DIM_EMBD, LAYER(wo), PLM_REQUIRED, NULL, PLM_STEP_ATTN_OUT}
+#define T_FFN_NORM       {"blk.%d.ffn_norm.weight", PLM_T_NORM, PLM_DIM_EMBD, PLM_DIM_NONE, LAYER(ffn_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE}
+#define T_FFN_GATE       {"blk.%d.ffn_gate.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_FF, LAYER(w_gate), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
+#define T_FFN_UP         {"blk.%d.ffn_up.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_FF, LAYER(w_up), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
+/* gate then up in one matrix of 2 x n_ff rows, bound into w_gate, w_up. */
+#define T_FFN_GATE_UP    {"blk.%d.ffn_up.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_FF2, LAYER(w_gate), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
+#define T_FFN_DOWN       {"blk.%d.ffn_down.weight", PLM_T_MATRIX, PLM_DIM_FF, PLM_DIM_EMBD, LAYER(w_down), PLM_REQUIRED, NULL, PLM_STEP_FFN_OUT}
+#define T_END            {NULL, 0, 0, 0, 0, 0, NULL, 0}
+
+#endif
