@@ -23,9 +23,7 @@ static const plm_hp_key hparams[] = {
 };
 
 static const plm_tensor_spec globals[] = {
-    T_TOKEN_EMBD,
-    T_OUTPUT_NORM,
-    T_OUTPUT,
+    T_LLAMA_GLOBALS,
     T_END,
 };
 

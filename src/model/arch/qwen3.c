@@ -7,39 +7,22 @@
 #include "model/arch/rows.h"
 
 static const plm_hp_key hparams[] = {
-    HP_EMBD,
-    HP_BLOCKS,
-    HP_FF,
-    HP_HEADS,
-    HP_HEADS_KV,
-    HP_KEY_LEN,
+    HP_LLAMA,
     HP_VALUE_LEN,
-    HP_ROPE_DIMS,
-    HP_CTX,
-    HP_RMS_EPS,
-    HP_ROPE_BASE,
     HP_END,
 };
 
 static const plm_tensor_spec globals[] = {
-    T_TOKEN_EMBD,
-    T_OUTPUT_NORM,
-    T_OUTPUT,
+    T_LLAMA_GLOBALS,
     T_END,
 };
 
 static const plm_tensor_spec layer[] = {
-    T_ATTN_NORM,
-    T_ATTN_Q,
-    T_ATTN_K,
-    T_ATTN_V,
+    T_LLAMA_QKV,
     T_ATTN_Q_NORM,
     T_ATTN_K_NORM,
     T_ATTN_OUT,
-    T_FFN_NORM,
-    T_FFN_GATE,
-    T_FFN_UP,
-    T_FFN_DOWN,
+    T_LLAMA_FFN,
     T_END,
 };
 

@@ -58,4 +58,11 @@
 #define T_FFN_DOWN       {"blk.%d.ffn_down.weight", PLM_T_MATRIX, PLM_DIM_FF, PLM_DIM_EMBD, LAYER(w_down), PLM_REQUIRED, NULL, PLM_STEP_FFN_OUT}
 #define T_END            {NULL, 0, 0, 0, 0, 0, NULL, 0}
 
+/* ---- the llama block, which most families start from ------------------------ */
+#define HP_LLAMA         HP_EMBD, HP_BLOCKS, HP_FF, HP_HEADS, HP_HEADS_KV, HP_KEY_LEN, HP_ROPE_DIMS, HP_CTX, HP_RMS_EPS, HP_ROPE_BASE
+#define T_LLAMA_GLOBALS  T_TOKEN_EMBD, T_OUTPUT_NORM, T_OUTPUT
+#define T_LLAMA_QKV      T_ATTN_NORM, T_ATTN_Q, T_ATTN_K, T_ATTN_V
+#define T_QKV_BIASES(need) T_ATTN_Q_BIAS(need), T_ATTN_K_BIAS(need), T_ATTN_V_BIAS(need)
+#define T_LLAMA_FFN      T_FFN_NORM, T_FFN_GATE, T_FFN_UP, T_FFN_DOWN
+
 #endif
