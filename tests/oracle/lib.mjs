@@ -1,5 +1,5 @@
 // Shared helpers for the oracle tests: run the pocketlm binary, load llama.cpp.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -32,4 +32,29 @@ export function check(cond, msg) {
 export function finish() {
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(failed || !passed ? 1 : 0);
+}
+
+// `pocketlm serve` on a free loopback port it picks itself (--port 0, read
+// from its log).  Every server started is remembered so that killServers()
+// can end them whatever happened.
+const servers = [];
+export function startServer(args) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(BIN, ["serve", "--port", "0", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+    servers.push(p);
+    let log = "";
+    const timer = setTimeout(() => reject(new Error(`server did not start: ${log}`)), 20000);
+    p.stderr.on("data", (d) => {
+      log += d;
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ proc: p, port: Number(m[1]), log: () => log });
+      }
+    });
+    p.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}: ${log}`)); });
+  });
+}
+export function killServers() {
+  for (const p of servers) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
 }

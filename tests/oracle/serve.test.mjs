@@ -4,43 +4,22 @@
 // greedy oracle test holds to llama.cpp's).  Every server runs on a free
 // loopback port it picks itself (--port 0, read from its log) and is killed
 // at the end whatever happens; every loop is bounded.
-import { spawn } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
 import OpenAI from "openai";
 import { Ollama } from "ollama";
-import { SHARED, BIN, pocketlm, check, finish } from "./lib.mjs";
+import { SHARED, pocketlm, check, finish, startServer as startServerIn, killServers } from "./lib.mjs";
 
 const MODEL = path.join(SHARED, "models/stories260K.gguf");
 const PROMPT = "Once upon a time";
 const N = 48;
 const KEY = "test-key-123";
-const servers = [];
 
 // ---- servers -----------------------------------------------------------------
 
-function startServer(extra = []) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ["serve", "-m", MODEL, "--port", "0", "-c", "2048", "-t", "1", ...extra],
-                    { stdio: ["ignore", "ignore", "pipe"] });
-    servers.push(p);
-    let log = "";
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${log}`)), 20000);
-    p.stderr.on("data", (d) => {
-      log += d;
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc: p, port: Number(m[1]), log: () => log });
-      }
-    });
-    p.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}: ${log}`)); });
-  });
-}
+const startServer = (extra = []) => startServerIn(["-m", MODEL, "-c", "2048", "-t", "1", ...extra]);
 
-function killAll() {
-  for (const p of servers) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
-}
+const killAll = killServers;
 process.on("exit", killAll);
 const watchdog = setTimeout(() => { console.error("FAIL: the test ran past 300 s"); killAll(); process.exit(1); }, 300000);
 

@@ -9,40 +9,21 @@
 // checks the request side (the tools rendered by the qwen3 template, the
 // exact token count, and the greedy answer to that prompt); the output parser
 // has its own unit test (tests/test_tool_calls.c).  Every loop is bounded.
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import OpenAI from "openai";
 import { Ollama } from "ollama";
-import { SHARED, BIN, pocketlm, check, finish } from "./lib.mjs";
+import { SHARED, pocketlm, check, finish, startServer as startServerIn, killServers } from "./lib.mjs";
 
 const MODEL = path.join(SHARED, "models/stories260K.gguf");
 const N = 24;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "plm-serve-chat-"));
-const servers = [];
 
-function startServer(extra = []) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ["serve", "-m", MODEL, "--port", "0", "-c", "1024", "-t", "1", ...extra],
-                    { stdio: ["ignore", "ignore", "pipe"] });
-    servers.push(p);
-    let log = "";
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${log}`)), 20000);
-    p.stderr.on("data", (d) => {
-      log += d;
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc: p, port: Number(m[1]), log: () => log });
-      }
-    });
-    p.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}: ${log}`)); });
-  });
-}
+const startServer = (extra = []) => startServerIn(["-m", MODEL, "-c", "1024", "-t", "1", ...extra]);
 
 function cleanup() {
-  for (const p of servers) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+  killServers();
   fs.rmSync(tmp, { recursive: true, force: true });
 }
 process.on("exit", cleanup);
