@@ -21,6 +21,14 @@ extern "C" {
 
 #define PLM_VERSION "0.1.0"
 
+/* What the shared library exports: the library is built with hidden
+ * visibility, so only declarations marked PLM_API are visible to an app. */
+#if defined(_WIN32)
+#define PLM_API __declspec(dllexport)
+#else
+#define PLM_API __attribute__((visibility("default")))
+#endif
+
 typedef int32_t plm_token;
 
 typedef enum {
@@ -38,7 +46,7 @@ typedef struct plm_error {
     char message[512];
 } plm_error;
 
-const char *plm_status_name(plm_status s);
+PLM_API const char *plm_status_name(plm_status s);
 
 /* ---- models ---------------------------------------------------------- */
 
@@ -50,45 +58,45 @@ typedef struct plm_model_params {
     bool vocab_only; /* load only the tokenizer (no weights needed in the file) */
 } plm_model_params;
 
-plm_model_params plm_model_default_params(void);
-plm_status plm_model_load(const char *path, const plm_model_params *params,
+PLM_API plm_model_params plm_model_default_params(void);
+PLM_API plm_status plm_model_load(const char *path, const plm_model_params *params,
                           plm_model **out, plm_error *err);
-void plm_model_free(plm_model *model);
+PLM_API void plm_model_free(plm_model *model);
 
-const char *plm_model_arch(const plm_model *model);     /* "llama", "qwen2" */
-const char *plm_model_name(const plm_model *model);     /* general.name or "" */
-int plm_model_n_vocab(const plm_model *model);
-int plm_model_n_ctx_train(const plm_model *model);
-int plm_model_n_embd(const plm_model *model);
-int plm_model_n_layer(const plm_model *model);
-uint64_t plm_model_n_params(const plm_model *model);
-uint64_t plm_model_weight_bytes(const plm_model *model);
+PLM_API const char *plm_model_arch(const plm_model *model);     /* "llama", "qwen2" */
+PLM_API const char *plm_model_name(const plm_model *model);     /* general.name or "" */
+PLM_API int plm_model_n_vocab(const plm_model *model);
+PLM_API int plm_model_n_ctx_train(const plm_model *model);
+PLM_API int plm_model_n_embd(const plm_model *model);
+PLM_API int plm_model_n_layer(const plm_model *model);
+PLM_API uint64_t plm_model_n_params(const plm_model *model);
+PLM_API uint64_t plm_model_weight_bytes(const plm_model *model);
 
 /* ---- vocabulary ------------------------------------------------------- */
 
-plm_token plm_token_bos(const plm_model *model);  /* -1 when none */
-plm_token plm_token_eos(const plm_model *model);
-plm_token plm_token_eot(const plm_model *model);
-bool plm_token_is_eog(const plm_model *model, plm_token t); /* EOS, EOT, ... */
-bool plm_vocab_add_bos(const plm_model *model);
+PLM_API plm_token plm_token_bos(const plm_model *model);  /* -1 when none */
+PLM_API plm_token plm_token_eos(const plm_model *model);
+PLM_API plm_token plm_token_eot(const plm_model *model);
+PLM_API bool plm_token_is_eog(const plm_model *model, plm_token t); /* EOS, EOT, ... */
+PLM_API bool plm_vocab_add_bos(const plm_model *model);
 
 /* Tokenize `len` bytes of UTF-8.  add_special: BOS/EOS as the vocabulary asks.
  * parse_special: text like "<|im_start|>" becomes the control token.
  * Returns the number of tokens written; if `max` is too small, returns
  * -(tokens needed) and writes nothing useful; INT_MIN if it failed (out of
  * memory).  plm_tokenize_alloc does the sizing for you. */
-int plm_tokenize(const plm_model *model, const char *text, size_t len,
+PLM_API int plm_tokenize(const plm_model *model, const char *text, size_t len,
                  plm_token *out, int max, bool add_special, bool parse_special);
 
 /* Tokenizes into a malloc'd array (free() it); *n_out gets the count.
  * NULL on failure. */
-plm_token *plm_tokenize_alloc(const plm_model *model, const char *text, size_t len, int *n_out,
+PLM_API plm_token *plm_tokenize_alloc(const plm_model *model, const char *text, size_t len, int *n_out,
                               bool add_special, bool parse_special);
 
 /* Bytes of one token's text, written to buf (not NUL-terminated).  Returns
  * the byte count, or -(bytes needed) when `size` is too small.  Control
  * tokens render as empty unless `special`. */
-int plm_token_to_piece(const plm_model *model, plm_token t, char *buf,
+PLM_API int plm_token_to_piece(const plm_model *model, plm_token t, char *buf,
                        int size, bool special);
 
 /* ---- contexts --------------------------------------------------------- */
@@ -99,8 +107,8 @@ typedef struct plm_context plm_context;
  * cut its memory to 53% / 28% of f16 at some cost in quality. */
 typedef enum { PLM_KV_F16 = 0, PLM_KV_Q8_0, PLM_KV_Q4_0 } plm_kv_type;
 
-const char *plm_kv_type_name(plm_kv_type t);      /* "f16", "q8_0", "q4_0" */
-int plm_kv_type_from_name(const char *name);      /* -1 when unknown */
+PLM_API const char *plm_kv_type_name(plm_kv_type t);      /* "f16", "q8_0", "q4_0" */
+PLM_API int plm_kv_type_from_name(const char *name);      /* -1 when unknown */
 
 typedef struct plm_context_params {
     uint32_t n_ctx;       /* KV cache length in tokens; 0 = min(trained, 4096) */
@@ -114,31 +122,31 @@ typedef struct plm_context_params {
                              llama.cpp's f16-rounded weights (see ops.h) */
 } plm_context_params;
 
-plm_context_params plm_context_default_params(void);
-plm_status plm_context_new(plm_model *model, const plm_context_params *params,
+PLM_API plm_context_params plm_context_default_params(void);
+PLM_API plm_status plm_context_new(plm_model *model, const plm_context_params *params,
                            plm_context **out, plm_error *err);
-void plm_context_free(plm_context *ctx);
+PLM_API void plm_context_free(plm_context *ctx);
 
-uint32_t plm_context_n_ctx(const plm_context *ctx);
-uint32_t plm_context_n_past(const plm_context *ctx);  /* tokens in the KV cache */
+PLM_API uint32_t plm_context_n_ctx(const plm_context *ctx);
+PLM_API uint32_t plm_context_n_past(const plm_context *ctx);  /* tokens in the KV cache */
 
 /* Append `n` tokens at position n_past: run the forward pass in chunks of
  * n_batch tokens and store keys/values.  Fails with PLM_ERR_CONTEXT_FULL,
  * changing nothing, when they do not fit. */
-plm_status plm_decode(plm_context *ctx, const plm_token *tokens, int n,
+PLM_API plm_status plm_decode(plm_context *ctx, const plm_token *tokens, int n,
                       plm_error *err);
 
 /* Logits (n_vocab floats) of token i of the last plm_decode call; i = -1 is
  * the last token.  Without logits_all only the last token has logits. */
-const float *plm_get_logits(const plm_context *ctx, int i);
+PLM_API const float *plm_get_logits(const plm_context *ctx, int i);
 
 /* Forget cached tokens from position `pos` on (0 clears everything). */
-void plm_kv_truncate(plm_context *ctx, uint32_t pos);
+PLM_API void plm_kv_truncate(plm_context *ctx, uint32_t pos);
 
 /* Context shift: drop the n_discard cached tokens after the first n_keep,
  * slide the rest down and re-rotate their keys to their new positions, so
  * generation can go on in a full context without re-evaluating anything. */
-plm_status plm_kv_shift(plm_context *ctx, uint32_t n_keep, uint32_t n_discard, plm_error *err);
+PLM_API plm_status plm_kv_shift(plm_context *ctx, uint32_t n_keep, uint32_t n_discard, plm_error *err);
 
 /* Saves the KV cache (the positions it holds, with the n_tokens token ids
  * the caller fed it, n_tokens == plm_context_n_past) to a versioned,
@@ -147,9 +155,9 @@ plm_status plm_kv_shift(plm_context *ctx, uint32_t n_keep, uint32_t n_discard, p
  * success fills tokens (room for max_tokens) and *n_tokens; the next decode
  * appends after them.  On a failed load the cache is left empty or as it
  * was. */
-plm_status plm_context_state_save(const plm_context *ctx, const char *path, const plm_token *tokens, int n_tokens,
+PLM_API plm_status plm_context_state_save(const plm_context *ctx, const char *path, const plm_token *tokens, int n_tokens,
                                   plm_error *err);
-plm_status plm_context_state_load(plm_context *ctx, const char *path, plm_token *tokens, int max_tokens,
+PLM_API plm_status plm_context_state_load(plm_context *ctx, const char *path, plm_token *tokens, int max_tokens,
                                   int *n_tokens, plm_error *err);
 
 /* ---- sampling --------------------------------------------------------- */
@@ -168,23 +176,23 @@ typedef struct plm_sampler_params {
     uint64_t seed;            /* same seed, same output */
 } plm_sampler_params;
 
-plm_sampler_params plm_sampler_default_params(void);
+PLM_API plm_sampler_params plm_sampler_default_params(void);
 /* Checks every field's range (temperature finite, top_k >= 0, top_p
  * and min_p in [0, 1], repeat_penalty finite and > 0, presence/frequency
  * penalties finite, penalty_last_n >= -1); the message names the parameter
  * and its valid range. */
-plm_status plm_sampler_params_check(const plm_sampler_params *params, plm_error *err);
+PLM_API plm_status plm_sampler_params_check(const plm_sampler_params *params, plm_error *err);
 /* plm_sampler_new with the parameters checked first. */
-plm_status plm_sampler_create(const plm_model *model, const plm_sampler_params *params,
+PLM_API plm_status plm_sampler_create(const plm_model *model, const plm_sampler_params *params,
                               plm_sampler **out, plm_error *err);
 /* NULL when the model is NULL, a parameter is out of range or memory runs out. */
-plm_sampler *plm_sampler_new(const plm_model *model, const plm_sampler_params *params);
-void plm_sampler_free(plm_sampler *s);
+PLM_API plm_sampler *plm_sampler_new(const plm_model *model, const plm_sampler_params *params);
+PLM_API void plm_sampler_free(plm_sampler *s);
 /* Pick a token from `logits` (n_vocab floats; not modified). */
-plm_token plm_sampler_sample(plm_sampler *s, const float *logits);
+PLM_API plm_token plm_sampler_sample(plm_sampler *s, const float *logits);
 /* Record a token (prompt or generated) for the repetition penalties. */
-void plm_sampler_accept(plm_sampler *s, plm_token t);
-void plm_sampler_reset(plm_sampler *s);
+PLM_API void plm_sampler_accept(plm_sampler *s, plm_token t);
+PLM_API void plm_sampler_reset(plm_sampler *s);
 
 /* ---- generation -----------------------------------------------------------
  * The token loop every front end shares (run, serve, an app): evaluate the
@@ -212,7 +220,7 @@ typedef enum {
     PLM_FINISH_CONTEXT,    /* the context filled and ctx_shift was off */
 } plm_finish_reason;
 
-const char *plm_finish_reason_name(plm_finish_reason r); /* "length", "eog", "stop", "abort", "context" */
+PLM_API const char *plm_finish_reason_name(plm_finish_reason r); /* "length", "eog", "stop", "abort", "context" */
 
 /* Receives released text; return false to stop (PLM_FINISH_ABORT). */
 typedef bool (*plm_piece_cb)(void *user, const char *text, size_t len);
@@ -237,7 +245,7 @@ typedef struct plm_generate_params {
                                      on_token then gets NULL logits for the tokens a step accepted */
 } plm_generate_params;
 
-plm_generate_params plm_generate_default_params(void);
+PLM_API plm_generate_params plm_generate_default_params(void);
 
 typedef struct plm_generate_result {
     plm_finish_reason finish;
@@ -253,7 +261,7 @@ typedef struct plm_generate_result {
  * Fails with PLM_ERR_CONTEXT_FULL when the prompt does not fit (leaving a
  * context position for one generated token), PLM_ERR_INVALID_ARG for no
  * prompt tokens or a NULL argument, or the error of a forward pass. */
-plm_status plm_generate(plm_context *ctx, const plm_token *prompt, int n_prompt, plm_sampler *sampler,
+PLM_API plm_status plm_generate(plm_context *ctx, const plm_token *prompt, int n_prompt, plm_sampler *sampler,
                         const plm_generate_params *params, plm_piece_cb on_piece,
                         plm_generate_result *result, plm_error *err);
 
@@ -277,11 +285,11 @@ typedef struct plm_quantize_params {
     int n_threads;  /* 0 = every online core; the output does not depend on it */
 } plm_quantize_params;
 
-plm_quantize_params plm_quantize_default_params(void);
-plm_status plm_quantize_ex(const char *in_path, const char *out_path, const char *type,
+PLM_API plm_quantize_params plm_quantize_default_params(void);
+PLM_API plm_status plm_quantize_ex(const char *in_path, const char *out_path, const char *type,
                            const plm_quantize_params *params, plm_error *err);  /* params NULL: defaults */
 /* plm_quantize_ex with the default parameters. */
-plm_status plm_quantize(const char *in_path, const char *out_path, const char *type, plm_error *err);
+PLM_API plm_status plm_quantize(const char *in_path, const char *out_path, const char *type, plm_error *err);
 
 /* ---- stop strings -----------------------------------------------------
  * Generated text arrives one token's bytes at a time and a stop string may
@@ -305,12 +313,12 @@ typedef struct plm_stop_out {
 } plm_stop_out;
 
 /* Copies the strings; empty ones are ignored.  NULL only when out of memory. */
-plm_stop *plm_stop_new(const char *const *stops, int n_stops);
-void plm_stop_free(plm_stop *m);
-void plm_stop_reset(plm_stop *m);
-plm_stop_out plm_stop_feed(plm_stop *m, const char *piece, size_t len);
-plm_stop_out plm_stop_flush(plm_stop *m);
-size_t plm_stop_held(const plm_stop *m);
+PLM_API plm_stop *plm_stop_new(const char *const *stops, int n_stops);
+PLM_API void plm_stop_free(plm_stop *m);
+PLM_API void plm_stop_reset(plm_stop *m);
+PLM_API plm_stop_out plm_stop_feed(plm_stop *m, const char *piece, size_t len);
+PLM_API plm_stop_out plm_stop_flush(plm_stop *m);
+PLM_API size_t plm_stop_held(const plm_stop *m);
 
 /* ---- synthetic models ---------------------------------------------------
  * A random-weight GGUF with the exact tensor shapes of a real model, for
@@ -326,8 +334,8 @@ typedef struct plm_synth_params {
 } plm_synth_params;
 
 /* NULL-terminated list of the shape names plm_synth knows. */
-const char *const *plm_synth_shapes(void);
-plm_status plm_synth(const plm_synth_params *params, plm_error *err);
+PLM_API const char *const *plm_synth_shapes(void);
+PLM_API plm_status plm_synth(const plm_synth_params *params, plm_error *err);
 
 /* plm_synth with two knobs for speculative-decoding pairs.  Two files written
  * with the same seed share token_embd and output exactly (a tensor's values
@@ -336,7 +344,7 @@ plm_status plm_synth(const plm_synth_params *params, plm_error *err);
  * model.  layer_scale: 0 = 1; scales the layer matrices' N(0, 0.02), so small
  * values leave the residual stream to the embeddings and deep and shallow
  * copies agree on most tokens. */
-plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float layer_scale, plm_error *err);
+PLM_API plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float layer_scale, plm_error *err);
 
 /* ---- hardware probe -----------------------------------------------------
  * What this device offers an LLM: cores (big.LITTLE clusters by maximum
@@ -379,15 +387,15 @@ typedef struct plm_mem_info {
     uint64_t page_size;
 } plm_mem_info;
 
-plm_status plm_probe_cpu(plm_cpu_info *out, plm_error *err);
-plm_status plm_probe_memory(plm_mem_info *out, plm_error *err);
+PLM_API plm_status plm_probe_cpu(plm_cpu_info *out, plm_error *err);
+PLM_API plm_status plm_probe_memory(plm_mem_info *out, plm_error *err);
 
 /* Threads to use by default: the performance cores.  On big.LITTLE, the
  * physical cores whose maximum frequency is within 20% of the fastest (so a
  * 1+3+4 phone counts 4; a tiny boost difference between x86 cores does not
  * split them); elsewhere the physical cores.  Never more than the CPUs the
  * process may run on; at least 1. */
-uint32_t plm_default_threads(void);
+PLM_API uint32_t plm_default_threads(void);
 
 /* Multi-threaded memory read bandwidth.  One buffer is allocated and written
  * once, then for t = 1..max_threads, t threads each sum a 1/t slice of it with
@@ -409,7 +417,7 @@ typedef struct plm_bandwidth_result {
     const char *method;          /* "avx2", "neon", "scalar" */
 } plm_bandwidth_result;
 
-plm_status plm_probe_bandwidth(const plm_bandwidth_params *params, plm_bandwidth_result *out,
+PLM_API plm_status plm_probe_bandwidth(const plm_bandwidth_params *params, plm_bandwidth_result *out,
                                plm_error *err);
 
 /* Sequential read speed of a file from a cold page cache: asks the kernel
@@ -423,10 +431,10 @@ typedef struct plm_file_read_result {
     bool cache_dropped;         /* resident_before < 5%: the number is a cold read */
 } plm_file_read_result;
 
-plm_status plm_probe_file_read(const char *path, plm_file_read_result *out, plm_error *err);
+PLM_API plm_status plm_probe_file_read(const char *path, plm_file_read_result *out, plm_error *err);
 /* The same, stopping after max_bytes (0 = the whole file): a quick figure
  * for the paging speed of a file too large to read whole. */
-plm_status plm_probe_file_read_n(const char *path, uint64_t max_bytes, plm_file_read_result *out,
+PLM_API plm_status plm_probe_file_read_n(const char *path, uint64_t max_bytes, plm_file_read_result *out,
                                  plm_error *err);
 
 /* ---- memory planning ----------------------------------------------------
@@ -455,7 +463,7 @@ typedef struct plm_plan_params {
     bool logits_all;
 } plm_plan_params;
 
-plm_plan_params plm_plan_default_params(void);
+PLM_API plm_plan_params plm_plan_default_params(void);
 
 /* Bytes of each buffer of a context (what plm_context_new mallocs). */
 typedef struct plm_plan_buffers {
@@ -516,7 +524,7 @@ typedef struct plm_plan {
 } plm_plan;
 
 /* Plans `path` from its header (the tensor data is never read). */
-plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *out,
+PLM_API plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *out,
                          plm_error *err);
 
 /* A model that exists only as numbers: total parameters, layers, KV heads,
@@ -532,16 +540,16 @@ typedef struct plm_shape {
     double bits_per_weight;  /* 0 = the quant's */
 } plm_shape;
 
-plm_status plm_plan_shape(const plm_shape *shape, const plm_plan_params *params, plm_plan *out,
+PLM_API plm_status plm_plan_shape(const plm_shape *shape, const plm_plan_params *params, plm_plan *out,
                           plm_error *err);
 
 /* Recomputes a plan for another context length (weights unchanged). */
-void plm_plan_set_ctx(plm_plan *plan, uint32_t n_ctx);
+PLM_API void plm_plan_set_ctx(plm_plan *plan, uint32_t n_ctx);
 
 /* Predicted resident bytes after `n_tokens` tokens were cached with batches
  * of at most `max_batch`, for a runtime that does not touch its buffers
  * before use (n_tokens = n_ctx, max_batch = n_batch gives peak_rss). */
-uint64_t plm_plan_rss_at(const plm_plan *plan, uint32_t n_tokens, uint32_t max_batch);
+PLM_API uint64_t plm_plan_rss_at(const plm_plan *plan, uint32_t n_tokens, uint32_t max_batch);
 
 /* Whole-model quant mixtures for shapes, with the average bits per weight
  * llama.cpp's quantize reports for them (Llama-2-7B). */
@@ -550,8 +558,8 @@ typedef struct plm_quant {
     double bits_per_weight;
 } plm_quant;
 
-const plm_quant *plm_plan_quants(int *n);  /* best quality first */
-const plm_quant *plm_plan_quant_find(const char *name);
+PLM_API const plm_quant *plm_plan_quants(int *n);  /* best quality first */
+PLM_API const plm_quant *plm_plan_quant_find(const char *name);
 
 /* ---- device profiles ---------------------------------------------------- */
 
@@ -572,14 +580,14 @@ typedef struct plm_device {
     bool limit_maps_count;   /* mapped files count against it (RLIMIT_AS): no paging */
 } plm_device;
 
-int plm_device_count(void);
-const plm_device *plm_device_at(int i);
-const plm_device *plm_device_find(const char *name);  /* NULL when unknown */
+PLM_API int plm_device_count(void);
+PLM_API const plm_device *plm_device_at(int i);
+PLM_API const plm_device *plm_device_find(const char *name);  /* NULL when unknown */
 
 /* This machine: RAM from /proc/meminfo; bandwidth from `bw` when given, else
  * measured with plm_probe_bandwidth.  app_share 0 = all of MemAvailable. */
 typedef double (*plm_bandwidth_fn)(void *user);  /* GB/s; <= 0 on failure */
-plm_status plm_device_this(plm_device *out, plm_bandwidth_fn bw, void *user, plm_error *err);
+PLM_API plm_status plm_device_this(plm_device *out, plm_bandwidth_fn bw, void *user, plm_error *err);
 
 typedef enum { PLM_FITS = 0, PLM_FITS_MMAP, PLM_NO_FIT } plm_fit;
 
@@ -598,10 +606,10 @@ typedef struct plm_plan_verdict {
 
 #define PLM_PLAN_PREFILL_EFFICIENCY 0.25  /* share of peak int8 throughput a CPU matmul reaches */
 
-plm_status plm_plan_evaluate(const plm_plan *plan, const plm_device *dev, plm_plan_verdict *out,
+PLM_API plm_status plm_plan_evaluate(const plm_plan *plan, const plm_device *dev, plm_plan_verdict *out,
                              plm_error *err);
 /* "fits in RAM", "runs only by paging weights from storage", "does not fit" */
-const char *plm_fit_name(plm_fit f);
+PLM_API const char *plm_fit_name(plm_fit f);
 
 /* ---- quality: perplexity and KL divergence -------------------------------
  * What quantization of the weights or of the KV cache costs, measured as
@@ -633,11 +641,11 @@ typedef struct plm_ppl_params {
     void *user;
 } plm_ppl_params;
 
-plm_ppl_params plm_ppl_default_params(void);
+PLM_API plm_ppl_params plm_ppl_default_params(void);
 
 /* Needs at least one whole chunk (llama-perplexity itself asks for two;
  * the command does). */
-plm_status plm_perplexity(plm_context *ctx, const plm_token *tokens, int n_tokens, const plm_ppl_params *params,
+PLM_API plm_status plm_perplexity(plm_context *ctx, const plm_token *tokens, int n_tokens, const plm_ppl_params *params,
                           plm_ppl_result *out, plm_error *err);
 
 /* The distribution of a per-position statistic. */
@@ -671,19 +679,19 @@ typedef struct plm_kld_params {
     void *user;
 } plm_kld_params;
 
-plm_kld_params plm_kld_default_params(void);
+PLM_API plm_kld_params plm_kld_default_params(void);
 
 /* What a base file (plm_ppl_params.kld_save) holds; validates the whole file. */
 typedef struct plm_kld_info {
     uint32_t n_vocab, n_ctx, n_chunks;
 } plm_kld_info;
 
-plm_status plm_kld_file_info(const char *path, plm_kld_info *out, plm_error *err);
+PLM_API plm_status plm_kld_file_info(const char *path, plm_kld_info *out, plm_error *err);
 
 /* Re-evaluates the base file's tokens with ctx's model and KV cache (context
  * length >= the file's n_ctx).  Refuses a file written for another
  * vocabulary or a malformed/truncated one (PLM_ERR_FORMAT). */
-plm_status plm_kld(plm_context *ctx, const char *base_path, const plm_kld_params *params, plm_kld_result *out,
+PLM_API plm_status plm_kld(plm_context *ctx, const char *base_path, const plm_kld_params *params, plm_kld_result *out,
                    plm_error *err);
 
 /* ---- living inside an app's memory --------------------------------------
@@ -715,7 +723,7 @@ typedef struct plm_mem_budget {
     bool maps_count;              /* bound by RLIMIT_AS: mapped weights count too */
 } plm_mem_budget;
 
-plm_status plm_probe_budget(uint64_t app_limit_bytes, plm_mem_budget *out, plm_error *err);
+PLM_API plm_status plm_probe_budget(uint64_t app_limit_bytes, plm_mem_budget *out, plm_error *err);
 
 /* Memory pressure: give back what can be rebuilt, so an app can answer
  * Android's onTrimMemory / iOS's didReceiveMemoryWarning instead of being
@@ -730,7 +738,7 @@ plm_status plm_probe_budget(uint64_t app_limit_bytes, plm_mem_budget *out, plm_e
  * Returns the bytes of address space handed back to the kernel (an upper
  * bound on the RSS it frees).  Not concurrently with a decode on ctx. */
 typedef enum { PLM_TRIM_SCRATCH = 0, PLM_TRIM_KV, PLM_TRIM_WEIGHTS } plm_trim_level;
-uint64_t plm_context_trim(plm_context *ctx, plm_trim_level level);
+PLM_API uint64_t plm_context_trim(plm_context *ctx, plm_trim_level level);
 
 /* A mapped model file that shrinks under the process (deleted and replaced
  * by an update, truncated) makes the next read of a vanished page raise
@@ -739,7 +747,7 @@ uint64_t plm_context_trim(plm_context *ctx, plm_trim_level level);
  * outside a decode go to the handler that was there before): plm_decode
  * returns PLM_ERR_IO naming the file, and the context is poisoned — every
  * later decode fails the same way; free it and load the model again. */
-bool plm_context_poisoned(const plm_context *ctx);
+PLM_API bool plm_context_poisoned(const plm_context *ctx);
 
 /* ---- speculative decoding ----------------------------------------------
  * Decode is bound by reading the weights once per token; verifying several
@@ -781,41 +789,41 @@ typedef struct plm_spec_params {
     uint64_t seed;           /* the draft model's sampler, with temperature */
 } plm_spec_params;
 
-plm_spec_params plm_spec_default_params(void);
+PLM_API plm_spec_params plm_spec_default_params(void);
 
 /* Whether `draft` can propose tokens for `target`, as llama.cpp's
  * speculative example decides: same tokenizer type, same BOS/EOS ids and
  * add-BOS/EOS flags, vocabulary sizes within 128, and the same token text
  * for every id from 5 up to the smaller size.  PLM_ERR_UNSUPPORTED naming
  * the first difference otherwise. */
-plm_status plm_spec_vocab_compatible(const plm_model *target, const plm_model *draft, plm_error *err);
+PLM_API plm_status plm_spec_vocab_compatible(const plm_model *target, const plm_model *draft, plm_error *err);
 
 /* `draft` may be NULL (lookup only); when given, it must be at least as long
  * as the target context, and from then on it runs on the target's threads
  * (the two decode one after the other), so free it before the target.
  * Fails when no proposer is set (no draft, lookup_ngram 0, no cache), the
  * vocabularies differ, or the cache file is corrupt. */
-plm_status plm_spec_new(plm_context *target, plm_context *draft, const plm_spec_params *params, plm_spec **out,
+PLM_API plm_status plm_spec_new(plm_context *target, plm_context *draft, const plm_spec_params *params, plm_spec **out,
                         plm_error *err);
-void plm_spec_free(plm_spec *spec);
+PLM_API void plm_spec_free(plm_spec *spec);
 
 /* Starts a sequence: tokens[0..n) are what the target context holds now
  * (the prompt just decoded).  The draft context catches up by itself. */
-plm_status plm_spec_begin(plm_spec *spec, const plm_token *tokens, int n, plm_error *err);
+PLM_API plm_status plm_spec_begin(plm_spec *spec, const plm_token *tokens, int n, plm_error *err);
 
 /* One step.  `last` is the newest token, sampled but not yet decoded.
  * Writes n_out >= 1 tokens that follow it (max_out >= 1), each already
  * passed to plm_sampler_accept; out[n_out - 1] is the new `last`.  The
  * target then holds `last` and out[0..n_out - 1).  Needs room in the target
  * context for at least `last` (PLM_ERR_CONTEXT_FULL otherwise). */
-plm_status plm_spec_step(plm_spec *spec, plm_sampler *smp, plm_token last, plm_token *out, int max_out,
+PLM_API plm_status plm_spec_step(plm_spec *spec, plm_sampler *smp, plm_token last, plm_token *out, int max_out,
                          int *n_out, plm_error *err);
 
 /* plm_kv_shift of the target and the draft, keeping the history in step. */
-plm_status plm_spec_kv_shift(plm_spec *spec, uint32_t n_keep, uint32_t n_discard, plm_error *err);
+PLM_API plm_status plm_spec_kv_shift(plm_spec *spec, uint32_t n_keep, uint32_t n_discard, plm_error *err);
 
 /* Writes the n-gram cache to params.lookup_cache (temp file + rename). */
-plm_status plm_spec_save_cache(plm_spec *spec, plm_error *err);
+PLM_API plm_status plm_spec_save_cache(plm_spec *spec, plm_error *err);
 
 typedef struct plm_spec_stats {
     uint64_t steps;          /* plm_spec_step calls */
@@ -827,12 +835,12 @@ typedef struct plm_spec_stats {
     int draft_len;           /* the draft length the adaptive control chose last */
 } plm_spec_stats;
 
-void plm_spec_get_stats(const plm_spec *spec, plm_spec_stats *out);
+PLM_API void plm_spec_get_stats(const plm_spec *spec, plm_spec_stats *out);
 
 /* ---- misc ------------------------------------------------------------- */
 
 /* Peak resident set size of this process in bytes (VmHWM), 0 if unknown. */
-uint64_t plm_peak_rss_bytes(void);
+PLM_API uint64_t plm_peak_rss_bytes(void);
 
 /* This process's memory right now (Linux /proc; fields 0 when unknown). */
 typedef struct plm_mem_sample {
@@ -842,7 +850,7 @@ typedef struct plm_mem_sample {
     uint64_t minor_faults, major_faults;  /* since start; major = read from storage */
 } plm_mem_sample;
 
-void plm_mem_sample_now(plm_mem_sample *out);
+PLM_API void plm_mem_sample_now(plm_mem_sample *out);
 
 #ifdef __cplusplus
 }

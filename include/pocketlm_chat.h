@@ -35,8 +35,8 @@ typedef struct plm_chat_template plm_chat_template;
 
 /* Parses a template (need not be NUL-terminated).  PLM_ERR_FORMAT on a
  * syntax error; err->message starts with "line L, column C:". */
-plm_status plm_chat_compile(const char *source, size_t len, plm_chat_template **out, plm_error *err);
-void plm_chat_free(plm_chat_template *t);
+PLM_API plm_status plm_chat_compile(const char *source, size_t len, plm_chat_template **out, plm_error *err);
+PLM_API void plm_chat_free(plm_chat_template *t);
 
 typedef struct plm_chat_params {
     const char *messages_json;  /* required: JSON array [{"role":..., "content":...}, ...] */
@@ -58,20 +58,20 @@ typedef struct plm_chat_params {
  * string (free() it) of *out_len bytes.  PLM_ERR_INVALID_ARG for bad JSON
  * input, PLM_ERR_FORMAT for a template error (raise_exception included),
  * PLM_ERR_NOMEM when a limit was reached. */
-plm_status plm_chat_render(const plm_chat_template *t, const plm_chat_params *params, char **out,
+PLM_API plm_status plm_chat_render(const plm_chat_template *t, const plm_chat_params *params, char **out,
                            size_t *out_len, plm_error *err);
 
 /* A model file's own template and special tokens, from GGUF metadata
  * (tokenizer.chat_template, the bos/eos token texts).  Each out pointer may
  * be NULL; what is returned is malloc'd, or NULL when the file has none. */
-plm_status plm_chat_template_from_gguf(const char *path, char **chat_template, char **bos_token,
+PLM_API plm_status plm_chat_template_from_gguf(const char *path, char **chat_template, char **bos_token,
                                        char **eos_token, plm_error *err);
 
 /* Built-in templates by family name (chatml, llama2, llama3, gemma, phi3,
  * mistral, qwen3, ...): the Jinja text, or NULL for an unknown name. */
-const char *plm_chat_builtin(const char *name);
+PLM_API const char *plm_chat_builtin(const char *name);
 /* The i-th built-in name, NULL past the end. */
-const char *plm_chat_builtin_name(size_t i);
+PLM_API const char *plm_chat_builtin_name(size_t i);
 
 #ifdef __cplusplus
 }

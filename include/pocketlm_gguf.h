@@ -39,10 +39,10 @@ typedef enum {
     GGUF_TYPE_COUNT
 } gguf_type;
 
-const char *gguf_type_name(gguf_type t);  /* "u32", "str", "arr"... */
+PLM_API const char *gguf_type_name(gguf_type t);  /* "u32", "str", "arr"... */
 
 /* ggml tensor type name ("Q4_K") for a tensor's type id; "?" if unknown. */
-const char *gguf_tensor_type_name(uint32_t type);
+PLM_API const char *gguf_tensor_type_name(uint32_t type);
 
 typedef struct gguf_str {
     const char *ptr;  /* into the file image; not NUL-terminated */
@@ -108,33 +108,33 @@ typedef struct gguf_open_params {
 } gguf_open_params;
 
 /* Opens and validates `path`.  On failure returns NULL and fills err. */
-gguf_file *gguf_open(const char *path, const gguf_open_params *params, plm_error *err);
+PLM_API gguf_file *gguf_open(const char *path, const gguf_open_params *params, plm_error *err);
 /* Parses a file image already in memory (not copied; must outlive the result). */
-gguf_file *gguf_parse(const void *image, uint64_t size, plm_error *err);
-void gguf_close(gguf_file *f);
+PLM_API gguf_file *gguf_parse(const void *image, uint64_t size, plm_error *err);
+PLM_API void gguf_close(gguf_file *f);
 
 /* Lookups: NULL / -1 when absent.  Keys are compared byte-exactly. */
-const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key);
-const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
-int64_t gguf_find_tensor_index(const gguf_file *f, const char *name);
+PLM_API const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key);
+PLM_API const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
+PLM_API int64_t gguf_find_tensor_index(const gguf_file *f, const char *name);
 
 /* Typed getters: return false when absent or not convertible.  Integer
  * getters accept any integer type whose value fits; f32 accepts any number. */
-bool gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out);
-bool gguf_get_i64(const gguf_file *f, const char *key, int64_t *out);
-bool gguf_get_f32(const gguf_file *f, const char *key, float *out);
-bool gguf_get_bool(const gguf_file *f, const char *key, bool *out);
-bool gguf_get_str(const gguf_file *f, const char *key, gguf_str *out);
-const gguf_array *gguf_get_arr(const gguf_file *f, const char *key);
+PLM_API bool gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out);
+PLM_API bool gguf_get_i64(const gguf_file *f, const char *key, int64_t *out);
+PLM_API bool gguf_get_f32(const gguf_file *f, const char *key, float *out);
+PLM_API bool gguf_get_bool(const gguf_file *f, const char *key, bool *out);
+PLM_API bool gguf_get_str(const gguf_file *f, const char *key, gguf_str *out);
+PLM_API const gguf_array *gguf_get_arr(const gguf_file *f, const char *key);
 
 /* Element access for scalar arrays (any numeric type converts). */
-int64_t gguf_arr_i64(const gguf_array *a, uint64_t i);
-double gguf_arr_f64(const gguf_array *a, uint64_t i);
-gguf_str gguf_arr_str(const gguf_array *a, uint64_t i); /* {NULL,0} if not strings */
+PLM_API int64_t gguf_arr_i64(const gguf_array *a, uint64_t i);
+PLM_API double gguf_arr_f64(const gguf_array *a, uint64_t i);
+PLM_API gguf_str gguf_arr_str(const gguf_array *a, uint64_t i); /* {NULL,0} if not strings */
 
 /* Copies s into buf as a NUL-terminated string (truncating); returns buf. */
-char *gguf_str_copy(gguf_str s, char *buf, size_t size);
-bool gguf_str_eq(gguf_str s, const char *cstr);
+PLM_API char *gguf_str_copy(gguf_str s, char *buf, size_t size);
+PLM_API bool gguf_str_eq(gguf_str s, const char *cstr);
 
 /* ---- writer ------------------------------------------------------------
  * Collect metadata and tensor descriptions, then write the file in one go to
@@ -147,33 +147,33 @@ typedef struct gguf_writer gguf_writer;
 typedef plm_status (*gguf_fill_fn)(void *user, uint64_t index, void *dst,
                                    uint64_t nbytes, plm_error *err);
 
-gguf_writer *gguf_writer_new(void);
-void gguf_writer_free(gguf_writer *w);
+PLM_API gguf_writer *gguf_writer_new(void);
+PLM_API void gguf_writer_free(gguf_writer *w);
 /* A power of two; also sets general.alignment unless it is the default 32.
  * Setting general.alignment (u32) directly or via copy_kv has the same effect. */
-void gguf_writer_set_alignment(gguf_writer *w, uint32_t alignment);
+PLM_API void gguf_writer_set_alignment(gguf_writer *w, uint32_t alignment);
 
 /* Setting a key twice replaces its value (keeps its position). */
-void gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v);
-void gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v);
-void gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v);
-void gguf_writer_set_f32(gguf_writer *w, const char *key, float v);
-void gguf_writer_set_bool(gguf_writer *w, const char *key, bool v);
-void gguf_writer_set_str(gguf_writer *w, const char *key, const char *v);
+PLM_API void gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v);
+PLM_API void gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v);
+PLM_API void gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v);
+PLM_API void gguf_writer_set_f32(gguf_writer *w, const char *key, float v);
+PLM_API void gguf_writer_set_bool(gguf_writer *w, const char *key, bool v);
+PLM_API void gguf_writer_set_str(gguf_writer *w, const char *key, const char *v);
 /* Scalar array: `n` elements of `type`, raw little-endian bytes copied. */
-void gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type type,
+PLM_API void gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type type,
                          const void *data, uint64_t n);
-void gguf_writer_set_arr_str(gguf_writer *w, const char *key,
+PLM_API void gguf_writer_set_arr_str(gguf_writer *w, const char *key,
                              const gguf_str *strs, uint64_t n);
 /* Copies one key/value (any type, nested arrays included) from a reader. */
-void gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv);
+PLM_API void gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv);
 
 /* Adds a tensor.  `data` (nbytes) is copied at write time if non-NULL;
  * otherwise the fill callback given to gguf_writer_write produces it. */
-void gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type,
+PLM_API void gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type,
                             uint32_t n_dims, const uint64_t *ne, const void *data);
 
-plm_status gguf_writer_write(gguf_writer *w, const char *path, gguf_fill_fn fill,
+PLM_API plm_status gguf_writer_write(gguf_writer *w, const char *path, gguf_fill_fn fill,
                              void *user, plm_error *err);
 
 #endif

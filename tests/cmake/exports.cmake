@@ -1,0 +1,39 @@
+# The shared library's interface, checked from the outside:
+#  - it exports exactly the functions the public headers mark PLM_API, all
+#    named plm_* or gguf_* (nothing internal leaks to an app that links
+#    other libraries beside it);
+#  - stripped, it stays within the size budget of a phone app (2 MiB).
+# Run as: cmake -DLIB=... -DINCLUDE_DIR=... -DNM=... -DSTRIP=... -DOUT=... -P exports.cmake
+execute_process(COMMAND ${NM} -D --defined-only ${LIB} OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm failed on ${LIB}")
+endif()
+string(REGEX MATCHALL "[TDRBW] [A-Za-z_][A-Za-z0-9_]*" exported "${syms}")
+set(n_exported 0)
+foreach(s ${exported})
+  string(SUBSTRING "${s}" 2 -1 name)
+  if(NOT name MATCHES "^(plm_|gguf_)")
+    message(FATAL_ERROR "libpocketlm exports '${name}', which is not part of the public API")
+  endif()
+  math(EXPR n_exported "${n_exported} + 1")
+endforeach()
+
+set(n_declared 0)
+file(GLOB headers ${INCLUDE_DIR}/*.h)
+foreach(h ${headers})
+  file(STRINGS ${h} lines REGEX "^PLM_API ")
+  list(LENGTH lines n)
+  math(EXPR n_declared "${n_declared} + ${n}")
+endforeach()
+if(NOT n_exported EQUAL n_declared)
+  message(FATAL_ERROR "libpocketlm exports ${n_exported} functions but the headers declare ${n_declared} with PLM_API "
+                      "(a PLM_API function without a definition, or one defined static?)")
+endif()
+
+execute_process(COMMAND ${STRIP} -o ${OUT} ${LIB} RESULT_VARIABLE rc)
+file(SIZE ${OUT} size)
+math(EXPR budget "2 * 1024 * 1024")
+if(size GREATER budget)
+  message(FATAL_ERROR "stripped libpocketlm is ${size} bytes, over the 2 MiB budget")
+endif()
+message("exports: ${n_exported} public functions, stripped size ${size} bytes (budget ${budget}); 1 passed, 0 failed")
