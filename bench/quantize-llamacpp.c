@@ -48,7 +48,7 @@ static double seconds(void) {
 
 static int compare(const char *ours_path, const char *theirs_path) {
     plm_error err;
-    gguf_file *a = gguf_open(ours_path, NULL, &err), *b = gguf_open(theirs_path, NULL, &err);
+    plm_gguf_file *a = plm_gguf_open(ours_path, NULL, &err), *b = plm_gguf_open(theirs_path, NULL, &err);
     if (!a || !b) {
         fprintf(stderr, "open: %s\n", err.message);
         return 2;
@@ -56,24 +56,24 @@ static int compare(const char *ours_path, const char *theirs_path) {
     int same = 0, differ = 0;
     for (uint64_t i = 0; i < b->n_tensors; i++) {
         char name[256];
-        gguf_str_copy(b->tensors[i].name, name, sizeof name);
-        const gguf_tensor *x = gguf_find_tensor(a, name), *y = &b->tensors[i];
+        plm_gguf_str_copy(b->tensors[i].name, name, sizeof name);
+        const plm_gguf_tensor *x = plm_gguf_find_tensor(a, name), *y = &b->tensors[i];
         if (x && x->type == y->type && x->nbytes == y->nbytes && !memcmp(x->data, y->data, y->nbytes)) {
             same++;
             continue;
         }
         differ++;
-        printf("  differs: %-32s ours %-6s llama.cpp %s\n", name, x ? gguf_tensor_type_name(x->type) : "(none)",
-               gguf_tensor_type_name(y->type));
+        printf("  differs: %-32s ours %-6s llama.cpp %s\n", name, x ? plm_gguf_tensor_type_name(x->type) : "(none)",
+               plm_gguf_tensor_type_name(y->type));
     }
     uint32_t fa = 0, fb = 0;
-    gguf_get_u32(a, "general.file_type", &fa);
-    gguf_get_u32(b, "general.file_type", &fb);
+    plm_gguf_get_u32(a, "general.file_type", &fa);
+    plm_gguf_get_u32(b, "general.file_type", &fb);
     printf("%d of %llu tensors identical (%llu in ours), general.file_type %u vs %u\n", same,
            (unsigned long long)b->n_tensors, (unsigned long long)a->n_tensors, fa, fb);
     const int bad = differ || a->n_tensors != b->n_tensors || fa != fb;
-    gguf_close(a);
-    gguf_close(b);
+    plm_gguf_close(a);
+    plm_gguf_close(b);
     return bad;
 }
 
@@ -107,13 +107,13 @@ int main(int argc, char **argv) {
     }
     const double t_ours = seconds() - t0;
     /* llama.cpp gets the file type our file records */
-    gguf_file *f = gguf_open(ours, NULL, &err);
+    plm_gguf_file *f = plm_gguf_open(ours, NULL, &err);
     uint32_t ftype = 0;
-    if (!f || !gguf_get_u32(f, "general.file_type", &ftype)) {
+    if (!f || !plm_gguf_get_u32(f, "general.file_type", &ftype)) {
         fprintf(stderr, "%s: no general.file_type\n", ours);
         return 2;
     }
-    gguf_close(f);
+    plm_gguf_close(f);
 
     void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
     if (!h) {

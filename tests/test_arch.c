@@ -15,7 +15,7 @@
 #include "pocketlm_gguf.h"
 #include "test.h"
 
-static const gguf_open_params open_params = {true, false};
+static const plm_gguf_open_params open_params = {true, false};
 
 /* Every name a descriptor's tables expand to for n_layer layers. */
 static bool table_names(const plm_arch *a, int n_layer, const char *name, const plm_tensor_spec **spec) {
@@ -35,7 +35,7 @@ static bool table_names(const plm_arch *a, int n_layer, const char *name, const 
  * hyperparameters give, and every required entry must be in them. */
 static void check_fixture(const char *path, const char *arch_name) {
     plm_error err;
-    gguf_file *f = gguf_open(path, &open_params, &err);
+    plm_gguf_file *f = plm_gguf_open(path, &open_params, &err);
     REQUIRE_VOID(f != NULL, "%s: %s", path, err.message);
     const plm_arch *a = plm_arch_find(arch_name);
     REQUIRE_VOID(a != NULL, "descriptor %s", arch_name);
@@ -44,7 +44,7 @@ static void check_fixture(const char *path, const char *arch_name) {
     int unknown = 0, bad_shape = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         char name[96];
-        gguf_str_copy(f->tensors[i].name, name, sizeof name);
+        plm_gguf_str_copy(f->tensors[i].name, name, sizeof name);
         const plm_tensor_spec *t;
         if (!table_names(a, hp.n_layer, name, &t)) {
             CHECK(0, "%s: tensor %s is in no table of '%s'", path, name, arch_name);
@@ -65,9 +65,9 @@ static void check_fixture(const char *path, const char *arch_name) {
         for (const plm_tensor_spec *t = a->layer; t->name; t++) {
             char name[96];
             snprintf(name, sizeof name, t->name, il);
-            if (t->need == PLM_REQUIRED) CHECK(gguf_find_tensor(f, name) != NULL, "%s: required %s absent", path, name);
+            if (t->need == PLM_REQUIRED) CHECK(plm_gguf_find_tensor(f, name) != NULL, "%s: required %s absent", path, name);
         }
-    gguf_close(f);
+    plm_gguf_close(f);
 }
 
 /* Copies `src` to `dst`, leaving out the tensor or metadata key `drop` (if
@@ -75,25 +75,25 @@ static void check_fixture(const char *path, const char *arch_name) {
  * vector of 16 floats (if any). */
 static bool rewrite_add(const char *src, const char *dst, const char *drop, const char *arch, const char *add) {
     plm_error err;
-    gguf_file *f = gguf_open(src, &open_params, &err);
+    plm_gguf_file *f = plm_gguf_open(src, &open_params, &err);
     if (!f) return false;
-    gguf_writer *w = gguf_writer_new();
+    plm_gguf_writer *w = plm_gguf_writer_new();
     for (uint64_t i = 0; i < f->n_kv; i++)
-        if (!drop || !gguf_str_eq(f->kv[i].key, drop)) gguf_writer_copy_kv(w, &f->kv[i]);
-    if (arch) gguf_writer_set_str(w, "general.architecture", arch);
+        if (!drop || !plm_gguf_str_eq(f->kv[i].key, drop)) plm_gguf_writer_copy_kv(w, &f->kv[i]);
+    if (arch) plm_gguf_writer_set_str(w, "general.architecture", arch);
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
+        const plm_gguf_tensor *t = &f->tensors[i];
         char name[96];
-        gguf_str_copy(t->name, name, sizeof name);
+        plm_gguf_str_copy(t->name, name, sizeof name);
         if (drop && !strcmp(name, drop)) continue;
-        gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
+        plm_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
     }
     static const float ones[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     const uint64_t ne[1] = {16};
-    if (add) gguf_writer_add_tensor(w, add, PLM_TYPE_F32, 1, ne, ones);
-    bool ok = gguf_writer_write(w, dst, NULL, NULL, &err) == PLM_OK;
-    gguf_writer_free(w);
-    gguf_close(f);
+    if (add) plm_gguf_writer_add_tensor(w, add, PLM_TYPE_F32, 1, ne, ones);
+    bool ok = plm_gguf_writer_write(w, dst, NULL, NULL, &err) == PLM_OK;
+    plm_gguf_writer_free(w);
+    plm_gguf_close(f);
     return ok;
 }
 

@@ -313,18 +313,18 @@ static void test_threads(void) {
 static char *write_template_gguf(const char *dir) {
     static char path[512];
     snprintf(path, sizeof path, "%s/chat.gguf", dir);
-    gguf_writer *w = gguf_writer_new();
-    gguf_writer_set_str(w, "general.architecture", "llama");
-    gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-    gguf_str toks[3] = {{"<unk>", 5}, {"<|begin|>", 9}, {"<|end|>", 7}};
-    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 3);
-    gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    gguf_writer_set_str(w, "tokenizer.chat_template",
+    plm_gguf_writer *w = plm_gguf_writer_new();
+    plm_gguf_writer_set_str(w, "general.architecture", "llama");
+    plm_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    plm_gguf_str toks[3] = {{"<unk>", 5}, {"<|begin|>", 9}, {"<|end|>", 7}};
+    plm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 3);
+    plm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    plm_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    plm_gguf_writer_set_str(w, "tokenizer.chat_template",
                         "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{{ eos_token }}\n{% endfor %}");
     plm_error err;
-    plm_status s = gguf_writer_write(w, path, NULL, NULL, &err);
-    gguf_writer_free(w);
+    plm_status s = plm_gguf_writer_write(w, path, NULL, NULL, &err);
+    plm_gguf_writer_free(w);
     return s == PLM_OK ? path : NULL;
 }
 

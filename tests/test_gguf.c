@@ -47,9 +47,9 @@ static plm_status parse_copy(const uint8_t *b, uint64_t len, plm_error *err) {
     if (len) memcpy(copy, b, (size_t)len);
     err->code = PLM_OK;
     err->message[0] = '\0';
-    gguf_file *f = gguf_parse(copy, len, err);
+    plm_gguf_file *f = plm_gguf_parse(copy, len, err);
     plm_status st = f ? PLM_OK : err->code;
-    gguf_close(f);
+    plm_gguf_close(f);
     free(copy);
     return st;
 }
@@ -69,22 +69,22 @@ static uint64_t peak_rss_kb(void) {
 }
 
 /* Touches every byte a parsed file points at (for the sanitizers). */
-static uint64_t touch_value(const gguf_value *v) {
+static uint64_t touch_value(const plm_gguf_value *v) {
     uint64_t sum = 0;
-    if (v->type == GGUF_TYPE_STRING) {
+    if (v->type == PLM_GGUF_TYPE_STRING) {
         for (uint64_t i = 0; i < v->v.str.len; i++) sum += (uint8_t)v->v.str.ptr[i];
-    } else if (v->type == GGUF_TYPE_ARRAY) {
-        const gguf_array *a = &v->v.arr;
+    } else if (v->type == PLM_GGUF_TYPE_ARRAY) {
+        const plm_gguf_array *a = &v->v.arr;
         if (a->items) {
             for (uint64_t i = 0; i < a->n; i++) sum += touch_value(&a->items[i]);
         } else {
-            for (uint64_t i = 0; i < a->n; i++) sum += (uint64_t)gguf_arr_i64(a, i);
+            for (uint64_t i = 0; i < a->n; i++) sum += (uint64_t)plm_gguf_arr_i64(a, i);
         }
     }
     return sum;
 }
 
-static uint64_t touch_file(const gguf_file *f) {
+static uint64_t touch_file(const plm_gguf_file *f) {
     uint64_t sum = 0;
     for (uint64_t i = 0; i < f->n_kv; i++) {
         for (uint64_t j = 0; j < f->kv[i].key.len; j++) sum += (uint8_t)f->kv[i].key.ptr[j];
@@ -97,26 +97,26 @@ static uint64_t touch_file(const gguf_file *f) {
     return sum;
 }
 
-static bool values_equal(const gguf_value *a, const gguf_value *b) {
+static bool values_equal(const plm_gguf_value *a, const plm_gguf_value *b) {
     if (a->type != b->type) return false;
     switch (a->type) {
-    case GGUF_TYPE_STRING:
+    case PLM_GGUF_TYPE_STRING:
         return a->v.str.len == b->v.str.len && !memcmp(a->v.str.ptr, b->v.str.ptr, a->v.str.len);
-    case GGUF_TYPE_ARRAY: {
-        const gguf_array *x = &a->v.arr, *y = &b->v.arr;
+    case PLM_GGUF_TYPE_ARRAY: {
+        const plm_gguf_array *x = &a->v.arr, *y = &b->v.arr;
         if (x->type != y->type || x->n != y->n) return false;
-        if (x->type == GGUF_TYPE_STRING || x->type == GGUF_TYPE_ARRAY) {
+        if (x->type == PLM_GGUF_TYPE_STRING || x->type == PLM_GGUF_TYPE_ARRAY) {
             for (uint64_t i = 0; i < x->n; i++)
                 if (!values_equal(&x->items[i], &y->items[i])) return false;
             return true;
         }
         for (uint64_t i = 0; i < x->n; i++)
-            if (gguf_arr_f64(x, i) != gguf_arr_f64(y, i) || gguf_arr_i64(x, i) != gguf_arr_i64(y, i)) return false;
+            if (plm_gguf_arr_f64(x, i) != plm_gguf_arr_f64(y, i) || plm_gguf_arr_i64(x, i) != plm_gguf_arr_i64(y, i)) return false;
         return true;
     }
-    case GGUF_TYPE_FLOAT32: case GGUF_TYPE_FLOAT64:
+    case PLM_GGUF_TYPE_FLOAT32: case PLM_GGUF_TYPE_FLOAT64:
         return memcmp(&a->v.f64, &b->v.f64, sizeof(double)) == 0;
-    case GGUF_TYPE_BOOL:
+    case PLM_GGUF_TYPE_BOOL:
         return a->v.b == b->v.b;
     default:
         return a->v.u64 == b->v.u64;
@@ -171,47 +171,47 @@ static mini_layout build_mini(gbuf *g, mini_opts o) {
     L.n_tensors = gb_u64(g, 2);
     L.n_kv = gb_u64(g, 5 + (o.alignment != 0) + (o.nest > 0));
     L.key_len = gb_str(g, "general.architecture");
-    gb_u32(g, GGUF_TYPE_STRING);
+    gb_u32(g, PLM_GGUF_TYPE_STRING);
     L.str_len = gb_str(g, "llama");
     gb_str(g, o.dup_key ? "general.architecture" : "a.u32");
-    L.value_type = gb_u32(g, GGUF_TYPE_UINT32);
+    L.value_type = gb_u32(g, PLM_GGUF_TYPE_UINT32);
     gb_u32(g, 7);
     gb_str(g, "a.strs");
-    gb_u32(g, GGUF_TYPE_ARRAY);
-    L.elem_type = gb_u32(g, GGUF_TYPE_STRING);
+    gb_u32(g, PLM_GGUF_TYPE_ARRAY);
+    L.elem_type = gb_u32(g, PLM_GGUF_TYPE_STRING);
     L.arr_count = gb_u64(g, 3);
     gb_str(g, "x"), gb_str(g, "yy"), gb_str(g, "zzz");
     gb_str(g, "a.nested");
-    gb_u32(g, GGUF_TYPE_ARRAY);
-    gb_u32(g, GGUF_TYPE_ARRAY);
+    gb_u32(g, PLM_GGUF_TYPE_ARRAY);
+    gb_u32(g, PLM_GGUF_TYPE_ARRAY);
     gb_u64(g, 2);
-    gb_u32(g, GGUF_TYPE_UINT32);
+    gb_u32(g, PLM_GGUF_TYPE_UINT32);
     L.inner_count = gb_u64(g, 3);
     gb_u32(g, 1), gb_u32(g, 2), gb_u32(g, 3);
-    gb_u32(g, GGUF_TYPE_INT8);
+    gb_u32(g, PLM_GGUF_TYPE_INT8);
     gb_u64(g, 2);
     int8_t i8s[2] = {-1, 5};
     gb_put(g, i8s, 2);
     gb_str(g, "a.f32s");
-    gb_u32(g, GGUF_TYPE_ARRAY);
-    gb_u32(g, GGUF_TYPE_FLOAT32);
+    gb_u32(g, PLM_GGUF_TYPE_ARRAY);
+    gb_u32(g, PLM_GGUF_TYPE_FLOAT32);
     gb_u64(g, 2);
     float f32s[2] = {1.5f, -2.0f};
     gb_put(g, f32s, 8);
     if (o.alignment > 0) {
         gb_str(g, "general.alignment");
-        gb_u32(g, GGUF_TYPE_UINT32);
+        gb_u32(g, PLM_GGUF_TYPE_UINT32);
         gb_u32(g, (uint32_t)o.alignment);
     } else if (o.alignment < 0) {
         gb_str(g, "general.alignment");
-        gb_u32(g, GGUF_TYPE_STRING);
+        gb_u32(g, PLM_GGUF_TYPE_STRING);
         gb_str(g, "32");
     }
     if (o.nest > 0) {
         gb_str(g, "a.deep");
-        gb_u32(g, GGUF_TYPE_ARRAY);
-        for (int d = 1; d < o.nest; d++) gb_u32(g, GGUF_TYPE_ARRAY), gb_u64(g, 1);
-        gb_u32(g, GGUF_TYPE_UINT32), gb_u64(g, 1), gb_u32(g, 42);
+        gb_u32(g, PLM_GGUF_TYPE_ARRAY);
+        for (int d = 1; d < o.nest; d++) gb_u32(g, PLM_GGUF_TYPE_ARRAY), gb_u64(g, 1);
+        gb_u32(g, PLM_GGUF_TYPE_UINT32), gb_u64(g, 1), gb_u32(g, 42);
     }
     L.t_name_len = gb_str(g, "w0");
     L.n_dims = gb_u32(g, 2);
@@ -239,44 +239,44 @@ static mini_layout build_mini(gbuf *g, mini_opts o) {
 
 static void test_stories(void) {
     plm_error err;
-    gguf_open_params p = {.use_mmap = true};
-    gguf_file *f = gguf_open(SHARED("models/stories260K.gguf"), &p, &err);
+    plm_gguf_open_params p = {.use_mmap = true};
+    plm_gguf_file *f = plm_gguf_open(SHARED("models/stories260K.gguf"), &p, &err);
     CHECK(f != NULL, "open stories260K: %s", err.message);
     if (!f) return;
     CHECK(f->version == 3 && f->n_kv == 19 && f->n_tensors == 48, "header %u %" PRIu64 " %" PRIu64,
           f->version, f->n_kv, f->n_tensors);
     CHECK(f->alignment == 32 && f->data_offset == 14176 && f->size == 1185376, "layout");
     CHECK(f->mapped && f->owns_image, "mapped");
-    gguf_str s;
-    CHECK(gguf_get_str(f, "general.architecture", &s) && gguf_str_eq(s, "llama"), "arch");
+    plm_gguf_str s;
+    CHECK(plm_gguf_get_str(f, "general.architecture", &s) && plm_gguf_str_eq(s, "llama"), "arch");
     uint32_t u = 0;
-    CHECK(gguf_get_u32(f, "llama.embedding_length", &u) && u == 64, "n_embd %u", u);
-    CHECK(gguf_get_u32(f, "llama.block_count", &u) && u == 5, "block_count %u", u);
-    CHECK(gguf_get_u32(f, "llama.feed_forward_length", &u) && u == 172, "n_ff %u", u);
-    CHECK(gguf_get_u32(f, "llama.attention.head_count_kv", &u) && u == 4, "n_head_kv %u", u);
-    CHECK(gguf_get_u32(f, "tokenizer.ggml.seperator_token_id", &u) && u == 4294967295u, "sep %u", u);
+    CHECK(plm_gguf_get_u32(f, "llama.embedding_length", &u) && u == 64, "n_embd %u", u);
+    CHECK(plm_gguf_get_u32(f, "llama.block_count", &u) && u == 5, "block_count %u", u);
+    CHECK(plm_gguf_get_u32(f, "llama.feed_forward_length", &u) && u == 172, "n_ff %u", u);
+    CHECK(plm_gguf_get_u32(f, "llama.attention.head_count_kv", &u) && u == 4, "n_head_kv %u", u);
+    CHECK(plm_gguf_get_u32(f, "tokenizer.ggml.seperator_token_id", &u) && u == 4294967295u, "sep %u", u);
     int64_t i64 = 0;
-    CHECK(gguf_get_i64(f, "llama.context_length", &i64) && i64 == 2048, "ctx %" PRId64, i64);
+    CHECK(plm_gguf_get_i64(f, "llama.context_length", &i64) && i64 == 2048, "ctx %" PRId64, i64);
     float eps = 0;
-    CHECK(gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &eps) && eps == 9.99999974738e-06f, "eps %g", eps);
-    CHECK(!gguf_get_str(f, "llama.block_count", &s), "u32 is not a string");
-    CHECK(!gguf_get_u32(f, "no.such.key", &u), "absent key");
-    CHECK(gguf_find_kv(f, "general.name") == &f->kv[5], "kv order");
+    CHECK(plm_gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &eps) && eps == 9.99999974738e-06f, "eps %g", eps);
+    CHECK(!plm_gguf_get_str(f, "llama.block_count", &s), "u32 is not a string");
+    CHECK(!plm_gguf_get_u32(f, "no.such.key", &u), "absent key");
+    CHECK(plm_gguf_find_kv(f, "general.name") == &f->kv[5], "kv order");
 
-    const gguf_array *tok = gguf_get_arr(f, "tokenizer.ggml.tokens");
-    CHECK(tok && tok->type == GGUF_TYPE_STRING && tok->n == 512, "tokens");
+    const plm_gguf_array *tok = plm_gguf_get_arr(f, "tokenizer.ggml.tokens");
+    CHECK(tok && tok->type == PLM_GGUF_TYPE_STRING && tok->n == 512, "tokens");
     if (tok) {
-        CHECK(gguf_str_eq(gguf_arr_str(tok, 0), "<unk>") && gguf_str_eq(gguf_arr_str(tok, 2), "</s>"), "tok 0/2");
-        CHECK(gguf_str_eq(gguf_arr_str(tok, 300), "\xe2\x96\x81ha"), "tok 300");
-        CHECK(gguf_str_eq(gguf_arr_str(tok, 511), "\xe2\x80\x8a"), "tok 511");
-        CHECK(gguf_arr_str(tok, 512).ptr == NULL, "tok out of range");
+        CHECK(plm_gguf_str_eq(plm_gguf_arr_str(tok, 0), "<unk>") && plm_gguf_str_eq(plm_gguf_arr_str(tok, 2), "</s>"), "tok 0/2");
+        CHECK(plm_gguf_str_eq(plm_gguf_arr_str(tok, 300), "\xe2\x96\x81ha"), "tok 300");
+        CHECK(plm_gguf_str_eq(plm_gguf_arr_str(tok, 511), "\xe2\x80\x8a"), "tok 511");
+        CHECK(plm_gguf_arr_str(tok, 512).ptr == NULL, "tok out of range");
     }
-    const gguf_array *sc = gguf_get_arr(f, "tokenizer.ggml.scores");
-    CHECK(sc && sc->type == GGUF_TYPE_FLOAT32 && sc->n == 512 && gguf_arr_f64(sc, 300) == -41.0, "scores");
-    const gguf_array *tt = gguf_get_arr(f, "tokenizer.ggml.token_type");
-    CHECK(tt && tt->type == GGUF_TYPE_INT32 && gguf_arr_i64(tt, 0) == 2 && gguf_arr_i64(tt, 300) == 1, "token_type");
+    const plm_gguf_array *sc = plm_gguf_get_arr(f, "tokenizer.ggml.scores");
+    CHECK(sc && sc->type == PLM_GGUF_TYPE_FLOAT32 && sc->n == 512 && plm_gguf_arr_f64(sc, 300) == -41.0, "scores");
+    const plm_gguf_array *tt = plm_gguf_get_arr(f, "tokenizer.ggml.token_type");
+    CHECK(tt && tt->type == PLM_GGUF_TYPE_INT32 && plm_gguf_arr_i64(tt, 0) == 2 && plm_gguf_arr_i64(tt, 300) == 1, "token_type");
 
-    const gguf_tensor *t = gguf_find_tensor(f, "token_embd.weight");
+    const plm_gguf_tensor *t = plm_gguf_find_tensor(f, "token_embd.weight");
     CHECK(t && t->type == PLM_TYPE_F32 && t->n_dims == 2 && t->ne[0] == 64 && t->ne[1] == 512 && t->ne[2] == 1 &&
           t->offset == 0 && t->nbytes == 131072, "token_embd");
     if (t) {
@@ -285,8 +285,8 @@ static void test_stories(void) {
         CHECK(x[0] == -0.29474878311157227f && x[1] == 0.5618956089019775f, "token_embd data %g %g", x[0], x[1]);
         CHECK((const uint8_t *)t->data == f->image + 14176, "data pointer");
     }
-    CHECK(gguf_find_tensor_index(f, "blk.4.ffn_norm.weight") == 47, "last tensor index");
-    t = gguf_find_tensor(f, "blk.4.ffn_norm.weight");
+    CHECK(plm_gguf_find_tensor_index(f, "blk.4.ffn_norm.weight") == 47, "last tensor index");
+    t = plm_gguf_find_tensor(f, "blk.4.ffn_norm.weight");
     CHECK(t && t->n_dims == 1 && t->ne[0] == 64 && t->offset == 1170944 &&
           f->data_offset + t->offset + t->nbytes == f->size, "last tensor");
     if (t) {
@@ -294,17 +294,17 @@ static void test_stories(void) {
         memcpy(&x, (const float *)t->data + 63, 4);
         CHECK(x == 1.234261155128479f, "last value %g", x);
     }
-    CHECK(gguf_find_tensor(f, "nope") == NULL && gguf_find_tensor_index(f, "nope") == -1, "absent tensor");
-    gguf_close(f);
+    CHECK(plm_gguf_find_tensor(f, "nope") == NULL && plm_gguf_find_tensor_index(f, "nope") == -1, "absent tensor");
+    plm_gguf_close(f);
 
     /* The same without mmap, and with mlock (which may fail: never fatal). */
-    p = (gguf_open_params){.use_mmap = false, .use_mlock = true};
-    f = gguf_open(SHARED("models/stories260K.gguf"), &p, &err);
+    p = (plm_gguf_open_params){.use_mmap = false, .use_mlock = true};
+    f = plm_gguf_open(SHARED("models/stories260K.gguf"), &p, &err);
     CHECK(f && !f->mapped && f->owns_image && f->n_tensors == 48, "no-mmap open: %s", f ? "" : err.message);
-    gguf_close(f);
-    f = gguf_open(SHARED("models/stories260K.gguf"), NULL, &err);
+    plm_gguf_close(f);
+    f = plm_gguf_open(SHARED("models/stories260K.gguf"), NULL, &err);
     CHECK(f && f->mapped, "default params map");
-    gguf_close(f);
+    plm_gguf_close(f);
 }
 
 typedef struct {
@@ -339,16 +339,16 @@ static const fixture_fact fixtures[] = {
 
 /* Generic facts: tensors inside the file and the last one ending at its end
  * (up to padding), names found by lookup, sizes as ggml computes them. */
-static void check_tensors_sane(const gguf_file *f, const char *name) {
+static void check_tensors_sane(const plm_gguf_file *f, const char *name) {
     uint64_t max_end = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
+        const plm_gguf_tensor *t = &f->tensors[i];
         const plm_type_info *ti = plm_type_info_get(t->type);
         uint64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
         char nm[128];
-        gguf_str_copy(t->name, nm, sizeof nm);
+        plm_gguf_str_copy(t->name, nm, sizeof nm);
         CHECK(ti && t->nbytes == n / ti->block_size * ti->type_size, "%s: %s size", name, nm);
-        CHECK(gguf_find_tensor(f, nm) == t, "%s: lookup %s", name, nm);
+        CHECK(plm_gguf_find_tensor(f, nm) == t, "%s: lookup %s", name, nm);
         CHECK(t->offset % f->alignment == 0, "%s: %s aligned", name, nm);
         uint64_t end = f->data_offset + t->offset + t->nbytes;
         CHECK(end <= f->size, "%s: %s inside", name, nm);
@@ -363,30 +363,30 @@ static void test_fixtures(void) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", SHARED("models/fixtures"), fx->file);
         plm_error err;
-        gguf_open_params p = {.use_mmap = i % 2 == 0};
-        gguf_file *f = gguf_open(path, &p, &err);
+        plm_gguf_open_params p = {.use_mmap = i % 2 == 0};
+        plm_gguf_file *f = plm_gguf_open(path, &p, &err);
         CHECK(f != NULL, "%s: %s", fx->file, err.message);
         if (!f) continue;
-        gguf_str s;
+        plm_gguf_str s;
         uint32_t u = 0;
         CHECK(f->n_kv == fx->n_kv && f->n_tensors == fx->n_tensors && f->data_offset == fx->data_offset,
               "%s: counts", fx->file);
-        CHECK(gguf_get_str(f, "general.architecture", &s) && gguf_str_eq(s, fx->arch), "%s: arch", fx->file);
+        CHECK(plm_gguf_get_str(f, "general.architecture", &s) && plm_gguf_str_eq(s, fx->arch), "%s: arch", fx->file);
         char key[64];
         snprintf(key, sizeof key, "%s.embedding_length", fx->arch);
-        CHECK(gguf_get_u32(f, key, &u) && u == 256, "%s: n_embd", fx->file);
+        CHECK(plm_gguf_get_u32(f, key, &u) && u == 256, "%s: n_embd", fx->file);
         snprintf(key, sizeof key, "%s.block_count", fx->arch);
-        CHECK(gguf_get_u32(f, key, &u) && u == 4, "%s: n_layer", fx->file);
-        const gguf_array *tok = gguf_get_arr(f, "tokenizer.ggml.tokens");
+        CHECK(plm_gguf_get_u32(f, key, &u) && u == 4, "%s: n_layer", fx->file);
+        const plm_gguf_array *tok = plm_gguf_get_arr(f, "tokenizer.ggml.tokens");
         CHECK(tok && tok->n == 512, "%s: vocab", fx->file);
-        const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
-        const gguf_tensor *q = gguf_find_tensor(f, "blk.0.attn_q.weight");
-        const gguf_tensor *out = gguf_find_tensor(f, "output.weight");
+        const plm_gguf_tensor *te = plm_gguf_find_tensor(f, "token_embd.weight");
+        const plm_gguf_tensor *q = plm_gguf_find_tensor(f, "blk.0.attn_q.weight");
+        const plm_gguf_tensor *out = plm_gguf_find_tensor(f, "output.weight");
         CHECK(te && te->ne[0] == 256 && te->ne[1] == 512 && (int)te->type == fx->embd_type, "%s: token_embd", fx->file);
         CHECK(q && q->ne[0] == 256 && q->ne[1] == 256 && (int)q->type == fx->q_type, "%s: attn_q", fx->file);
         CHECK(fx->out_type < 0 ? out == NULL : out && (int)out->type == fx->out_type, "%s: output", fx->file);
         check_tensors_sane(f, fx->file);
-        gguf_close(f);
+        plm_gguf_close(f);
     }
 }
 
@@ -401,35 +401,35 @@ static void test_vocabs(void) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", SHARED("vocab"), v[i].file);
         plm_error err;
-        gguf_file *f = gguf_open(path, NULL, &err);
+        plm_gguf_file *f = plm_gguf_open(path, NULL, &err);
         CHECK(f != NULL, "%s: %s", v[i].file, err.message);
         if (!f) continue;
-        gguf_str s;
+        plm_gguf_str s;
         CHECK(f->n_tensors == 0 && f->n_kv == v[i].n_kv, "%s: counts", v[i].file);
         /* These files end right after their last key, without padding. */
         CHECK(f->data_offset <= f->size, "%s: data offset", v[i].file);
-        CHECK(gguf_get_str(f, "tokenizer.ggml.model", &s) && gguf_str_eq(s, v[i].model), "%s: model", v[i].file);
-        const gguf_array *tok = gguf_get_arr(f, "tokenizer.ggml.tokens");
-        CHECK(tok && tok->n == v[i].n_tokens && gguf_str_eq(gguf_arr_str(tok, 100), v[i].tok100), "%s: tokens", v[i].file);
-        const gguf_array *m = gguf_get_arr(f, "tokenizer.ggml.merges");
+        CHECK(plm_gguf_get_str(f, "tokenizer.ggml.model", &s) && plm_gguf_str_eq(s, v[i].model), "%s: model", v[i].file);
+        const plm_gguf_array *tok = plm_gguf_get_arr(f, "tokenizer.ggml.tokens");
+        CHECK(tok && tok->n == v[i].n_tokens && plm_gguf_str_eq(plm_gguf_arr_str(tok, 100), v[i].tok100), "%s: tokens", v[i].file);
+        const plm_gguf_array *m = plm_gguf_get_arr(f, "tokenizer.ggml.merges");
         CHECK(v[i].n_merges ? m && m->n == v[i].n_merges : m == NULL, "%s: merges", v[i].file);
-        gguf_close(f);
+        plm_gguf_close(f);
     }
     plm_error err;
-    gguf_file *f = gguf_open(SHARED("vocab/ggml-vocab-gpt-2.gguf"), NULL, &err);
-    const gguf_array *m = f ? gguf_get_arr(f, "tokenizer.ggml.merges") : NULL;
-    CHECK(m && gguf_str_eq(gguf_arr_str(m, 0), "\xc4\xa0 t"), "gpt-2 merge 0");
-    gguf_close(f);
+    plm_gguf_file *f = plm_gguf_open(SHARED("vocab/ggml-vocab-gpt-2.gguf"), NULL, &err);
+    const plm_gguf_array *m = f ? plm_gguf_get_arr(f, "tokenizer.ggml.merges") : NULL;
+    CHECK(m && plm_gguf_str_eq(plm_gguf_arr_str(m, 0), "\xc4\xa0 t"), "gpt-2 merge 0");
+    plm_gguf_close(f);
 }
 
 static void test_open_errors(void) {
     plm_error err;
-    gguf_file *f = gguf_open("/nonexistent/x.gguf", NULL, &err);
+    plm_gguf_file *f = plm_gguf_open("/nonexistent/x.gguf", NULL, &err);
     CHECK(!f && err.code == PLM_ERR_IO && strstr(err.message, "/nonexistent/x.gguf") &&
           strstr(err.message, strerror(ENOENT)), "missing file: %s", err.message);
-    f = gguf_open("/tmp", NULL, &err);
+    f = plm_gguf_open("/tmp", NULL, &err);
     CHECK(!f && err.code == PLM_ERR_IO, "directory: %s", err.message);
-    f = gguf_open(SHARED("models/README.md"), NULL, &err);
+    f = plm_gguf_open(SHARED("models/README.md"), NULL, &err);
     CHECK(!f && err.code == PLM_ERR_FORMAT && strstr(err.message, "magic") && strstr(err.message, "README.md"),
           "not gguf: %s", err.message);
 }
@@ -472,36 +472,36 @@ static void test_mini_values(void) {
     gbuf g;
     mini_layout L = build_mini(&g, (mini_opts){0});
     plm_error err;
-    gguf_file *f = gguf_parse(g.b, L.size, &err);
+    plm_gguf_file *f = plm_gguf_parse(g.b, L.size, &err);
     CHECK(f != NULL, "mini: %s", err.message);
     if (!f) return;
     uint32_t u = 0;
     int64_t i = 0;
     float x = 0;
-    CHECK(gguf_get_u32(f, "a.u32", &u) && u == 7 && gguf_get_i64(f, "a.u32", &i) && i == 7, "u32");
-    CHECK(gguf_get_f32(f, "a.u32", &x) && x == 7.0f, "u32 as f32");
+    CHECK(plm_gguf_get_u32(f, "a.u32", &u) && u == 7 && plm_gguf_get_i64(f, "a.u32", &i) && i == 7, "u32");
+    CHECK(plm_gguf_get_f32(f, "a.u32", &x) && x == 7.0f, "u32 as f32");
     bool b;
-    CHECK(!gguf_get_bool(f, "a.u32", &b), "u32 is not bool");
-    const gguf_array *a = gguf_get_arr(f, "a.strs");
-    CHECK(a && a->n == 3 && gguf_str_eq(gguf_arr_str(a, 1), "yy") && gguf_str_eq(gguf_arr_str(a, 2), "zzz"), "strs");
-    a = gguf_get_arr(f, "a.nested");
-    CHECK(a && a->type == GGUF_TYPE_ARRAY && a->n == 2 && a->items, "nested");
+    CHECK(!plm_gguf_get_bool(f, "a.u32", &b), "u32 is not bool");
+    const plm_gguf_array *a = plm_gguf_get_arr(f, "a.strs");
+    CHECK(a && a->n == 3 && plm_gguf_str_eq(plm_gguf_arr_str(a, 1), "yy") && plm_gguf_str_eq(plm_gguf_arr_str(a, 2), "zzz"), "strs");
+    a = plm_gguf_get_arr(f, "a.nested");
+    CHECK(a && a->type == PLM_GGUF_TYPE_ARRAY && a->n == 2 && a->items, "nested");
     if (a && a->items) {
-        const gguf_array *a0 = &a->items[0].v.arr, *a1 = &a->items[1].v.arr;
-        CHECK(a->items[0].type == GGUF_TYPE_ARRAY && a0->type == GGUF_TYPE_UINT32 && a0->n == 3 &&
-              gguf_arr_i64(a0, 2) == 3, "nested[0]");
-        CHECK(a1->type == GGUF_TYPE_INT8 && gguf_arr_i64(a1, 0) == -1 && gguf_arr_f64(a1, 1) == 5.0, "nested[1]");
-        CHECK(gguf_arr_i64(a0, 3) == 0, "out of range element");
+        const plm_gguf_array *a0 = &a->items[0].v.arr, *a1 = &a->items[1].v.arr;
+        CHECK(a->items[0].type == PLM_GGUF_TYPE_ARRAY && a0->type == PLM_GGUF_TYPE_UINT32 && a0->n == 3 &&
+              plm_gguf_arr_i64(a0, 2) == 3, "nested[0]");
+        CHECK(a1->type == PLM_GGUF_TYPE_INT8 && plm_gguf_arr_i64(a1, 0) == -1 && plm_gguf_arr_f64(a1, 1) == 5.0, "nested[1]");
+        CHECK(plm_gguf_arr_i64(a0, 3) == 0, "out of range element");
     }
-    a = gguf_get_arr(f, "a.f32s");
-    CHECK(a && gguf_arr_f64(a, 0) == 1.5 && gguf_arr_i64(a, 1) == -2, "f32s");
+    a = plm_gguf_get_arr(f, "a.f32s");
+    CHECK(a && plm_gguf_arr_f64(a, 0) == 1.5 && plm_gguf_arr_i64(a, 1) == -2, "f32s");
     CHECK(f->data_offset == L.data_offset && f->tensors[0].nbytes == 68 && f->tensors[1].offset == 96, "mini layout");
     float w1[4];
     memcpy(w1, f->tensors[1].data, 16);
     CHECK(w1[3] == 4.0f, "mini data");
     char buf[4];
-    CHECK(!strcmp(gguf_str_copy(f->kv[0].key, buf, sizeof buf), "gen"), "str_copy truncates");
-    gguf_close(f);
+    CHECK(!strcmp(plm_gguf_str_copy(f->kv[0].key, buf, sizeof buf), "gen"), "str_copy truncates");
+    plm_gguf_close(f);
 
     /* Version 2 parses too; 1 and big-endian are cleanly unsupported. */
     L = build_mini(&g, (mini_opts){.version = 2});
@@ -522,9 +522,9 @@ static void test_mini_values(void) {
     CHECK(parse_copy(g.b, L.size, &err) == PLM_ERR_FORMAT && strstr(err.message, "duplicate tensor name"),
           "dup tensor: %s", err.message);
     L = build_mini(&g, (mini_opts){.alignment = 64});
-    f = gguf_parse(g.b, L.size, &err);
+    f = plm_gguf_parse(g.b, L.size, &err);
     CHECK(f && f->alignment == 64 && f->data_offset % 64 == 0 && f->tensors[1].offset == 128, "alignment 64");
-    gguf_close(f);
+    plm_gguf_close(f);
     int bad_align[] = {48, 3, -1};
     for (size_t k = 0; k < 3; k++) {
         L = build_mini(&g, (mini_opts){.alignment = bad_align[k]});
@@ -543,14 +543,14 @@ static void test_mini_values(void) {
 
     /* Nesting: 8 levels parse, 9 do not (nor does an absurd depth). */
     L = build_mini(&g, (mini_opts){.nest = 8});
-    f = gguf_parse(g.b, L.size, &err);
+    f = plm_gguf_parse(g.b, L.size, &err);
     CHECK(f != NULL, "nest 8: %s", f ? "" : err.message);
     if (f) {
-        const gguf_array *d = gguf_get_arr(f, "a.deep");
-        for (int k = 1; d && k < 8; k++) d = d->type == GGUF_TYPE_ARRAY && d->n == 1 ? &d->items[0].v.arr : NULL;
-        CHECK(d && d->type == GGUF_TYPE_UINT32 && gguf_arr_i64(d, 0) == 42, "nest 8 value");
+        const plm_gguf_array *d = plm_gguf_get_arr(f, "a.deep");
+        for (int k = 1; d && k < 8; k++) d = d->type == PLM_GGUF_TYPE_ARRAY && d->n == 1 ? &d->items[0].v.arr : NULL;
+        CHECK(d && d->type == PLM_GGUF_TYPE_UINT32 && plm_gguf_arr_i64(d, 0) == 42, "nest 8 value");
     }
-    gguf_close(f);
+    plm_gguf_close(f);
     L = build_mini(&g, (mini_opts){.nest = 9});
     CHECK(parse_copy(g.b, L.size, &err) == PLM_ERR_FORMAT && strstr(err.message, "nested"), "nest 9: %s", err.message);
     L = build_mini(&g, (mini_opts){.nest = 300});
@@ -615,12 +615,12 @@ static void fuzz_one(const uint8_t *src, uint64_t size, uint64_t lo, uint64_t hi
         else m[at] = (uint8_t)(r >> 8);
     }
     plm_error err;
-    gguf_file *f = gguf_parse(m, size, &err);
+    plm_gguf_file *f = plm_gguf_parse(m, size, &err);
     if (f) {
         (*parsed)++;
         volatile uint64_t sum = touch_file(f);
         (void)sum;
-        gguf_close(f);
+        plm_gguf_close(f);
     } else if (!clean_format_error(err.code, &err)) {
         if ((*unclean)++ < 5) fprintf(stderr, "fuzz: unclean error %d: %s\n", err.code, err.message);
     }
@@ -656,7 +656,7 @@ static void path_in_tmp(char *buf, size_t size, const char *name) {
     snprintf(buf, size, "%s/%s", tmpdir, name);
 }
 
-static void compare_files(const gguf_file *a, const gguf_file *b, const char *what) {
+static void compare_files(const plm_gguf_file *a, const plm_gguf_file *b, const char *what) {
     CHECK(a->n_kv == b->n_kv && a->n_tensors == b->n_tensors, "%s: counts", what);
     if (a->n_kv != b->n_kv || a->n_tensors != b->n_tensors) return;
     for (uint64_t i = 0; i < a->n_kv; i++) {
@@ -664,7 +664,7 @@ static void compare_files(const gguf_file *a, const gguf_file *b, const char *wh
               values_equal(&a->kv[i].value, &b->kv[i].value), "%s: kv %" PRIu64, what, i);
     }
     for (uint64_t i = 0; i < a->n_tensors; i++) {
-        const gguf_tensor *x = &a->tensors[i], *y = &b->tensors[i];
+        const plm_gguf_tensor *x = &a->tensors[i], *y = &b->tensors[i];
         CHECK(x->name.len == y->name.len &&
               !memcmp(x->name.ptr, y->name.ptr, x->name.len) && x->type == y->type && x->n_dims == y->n_dims &&
               !memcmp(x->ne, y->ne, sizeof x->ne) && x->nbytes == y->nbytes &&
@@ -673,7 +673,7 @@ static void compare_files(const gguf_file *a, const gguf_file *b, const char *wh
 }
 
 typedef struct {
-    const gguf_file *src;
+    const plm_gguf_file *src;
     int calls;
     int fail_at; /* -1: never */
 } fill_ctx;
@@ -697,27 +697,27 @@ static plm_status fill_from(void *user, uint64_t index, void *dst, uint64_t nbyt
 /* Copies src to out (data by pointer, or by callback) and checks the result. */
 static void round_trip(const char *src_path, const char *out_name, bool use_fill, bool identical) {
     plm_error err;
-    gguf_file *src = gguf_open(src_path, NULL, &err);
+    plm_gguf_file *src = plm_gguf_open(src_path, NULL, &err);
     CHECK(src != NULL, "%s: %s", src_path, err.message);
     if (!src) return;
-    gguf_writer *w = gguf_writer_new();
-    for (uint64_t i = 0; i < src->n_kv; i++) gguf_writer_copy_kv(w, &src->kv[i]);
+    plm_gguf_writer *w = plm_gguf_writer_new();
+    for (uint64_t i = 0; i < src->n_kv; i++) plm_gguf_writer_copy_kv(w, &src->kv[i]);
     for (uint64_t i = 0; i < src->n_tensors; i++) {
-        const gguf_tensor *t = &src->tensors[i];
+        const plm_gguf_tensor *t = &src->tensors[i];
         char name[128];
-        gguf_str_copy(t->name, name, sizeof name);
-        gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, use_fill ? NULL : t->data);
+        plm_gguf_str_copy(t->name, name, sizeof name);
+        plm_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, use_fill ? NULL : t->data);
     }
     char out[256], tmp[300];
     path_in_tmp(out, sizeof out, out_name);
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     fill_ctx fc = {.src = src, .fail_at = -1};
-    plm_status st = gguf_writer_write(w, out, use_fill ? fill_from : NULL, &fc, &err);
+    plm_status st = plm_gguf_writer_write(w, out, use_fill ? fill_from : NULL, &fc, &err);
     CHECK(st == PLM_OK, "write %s: %s", out, err.message);
     CHECK(!exists(tmp), "no tmp file left");
     CHECK(!use_fill || fc.calls == (int)src->n_tensors, "fill calls %d", fc.calls);
-    gguf_writer_free(w);
-    gguf_file *back = gguf_open(out, NULL, &err);
+    plm_gguf_writer_free(w);
+    plm_gguf_file *back = plm_gguf_open(out, NULL, &err);
     CHECK(back != NULL, "re-read %s: %s", out, back ? "" : err.message);
     if (back) compare_files(src, back, out_name);
     /* Same keys, tensors, order and alignment as the independent writer that
@@ -735,38 +735,38 @@ static void round_trip(const char *src_path, const char *out_name, bool use_fill
         free(a);
         free(b);
     }
-    gguf_close(back);
-    gguf_close(src);
+    plm_gguf_close(back);
+    plm_gguf_close(src);
 }
 
 static void test_writer_setters(void) {
-    gguf_writer *w = gguf_writer_new();
-    gguf_writer_set_u32(w, "x.a", 1);
-    gguf_writer_set_str(w, "x.s", "hello");
-    gguf_writer_set_i32(w, "x.i", -5);
-    gguf_writer_set_u64(w, "x.u64", 1ull << 40);
-    gguf_writer_set_f32(w, "x.f", 0.25f);
-    gguf_writer_set_bool(w, "x.b", true);
+    plm_gguf_writer *w = plm_gguf_writer_new();
+    plm_gguf_writer_set_u32(w, "x.a", 1);
+    plm_gguf_writer_set_str(w, "x.s", "hello");
+    plm_gguf_writer_set_i32(w, "x.i", -5);
+    plm_gguf_writer_set_u64(w, "x.u64", 1ull << 40);
+    plm_gguf_writer_set_f32(w, "x.f", 0.25f);
+    plm_gguf_writer_set_bool(w, "x.b", true);
     int32_t arr[3] = {-1, 0, 7};
-    gguf_writer_set_arr(w, "x.arr", GGUF_TYPE_INT32, arr, 3);
-    gguf_str strs[2] = {{"ab", 2}, {"c\0d", 3}};
-    gguf_writer_set_arr_str(w, "x.strs", strs, 2);
-    gguf_writer_set_u32(w, "x.a", 2); /* replaces, keeps position 0 */
-    gguf_writer_set_alignment(w, 64);
+    plm_gguf_writer_set_arr(w, "x.arr", PLM_GGUF_TYPE_INT32, arr, 3);
+    plm_gguf_str strs[2] = {{"ab", 2}, {"c\0d", 3}};
+    plm_gguf_writer_set_arr_str(w, "x.strs", strs, 2);
+    plm_gguf_writer_set_u32(w, "x.a", 2); /* replaces, keeps position 0 */
+    plm_gguf_writer_set_alignment(w, 64);
     uint64_t ne0[2] = {8, 3}, ne1[1] = {64};
     uint8_t q8[68];
     for (int i = 0; i < 68; i++) q8[i] = (uint8_t)(200 - i);
-    gguf_writer_add_tensor(w, "t.f32", PLM_TYPE_F32, 2, ne0, NULL);
-    gguf_writer_add_tensor(w, "t.q8", PLM_TYPE_Q8_0, 1, ne1, q8);
+    plm_gguf_writer_add_tensor(w, "t.f32", PLM_TYPE_F32, 2, ne0, NULL);
+    plm_gguf_writer_add_tensor(w, "t.q8", PLM_TYPE_Q8_0, 1, ne1, q8);
     char out[256];
     path_in_tmp(out, sizeof out, "setters.gguf");
     plm_error err;
     fill_ctx fc = {.fail_at = -1};
-    CHECK(gguf_writer_write(w, out, fill_from, &fc, &err) == PLM_OK, "write: %s", err.message);
+    CHECK(plm_gguf_writer_write(w, out, fill_from, &fc, &err) == PLM_OK, "write: %s", err.message);
     CHECK(fc.calls == 1, "fill called for the tensor without data only");
-    gguf_writer_free(w);
+    plm_gguf_writer_free(w);
 
-    gguf_file *f = gguf_open(out, NULL, &err);
+    plm_gguf_file *f = plm_gguf_open(out, NULL, &err);
     CHECK(f != NULL, "re-read: %s", f ? "" : err.message);
     if (!f) return;
     CHECK(f->n_kv == 9 && f->n_tensors == 2 && f->alignment == 64 && f->data_offset % 64 == 0, "layout");
@@ -774,25 +774,25 @@ static void test_writer_setters(void) {
     int64_t i = 0;
     float x = 0;
     bool b = false;
-    gguf_str s;
-    CHECK(gguf_str_eq(f->kv[0].key, "x.a") && gguf_get_u32(f, "x.a", &u) && u == 2, "replaced key");
-    CHECK(gguf_get_str(f, "x.s", &s) && gguf_str_eq(s, "hello"), "str");
-    CHECK(gguf_get_i64(f, "x.i", &i) && i == -5 && !gguf_get_u32(f, "x.i", &u), "i32");
-    CHECK(gguf_get_i64(f, "x.u64", &i) && i == 1ll << 40, "u64");
-    CHECK(gguf_get_f32(f, "x.f", &x) && x == 0.25f, "f32");
-    CHECK(gguf_get_bool(f, "x.b", &b) && b, "bool");
-    const gguf_array *a = gguf_get_arr(f, "x.arr");
-    CHECK(a && a->type == GGUF_TYPE_INT32 && a->n == 3 && gguf_arr_i64(a, 0) == -1 && gguf_arr_i64(a, 2) == 7, "arr");
-    a = gguf_get_arr(f, "x.strs");
-    CHECK(a && a->n == 2 && gguf_arr_str(a, 1).len == 3 && !memcmp(gguf_arr_str(a, 1).ptr, "c\0d", 3), "arr str");
-    CHECK(gguf_get_u32(f, "general.alignment", &u) && u == 64, "alignment key");
-    const gguf_tensor *t = gguf_find_tensor(f, "t.f32");
+    plm_gguf_str s;
+    CHECK(plm_gguf_str_eq(f->kv[0].key, "x.a") && plm_gguf_get_u32(f, "x.a", &u) && u == 2, "replaced key");
+    CHECK(plm_gguf_get_str(f, "x.s", &s) && plm_gguf_str_eq(s, "hello"), "str");
+    CHECK(plm_gguf_get_i64(f, "x.i", &i) && i == -5 && !plm_gguf_get_u32(f, "x.i", &u), "i32");
+    CHECK(plm_gguf_get_i64(f, "x.u64", &i) && i == 1ll << 40, "u64");
+    CHECK(plm_gguf_get_f32(f, "x.f", &x) && x == 0.25f, "f32");
+    CHECK(plm_gguf_get_bool(f, "x.b", &b) && b, "bool");
+    const plm_gguf_array *a = plm_gguf_get_arr(f, "x.arr");
+    CHECK(a && a->type == PLM_GGUF_TYPE_INT32 && a->n == 3 && plm_gguf_arr_i64(a, 0) == -1 && plm_gguf_arr_i64(a, 2) == 7, "arr");
+    a = plm_gguf_get_arr(f, "x.strs");
+    CHECK(a && a->n == 2 && plm_gguf_arr_str(a, 1).len == 3 && !memcmp(plm_gguf_arr_str(a, 1).ptr, "c\0d", 3), "arr str");
+    CHECK(plm_gguf_get_u32(f, "general.alignment", &u) && u == 64, "alignment key");
+    const plm_gguf_tensor *t = plm_gguf_find_tensor(f, "t.f32");
     bool pattern = t && t->nbytes == 96 && t->offset == 0;
     for (uint64_t k = 0; pattern && k < 96; k++) pattern = ((const uint8_t *)t->data)[k] == (uint8_t)k;
     CHECK(pattern, "filled tensor");
-    t = gguf_find_tensor(f, "t.q8");
+    t = plm_gguf_find_tensor(f, "t.q8");
     CHECK(t && t->offset == 128 && t->nbytes == 68 && !memcmp(t->data, q8, 68), "copied tensor");
-    gguf_close(f);
+    plm_gguf_close(f);
 }
 
 static void test_writer_errors(void) {
@@ -805,29 +805,29 @@ static void test_writer_errors(void) {
 
     /* A directory that does not exist: clean error, nothing created. */
     snprintf(missing, sizeof missing, "%s/no/such/dir/x.gguf", tmpdir);
-    gguf_writer *w = gguf_writer_new();
-    gguf_writer_set_str(w, "general.architecture", "llama");
-    gguf_writer_add_tensor(w, "a", PLM_TYPE_F32, 1, ne, data);
-    plm_status st = gguf_writer_write(w, missing, NULL, NULL, &err);
+    plm_gguf_writer *w = plm_gguf_writer_new();
+    plm_gguf_writer_set_str(w, "general.architecture", "llama");
+    plm_gguf_writer_add_tensor(w, "a", PLM_TYPE_F32, 1, ne, data);
+    plm_status st = plm_gguf_writer_write(w, missing, NULL, NULL, &err);
     CHECK(st == PLM_ERR_IO && strstr(err.message, missing) && strstr(err.message, strerror(ENOENT)),
           "missing dir: %s", err.message);
     CHECK(!exists(missing), "no file in a missing dir");
 
     /* An existing file survives a failed rewrite, and no tmp file remains. */
-    CHECK(gguf_writer_write(w, out, NULL, NULL, &err) == PLM_OK, "first write: %s", err.message);
-    gguf_writer_free(w);
+    CHECK(plm_gguf_writer_write(w, out, NULL, NULL, &err) == PLM_OK, "first write: %s", err.message);
+    plm_gguf_writer_free(w);
     char copy[300];
     path_in_tmp(copy, sizeof copy, "keep.copy");
-    CHECK(gguf_writer_write(NULL, copy, NULL, NULL, &err) == PLM_ERR_NOMEM && !exists(copy), "NULL writer");
+    CHECK(plm_gguf_writer_write(NULL, copy, NULL, NULL, &err) == PLM_ERR_NOMEM && !exists(copy), "NULL writer");
     uint64_t n1;
     uint8_t *before = slurp(out, &n1);
 
-    w = gguf_writer_new();
-    gguf_writer_set_str(w, "general.architecture", "qwen2");
-    gguf_writer_add_tensor(w, "a", PLM_TYPE_F32, 1, ne, NULL);
-    gguf_writer_add_tensor(w, "b", PLM_TYPE_F32, 1, ne, NULL);
+    w = plm_gguf_writer_new();
+    plm_gguf_writer_set_str(w, "general.architecture", "qwen2");
+    plm_gguf_writer_add_tensor(w, "a", PLM_TYPE_F32, 1, ne, NULL);
+    plm_gguf_writer_add_tensor(w, "b", PLM_TYPE_F32, 1, ne, NULL);
     fill_ctx fc = {.fail_at = 1};
-    st = gguf_writer_write(w, out, fill_from, &fc, &err);
+    st = plm_gguf_writer_write(w, out, fill_from, &fc, &err);
     CHECK(st == PLM_ERR_IO && strstr(err.message, "synthetic failure on tensor 1") && strstr(err.message, "'b'"),
           "fill failure: %s", err.message);
     CHECK(!exists(tmp), "tmp removed after a failure");
@@ -835,21 +835,21 @@ static void test_writer_errors(void) {
     uint8_t *after = slurp(out, &n2);
     CHECK(before && after && n1 == n2 && !memcmp(before, after, (size_t)n1), "old file untouched");
     free(after);
-    CHECK(gguf_writer_write(w, out, NULL, NULL, &err) == PLM_ERR_INVALID_ARG && strstr(err.message, "no fill"),
+    CHECK(plm_gguf_writer_write(w, out, NULL, NULL, &err) == PLM_ERR_INVALID_ARG && strstr(err.message, "no fill"),
           "no data, no fill: %s", err.message);
-    gguf_writer_free(w);
+    plm_gguf_writer_free(w);
 
     /* A full disk, simulated by a file size limit (write fails with EFBIG). */
     static float big[1 << 16];
     uint64_t ne_big[1] = {1 << 16};
-    w = gguf_writer_new();
-    gguf_writer_add_tensor(w, "big", PLM_TYPE_F32, 1, ne_big, big);
+    w = plm_gguf_writer_new();
+    plm_gguf_writer_add_tensor(w, "big", PLM_TYPE_F32, 1, ne_big, big);
     struct rlimit old;
     getrlimit(RLIMIT_FSIZE, &old);
     struct rlimit small = {64 * 1024, old.rlim_max};
     void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
     if (setrlimit(RLIMIT_FSIZE, &small) == 0) {
-        st = gguf_writer_write(w, out, NULL, NULL, &err);
+        st = plm_gguf_writer_write(w, out, NULL, NULL, &err);
         setrlimit(RLIMIT_FSIZE, &old);
         CHECK(st == PLM_ERR_IO && strstr(err.message, out) && strstr(err.message, strerror(EFBIG)),
               "disk full: %d %s", st, err.message);
@@ -861,7 +861,7 @@ static void test_writer_errors(void) {
         printf("full-disk test skipped: setrlimit: %s\n", strerror(errno));
     }
     signal(SIGXFSZ, old_handler);
-    gguf_writer_free(w);
+    plm_gguf_writer_free(w);
     free(before);
 
     /* Bad input to setters is reported by write, which then writes nothing. */
@@ -872,28 +872,28 @@ static void test_writer_errors(void) {
     char bad_path[300];
     path_in_tmp(bad_path, sizeof bad_path, "bad.gguf");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        w = gguf_writer_new();
+        w = plm_gguf_writer_new();
         uint64_t ne_bad[1] = {cases[i].kind == 3 ? 40 : cases[i].kind == 5 ? 0 : 32};
         char longname[80];
         memset(longname, 'n', 64);
         longname[64] = '\0';
         switch (cases[i].kind) {
-        case 0: gguf_writer_add_tensor(w, "a", 99, 1, ne, data); break;
-        case 1: gguf_writer_add_tensor(w, "a", PLM_TYPE_F32, 1, ne, data);
-                gguf_writer_add_tensor(w, "a", PLM_TYPE_F32, 1, ne, data); break;
-        case 2: gguf_writer_set_alignment(w, 3); break;
-        case 3: gguf_writer_add_tensor(w, "a", PLM_TYPE_Q4_0, 1, ne_bad, data); break;
-        case 4: gguf_writer_add_tensor(w, longname, PLM_TYPE_F32, 1, ne, data); break;
-        case 5: gguf_writer_add_tensor(w, "a", PLM_TYPE_F32, 1, ne_bad, data); break;
-        case 6: gguf_writer_set_str(w, "general.alignment", "64"); break;
+        case 0: plm_gguf_writer_add_tensor(w, "a", 99, 1, ne, data); break;
+        case 1: plm_gguf_writer_add_tensor(w, "a", PLM_TYPE_F32, 1, ne, data);
+                plm_gguf_writer_add_tensor(w, "a", PLM_TYPE_F32, 1, ne, data); break;
+        case 2: plm_gguf_writer_set_alignment(w, 3); break;
+        case 3: plm_gguf_writer_add_tensor(w, "a", PLM_TYPE_Q4_0, 1, ne_bad, data); break;
+        case 4: plm_gguf_writer_add_tensor(w, longname, PLM_TYPE_F32, 1, ne, data); break;
+        case 5: plm_gguf_writer_add_tensor(w, "a", PLM_TYPE_F32, 1, ne_bad, data); break;
+        case 6: plm_gguf_writer_set_str(w, "general.alignment", "64"); break;
         }
-        st = gguf_writer_write(w, bad_path, NULL, NULL, &err);
+        st = plm_gguf_writer_write(w, bad_path, NULL, NULL, &err);
         CHECK(st == PLM_ERR_INVALID_ARG && strstr(err.message, cases[i].want) && strstr(err.message, bad_path),
               "case %zu: %d %s", i, st, err.message);
         CHECK(!exists(bad_path), "case %zu wrote a file", i);
-        gguf_writer_free(w);
+        plm_gguf_writer_free(w);
     }
-    gguf_writer_free(NULL);
+    plm_gguf_writer_free(NULL);
 }
 
 /* ---- the inspect command -------------------------------------------------------- */

@@ -136,12 +136,12 @@ static void check_fixture(const char *path) {
     for (int i = 0; i < p.n_types; i++) by_type += p.types[i].bytes;
     CHECK(by_type == p.weight_bytes, "%s: types add up", path);
     /* The file: header + data (with alignment padding). */
-    gguf_file *f = gguf_open(path, NULL, &err);
+    plm_gguf_file *f = plm_gguf_open(path, NULL, &err);
     REQUIRE_VOID(f != NULL, "%s", err.message);
     CHECK(p.file_bytes == f->size && p.header_bytes == f->data_offset, "%s: file layout", path);
     CHECK(p.weight_bytes <= f->size - f->data_offset && f->size - f->data_offset - p.weight_bytes < 32 * f->n_tensors,
           "%s: data section", path);
-    gguf_close(f);
+    plm_gguf_close(f);
     /* The KV cache as context.c sizes it: n_layer x n_ctx x kv_dim f16. */
     const uint64_t kv_dim = (uint64_t)p.n_head_kv * p.head_dim;
     CHECK(p.buf.kv_k == (uint64_t)p.n_layer * 512 * kv_dim * 2 && p.buf.kv_v == p.buf.kv_k, "%s: KV", path);

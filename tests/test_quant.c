@@ -482,7 +482,7 @@ typedef struct {
 
 /* Compares one quantized tensor with its f16 source: the dequantization error
  * (oracle 1) and, where we have ggml's quantizer, the exact bytes (oracle 2). */
-static void check_tensor(const gguf_tensor *q, const gguf_tensor *src, const char *file, fixture_stats *st) {
+static void check_tensor(const plm_gguf_tensor *q, const plm_gguf_tensor *src, const char *file, fixture_stats *st) {
     const int64_t k = (int64_t)q->ne[0], rows = (int64_t)q->ne[1];
     const plm_type t = (plm_type)q->type;
     float *a = malloc(k * sizeof *a), *b = malloc(k * sizeof *b);
@@ -501,7 +501,7 @@ static void check_tensor(const gguf_tensor *q, const gguf_tensor *src, const cha
     }
     const double rel = sqrt(err / ref);
     char name[96];
-    gguf_str_copy(q->name, name, sizeof name);
+    plm_gguf_str_copy(q->name, name, sizeof name);
     CHECK(rel <= type_bound(t), "%s: %s (%s) relative RMS error %.4f > %.4f", file, name, plm_type_name(t),
           rel, type_bound(t));
     if (rel > st->worst_err[t]) st->worst_err[t] = rel;
@@ -514,26 +514,26 @@ static void check_tensor(const gguf_tensor *q, const gguf_tensor *src, const cha
     free(a), free(b), free(requant);
 }
 
-static gguf_file *open_fixture(const char *path) {
+static plm_gguf_file *open_fixture(const char *path) {
     plm_error err;
-    gguf_open_params p = {.use_mmap = true, .use_mlock = false};
-    gguf_file *f = gguf_open(path, &p, &err);
+    plm_gguf_open_params p = {.use_mmap = true, .use_mlock = false};
+    plm_gguf_file *f = plm_gguf_open(path, &p, &err);
     CHECK(f != NULL, "cannot open %s: %s", path, f ? "" : err.message);
     return f;
 }
 
 /* Returns the number of tensors of type `expect` checked in the file. */
-static int check_file(const gguf_file *src, const char *path, plm_type expect, fixture_stats *st) {
-    gguf_file *f = open_fixture(path);
+static int check_file(const plm_gguf_file *src, const char *path, plm_type expect, fixture_stats *st) {
+    plm_gguf_file *f = open_fixture(path);
     if (!f) return 0;
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     int n_expect = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *q = &f->tensors[i];
+        const plm_gguf_tensor *q = &f->tensors[i];
         if (q->n_dims != 2) continue;
         char name[96];
-        gguf_str_copy(q->name, name, sizeof name);
-        const gguf_tensor *s = gguf_find_tensor(src, name);
+        plm_gguf_str_copy(q->name, name, sizeof name);
+        const plm_gguf_tensor *s = plm_gguf_find_tensor(src, name);
         CHECK(s && s->ne[0] == q->ne[0] && s->ne[1] == q->ne[1], "%s: %s has no matching source", base, name);
         if (!s) continue;
         const plm_type_info *ti = plm_type_info_get(q->type);
@@ -543,7 +543,7 @@ static int check_file(const gguf_file *src, const char *path, plm_type expect, f
         check_tensor(q, s, base, st);
         n_expect += q->type == (uint32_t)expect;
     }
-    gguf_close(f);
+    plm_gguf_close(f);
     return n_expect;
 }
 
@@ -569,17 +569,17 @@ static void test_fixtures(void) {
         {"fixture-qwen2-pure-Q6_K.gguf", PLM_TYPE_Q6_K},
         {"fixture-qwen2-Q4_K_M.gguf", PLM_TYPE_Q4_K},
     };
-    gguf_file *llama = open_fixture(SHARED("models/fixtures/fixture-llama-f16.gguf"));
-    gguf_file *qwen = open_fixture(SHARED("models/fixtures/fixture-qwen2-f16.gguf"));
+    plm_gguf_file *llama = open_fixture(SHARED("models/fixtures/fixture-llama-f16.gguf"));
+    plm_gguf_file *qwen = open_fixture(SHARED("models/fixtures/fixture-qwen2-f16.gguf"));
     if (!llama || !qwen) {
-        gguf_close(llama), gguf_close(qwen);
+        plm_gguf_close(llama), plm_gguf_close(qwen);
         return;
     }
     fixture_stats st = {0};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/models/fixtures/%s", PLM_SHARED_DIR, files[i].file);
-        const gguf_file *src = strstr(files[i].file, "qwen2") ? qwen : llama;
+        const plm_gguf_file *src = strstr(files[i].file, "qwen2") ? qwen : llama;
         const int n = check_file(src, path, files[i].type, &st);
         CHECK(n > 0, "%s: no %s tensors found", files[i].file, plm_type_name(files[i].type));
     }
@@ -590,8 +590,8 @@ static void test_fixtures(void) {
         if (has_exact_quantizer((plm_type)t)) printf(", %d byte-identical to llama.cpp", st.n_exact[t]);
         printf("\n");
     }
-    gguf_close(llama);
-    gguf_close(qwen);
+    plm_gguf_close(llama);
+    plm_gguf_close(qwen);
 }
 
 int main(void) {

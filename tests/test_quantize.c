@@ -24,25 +24,25 @@ typedef struct quant_case {
     const char *expected;  /* llama.cpp's file from the same source */
 } quant_case;
 
-static void compare_tensors(const gguf_file *a, const gguf_file *b, const char *label) {
+static void compare_tensors(const plm_gguf_file *a, const plm_gguf_file *b, const char *label) {
     CHECK(a->n_tensors == b->n_tensors, "%s: %llu vs %llu tensors", label, (unsigned long long)a->n_tensors,
           (unsigned long long)b->n_tensors);
     int same = 0;
     for (uint64_t i = 0; i < b->n_tensors; i++) {
         char name[256];
-        gguf_str_copy(b->tensors[i].name, name, sizeof name);
-        const gguf_tensor *x = gguf_find_tensor(a, name), *y = &b->tensors[i];
+        plm_gguf_str_copy(b->tensors[i].name, name, sizeof name);
+        const plm_gguf_tensor *x = plm_gguf_find_tensor(a, name), *y = &b->tensors[i];
         if (!x) {
             CHECK(0, "%s: tensor %s missing", label, name);
             continue;
         }
         const bool eq = x->type == y->type && x->nbytes == y->nbytes && !memcmp(x->data, y->data, y->nbytes);
-        CHECK(eq, "%s: tensor %s differs from llama.cpp's (%s vs %s)", label, name, gguf_tensor_type_name(x->type),
-              gguf_tensor_type_name(y->type));
+        CHECK(eq, "%s: tensor %s differs from llama.cpp's (%s vs %s)", label, name, plm_gguf_tensor_type_name(x->type),
+              plm_gguf_tensor_type_name(y->type));
         same += eq;
     }
     uint32_t fa = 0, fb = 1;
-    CHECK(gguf_get_u32(a, "general.file_type", &fa) && gguf_get_u32(b, "general.file_type", &fb) && fa == fb,
+    CHECK(plm_gguf_get_u32(a, "general.file_type", &fa) && plm_gguf_get_u32(b, "general.file_type", &fb) && fa == fb,
           "%s: general.file_type %u, llama.cpp's %u", label, fa, fb);
     printf("%-28s %d/%llu tensors identical to llama.cpp's\n", label, same, (unsigned long long)b->n_tensors);
 }
@@ -58,11 +58,11 @@ static void compare_with_llama_cpp(const char *dir, const quant_case *c, int n_t
     p.n_threads = n_threads;
     plm_error err;
     REQUIRE_VOID(plm_quantize_ex(src, ours, c->type, &p, &err) == PLM_OK, "%s: %s", label, err.message);
-    gguf_file *a = gguf_open(ours, NULL, &err), *b = gguf_open(theirs, NULL, &err);
+    plm_gguf_file *a = plm_gguf_open(ours, NULL, &err), *b = plm_gguf_open(theirs, NULL, &err);
     CHECK(a && b, "open: %s", err.message);
     if (a && b) compare_tensors(a, b, label);
-    gguf_close(a);
-    gguf_close(b);
+    plm_gguf_close(a);
+    plm_gguf_close(b);
     unlink(ours);
 }
 
@@ -101,13 +101,13 @@ static void check_fallbacks(const char *dir) {
         plm_error err;
         REQUIRE_VOID(plm_quantize_ex(SHARED("models/stories260K.gguf"), out, cases[i].type, &p, &err) == PLM_OK,
                      "%s", err.message);
-        gguf_file *f = gguf_open(out, NULL, &err);
+        plm_gguf_file *f = plm_gguf_open(out, NULL, &err);
         REQUIRE_VOID(f != NULL, "open: %s", err.message);
-        const gguf_tensor *t = gguf_find_tensor(f, cases[i].name);
-        CHECK(t && !strcmp(gguf_tensor_type_name(t->type), cases[i].want), "stories260K %s%s: %s is %s, want %s",
+        const plm_gguf_tensor *t = plm_gguf_find_tensor(f, cases[i].name);
+        CHECK(t && !strcmp(plm_gguf_tensor_type_name(t->type), cases[i].want), "stories260K %s%s: %s is %s, want %s",
               cases[i].pure ? "--pure " : "", cases[i].type, cases[i].name,
-              t ? gguf_tensor_type_name(t->type) : "missing", cases[i].want);
-        gguf_close(f);
+              t ? plm_gguf_tensor_type_name(t->type) : "missing", cases[i].want);
+        plm_gguf_close(f);
     }
     unlink(out);
 }
@@ -120,11 +120,11 @@ static void check_command(const char *dir) {
     snprintf(cmd, sizeof cmd, "%s quantize --pure -t 3 %sfixture-llama-f16.gguf %s q4_k_s", PLM_BIN, FIXTURES, out);
     CHECK(system(cmd) == 0, "%s failed", cmd);
     plm_error err;
-    gguf_file *a = gguf_open(out, NULL, &err), *b = gguf_open(FIXTURES "fixture-llama-pure-Q4_K_S.gguf", NULL, &err);
+    plm_gguf_file *a = plm_gguf_open(out, NULL, &err), *b = plm_gguf_open(FIXTURES "fixture-llama-pure-Q4_K_S.gguf", NULL, &err);
     CHECK(a && b, "open: %s", err.message);
     if (a && b) compare_tensors(a, b, "pocketlm quantize --pure -t 3");
-    gguf_close(a);
-    gguf_close(b);
+    plm_gguf_close(a);
+    plm_gguf_close(b);
     unlink(out);
     snprintf(cmd, sizeof cmd, "%s quantize %sfixture-llama-f16.gguf %s Q9_K 2>&1", PLM_BIN, FIXTURES, out);
     FILE *p = popen(cmd, "r");

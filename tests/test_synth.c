@@ -17,7 +17,7 @@
 #define VOCAB SHARED("models/stories260K.gguf")
 
 static char dir[] = "/tmp/plm_test_synth_XXXXXX";
-static const gguf_open_params open_params = {true, false};
+static const plm_gguf_open_params open_params = {true, false};
 
 static char *path_in(const char *name) {
     static char buf[4][512];
@@ -39,7 +39,7 @@ typedef struct expect {
     bool tied, bias;
 } expect;
 
-static double value(const gguf_tensor *t, uint64_t i) {
+static double value(const plm_gguf_tensor *t, uint64_t i) {
     if (t->type == PLM_TYPE_F16) return plm_fp16_to_fp32(((const plm_fp16_t *)t->data)[i]);
     return ((const float *)t->data)[i];
 }
@@ -49,7 +49,7 @@ typedef struct stats {
     uint64_t n;
 } stats;
 
-static void accumulate(stats *s, const gguf_tensor *t) {
+static void accumulate(stats *s, const plm_gguf_tensor *t) {
     uint64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     for (uint64_t i = 0; i < n; i++) {
         double v = value(t, i);
@@ -70,8 +70,8 @@ static void check_stats(const stats *s, double want_sd, const char *what) {
     CHECK(fabs(mean) < 6 * want_sd / sqrt((double)s->n) + 1e-4, "%s: mean %.5f", what, mean);
 }
 
-static void check_tensor(const gguf_file *f, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1) {
-    const gguf_tensor *t = gguf_find_tensor(f, name);
+static void check_tensor(const plm_gguf_file *f, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1) {
+    const plm_gguf_tensor *t = plm_gguf_find_tensor(f, name);
     CHECK(t != NULL, "tensor %s missing", name);
     if (!t) return;
     uint32_t nd = ne1 ? 2 : 1;
@@ -80,23 +80,23 @@ static void check_tensor(const gguf_file *f, const char *name, uint32_t type, ui
     CHECK(t->type == type, "%s: type %s, want %s", name, plm_type_name(t->type), plm_type_name(type));
 }
 
-static uint32_t get_u32(const gguf_file *f, const char *key) {
+static uint32_t get_u32(const plm_gguf_file *f, const char *key) {
     uint32_t v = 0xDEADBEEF;
-    CHECK(gguf_get_u32(f, key, &v), "key %s missing", key);
+    CHECK(plm_gguf_get_u32(f, key, &v), "key %s missing", key);
     return v;
 }
 
-static void check_model(const char *path, const expect *e, bool f32, const gguf_file *vocab) {
+static void check_model(const char *path, const expect *e, bool f32, const plm_gguf_file *vocab) {
     plm_error err;
-    gguf_file *f = gguf_open(path, &open_params, &err);
+    plm_gguf_file *f = plm_gguf_open(path, &open_params, &err);
     CHECK(f != NULL, "reopen %s: %s", path, f ? "" : err.message);
     if (!f) return;
     const char *a = e->arch;
     char key[128];
 #define KEY(s) (snprintf(key, sizeof key, "%s.%s", a, s), key)
-    gguf_str s;
-    CHECK(gguf_get_str(f, "general.architecture", &s) && gguf_str_eq(s, a), "architecture");
-    CHECK(gguf_get_str(f, "general.name", &s) && s.len > 0, "general.name");
+    plm_gguf_str s;
+    CHECK(plm_gguf_get_str(f, "general.architecture", &s) && plm_gguf_str_eq(s, a), "architecture");
+    CHECK(plm_gguf_get_str(f, "general.name", &s) && s.len > 0, "general.name");
     CHECK(get_u32(f, KEY("context_length")) == e->n_ctx, "context_length");
     CHECK(get_u32(f, KEY("embedding_length")) == e->n_embd, "embedding_length");
     CHECK(get_u32(f, KEY("block_count")) == e->n_layer, "block_count");
@@ -105,33 +105,33 @@ static void check_model(const char *path, const expect *e, bool f32, const gguf_
     CHECK(get_u32(f, KEY("attention.head_count_kv")) == e->n_head_kv, "head_count_kv");
     CHECK(get_u32(f, KEY("rope.dimension_count")) == e->n_embd / e->n_head, "rope.dimension_count");
     float v = 0;
-    CHECK(gguf_get_f32(f, KEY("attention.layer_norm_rms_epsilon"), &v) && v == e->eps, "rms eps %g", v);
-    CHECK(gguf_get_f32(f, KEY("rope.freq_base"), &v) && v == e->theta, "rope.freq_base %g", v);
+    CHECK(plm_gguf_get_f32(f, KEY("attention.layer_norm_rms_epsilon"), &v) && v == e->eps, "rms eps %g", v);
+    CHECK(plm_gguf_get_f32(f, KEY("rope.freq_base"), &v) && v == e->theta, "rope.freq_base %g", v);
     CHECK(get_u32(f, "general.file_type") == (f32 ? 0u : 1u), "file_type");
 #undef KEY
 
     /* Every tokenizer.* key of the vocabulary, and nothing else of it. */
     int n_tok_keys = 0, n_src_keys = 0;
     for (uint64_t i = 0; i < vocab->n_kv; i++) {
-        gguf_str k = vocab->kv[i].key;
+        plm_gguf_str k = vocab->kv[i].key;
         if (k.len < 10 || memcmp(k.ptr, "tokenizer.", 10)) continue;
         n_src_keys++;
         char name[128];
-        gguf_str_copy(k, name, sizeof name);
-        const gguf_kv *kv = gguf_find_kv(f, name);
+        plm_gguf_str_copy(k, name, sizeof name);
+        const plm_gguf_kv *kv = plm_gguf_find_kv(f, name);
         CHECK(kv && kv->value.type == vocab->kv[i].value.type, "vocab key %s", name);
     }
     for (uint64_t i = 0; i < f->n_kv; i++) {
-        gguf_str k = f->kv[i].key;
+        plm_gguf_str k = f->kv[i].key;
         if (k.len >= 10 && !memcmp(k.ptr, "tokenizer.", 10)) n_tok_keys++;
     }
     CHECK(n_src_keys > 0 && n_tok_keys == n_src_keys, "tokenizer keys: %d of %d", n_tok_keys, n_src_keys);
-    const gguf_array *ta = gguf_get_arr(f, "tokenizer.ggml.tokens");
-    const gguf_array *tb = gguf_get_arr(vocab, "tokenizer.ggml.tokens");
+    const plm_gguf_array *ta = plm_gguf_get_arr(f, "tokenizer.ggml.tokens");
+    const plm_gguf_array *tb = plm_gguf_get_arr(vocab, "tokenizer.ggml.tokens");
     uint64_t n_vocab = tb ? tb->n : 0;
     bool same = ta && tb && ta->n == tb->n;
     for (uint64_t i = 0; same && i < ta->n; i++) {
-        gguf_str x = gguf_arr_str(ta, i), y = gguf_arr_str(tb, i);
+        plm_gguf_str x = plm_gguf_arr_str(ta, i), y = plm_gguf_arr_str(tb, i);
         same = x.len == y.len && !memcmp(x.ptr, y.ptr, x.len);
     }
     CHECK(same, "token strings copied");
@@ -141,7 +141,7 @@ static void check_model(const char *path, const expect *e, bool f32, const gguf_
     uint64_t E = e->n_embd, F = e->n_ff, KV = e->n_embd / e->n_head * e->n_head_kv;
     check_tensor(f, "token_embd.weight", wt, E, n_vocab);
     check_tensor(f, "output_norm.weight", PLM_TYPE_F32, E, 0);
-    if (e->tied) CHECK(gguf_find_tensor(f, "output.weight") == NULL, "tied: no output.weight");
+    if (e->tied) CHECK(plm_gguf_find_tensor(f, "output.weight") == NULL, "tied: no output.weight");
     else check_tensor(f, "output.weight", wt, E, n_vocab);
     uint64_t want_tensors = 2 + !e->tied;
     stats sw = {0}, se = {0}, sb = {0};
@@ -169,7 +169,7 @@ static void check_model(const char *path, const expect *e, bool f32, const gguf_
             T("attn_v.bias", PLM_TYPE_F32, KV, 0);
         } else {
             snprintf(n, sizeof n, "blk.%u.attn_q.bias", (unsigned)l);
-            CHECK(gguf_find_tensor(f, n) == NULL, "llama has no %s", n);
+            CHECK(plm_gguf_find_tensor(f, n) == NULL, "llama has no %s", n);
         }
 #undef T
     }
@@ -178,9 +178,9 @@ static void check_model(const char *path, const expect *e, bool f32, const gguf_
 
     /* Statistics. */
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
+        const plm_gguf_tensor *t = &f->tensors[i];
         char n[128];
-        gguf_str_copy(t->name, n, sizeof n);
+        plm_gguf_str_copy(t->name, n, sizeof n);
         if (strstr(n, "norm")) {
             for (uint64_t j = 0; j < t->ne[0]; j++) not_one += value(t, j) != 1.0;
         } else if (!strcmp(n, "token_embd.weight")) {
@@ -195,7 +195,7 @@ static void check_model(const char *path, const expect *e, bool f32, const gguf_
     check_stats(&se, 0.1, "token_embd");
     check_stats(&sw, 0.02, "weights");
     if (e->bias) check_stats(&sb, 0.02, "biases");
-    gguf_close(f);
+    plm_gguf_close(f);
 }
 
 /* pocketlm itself loads the result and decodes a few tokens. */
@@ -254,7 +254,7 @@ static bool file_contains(const char *p, const char *needle) {
 int main(void) {
     REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
     plm_error err;
-    gguf_file *vocab = gguf_open(VOCAB, &open_params, &err);
+    plm_gguf_file *vocab = plm_gguf_open(VOCAB, &open_params, &err);
     REQUIRE(vocab != NULL, "open %s", VOCAB);
 
     /* The shape list. */
@@ -321,11 +321,11 @@ int main(void) {
     CHECK(plm_synth(NULL, &err) == PLM_ERR_INVALID_ARG, "NULL params");
 
     /* A GGUF that parses but has no tokenizer: write one with the writer. */
-    gguf_writer *w = gguf_writer_new();
-    gguf_writer_set_str(w, "general.architecture", "llama");
-    CHECK(gguf_writer_write(w, path_in("notok.gguf"), NULL, NULL, &err) == PLM_OK, "write notok: %s",
+    plm_gguf_writer *w = plm_gguf_writer_new();
+    plm_gguf_writer_set_str(w, "general.architecture", "llama");
+    CHECK(plm_gguf_writer_write(w, path_in("notok.gguf"), NULL, NULL, &err) == PLM_OK, "write notok: %s",
           err.message);
-    gguf_writer_free(w);
+    plm_gguf_writer_free(w);
     p = (plm_synth_params){"test-llama-tiny", path_in("notok.gguf"), path_in("bad.gguf"), false, 1};
     CHECK(plm_synth(&p, &err) == PLM_ERR_FORMAT, "vocab without tokens: %s", err.message);
     CHECK(strstr(err.message, "tokenizer.ggml.tokens") != NULL, "names the key: %s", err.message);
@@ -343,7 +343,7 @@ int main(void) {
     CHECK(run_cli(args) == 1 && file_contains(path_in("cli.txt"), "unknown shape"), "command: unknown shape");
     CHECK(run_cli("test-llama-tiny") == 1, "command: missing options");
 
-    gguf_close(vocab);
+    plm_gguf_close(vocab);
     const char *files[] = {"llama.gguf", "qwen2.gguf", "qwen2-f32.gguf", "llama-again.gguf",
                            "llama-seed2.gguf", "junk.gguf", "notok.gguf", "cli.gguf", "cli.txt"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) remove(path_in(files[i]));

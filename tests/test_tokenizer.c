@@ -64,13 +64,13 @@ static char *slurp(const char *path, size_t *len) {
 
 static plm_vocab *load_vocab(const char *path) {
     plm_error err = {0};
-    gguf_file *f = gguf_open(path, NULL, &err);
+    plm_gguf_file *f = plm_gguf_open(path, NULL, &err);
     if (!f) {
         fprintf(stderr, "%s: %s\n", path, err.message);
         return NULL;
     }
     plm_vocab *v = plm_vocab_load(f, &err);
-    gguf_close(f); /* the vocab must not keep pointers into the file */
+    plm_gguf_close(f); /* the vocab must not keep pointers into the file */
     if (!v) fprintf(stderr, "%s: %s\n", path, err.message);
     return v;
 }
@@ -238,12 +238,12 @@ static int check_round_trip(const plm_vocab *v, const vectors *t, const char *na
 /* SentencePiece with the leading space added (tokenizer.ggml.add_space_prefix). */
 static bool file_is_spm_prefixed(const char *path) {
     plm_error err;
-    gguf_file *f = gguf_open(path, NULL, &err);
-    gguf_str s;
+    plm_gguf_file *f = plm_gguf_open(path, NULL, &err);
+    plm_gguf_str s;
     bool prefix = true;
-    bool spm = f && gguf_get_str(f, "tokenizer.ggml.model", &s) && gguf_str_eq(s, "llama");
-    if (f) gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &prefix);
-    gguf_close(f);
+    bool spm = f && plm_gguf_get_str(f, "tokenizer.ggml.model", &s) && plm_gguf_str_eq(s, "llama");
+    if (f) plm_gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &prefix);
+    plm_gguf_close(f);
     return spm && prefix;
 }
 
@@ -516,28 +516,28 @@ static void test_threads(void) {
 
 static char tmpdir[256];
 
-static plm_vocab *load_written(gguf_writer *w, const char *name, plm_error *err) {
+static plm_vocab *load_written(plm_gguf_writer *w, const char *name, plm_error *err) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    plm_status st = gguf_writer_write(w, path, NULL, NULL, err);
-    gguf_writer_free(w);
+    plm_status st = plm_gguf_writer_write(w, path, NULL, NULL, err);
+    plm_gguf_writer_free(w);
     if (st) return NULL;
-    gguf_file *f = gguf_open(path, NULL, err);
+    plm_gguf_file *f = plm_gguf_open(path, NULL, err);
     if (!f) return NULL;
     plm_vocab *v = plm_vocab_load(f, err);
-    gguf_close(f);
+    plm_gguf_close(f);
     unlink(path);
     return v;
 }
 
-static gguf_writer *small_bpe(const char *pre) {
-    gguf_writer *w = gguf_writer_new();
-    gguf_str toks[] = {{"a", 1}, {"b", 1}, {"ab", 2}, {"\xc4\xa0", 2}};
-    gguf_str merges[] = {{"a b", 3}};
-    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    if (pre) gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
-    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 4);
-    gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 1);
+static plm_gguf_writer *small_bpe(const char *pre) {
+    plm_gguf_writer *w = plm_gguf_writer_new();
+    plm_gguf_str toks[] = {{"a", 1}, {"b", 1}, {"ab", 2}, {"\xc4\xa0", 2}};
+    plm_gguf_str merges[] = {{"a b", 3}};
+    plm_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    if (pre) plm_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
+    plm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 4);
+    plm_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 1);
     return w;
 }
 
@@ -556,33 +556,33 @@ static void test_bad_vocabs(void) {
     CHECK(!v && err.code == PLM_ERR_UNSUPPORTED && strstr(err.message, "no-such-pre"), "unknown pre: %s",
           err.message);
 
-    gguf_writer *w = gguf_writer_new();
-    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    plm_gguf_writer *w = plm_gguf_writer_new();
+    plm_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
     v = load_written(w, "notoks.gguf", &err);
     CHECK(!v && err.code == PLM_ERR_FORMAT && strstr(err.message, "tokens"), "no tokens: %s", err.message);
 
     w = small_bpe(NULL);
     int32_t types[2] = {1, 1};
-    gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 2);
+    plm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", PLM_GGUF_TYPE_INT32, types, 2);
     v = load_written(w, "types.gguf", &err);
     CHECK(!v && err.code == PLM_ERR_FORMAT && strstr(err.message, "token_type"), "short token_type: %s",
           err.message);
 
-    w = gguf_writer_new();
-    gguf_str toks[] = {{"a", 1}};
-    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 1);
+    w = plm_gguf_writer_new();
+    plm_gguf_str toks[] = {{"a", 1}};
+    plm_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    plm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 1);
     v = load_written(w, "nomerges.gguf", &err);
     CHECK(!v && err.code == PLM_ERR_FORMAT && strstr(err.message, "merges"), "no merges: %s", err.message);
 
     w = small_bpe("gpt-2");
-    gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
+    plm_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
     v = load_written(w, "bos.gguf", &err);
     CHECK(!v && err.code == PLM_ERR_FORMAT, "add_bos without a BOS token: %s", err.message);
 
-    w = gguf_writer_new();
-    gguf_writer_set_str(w, "tokenizer.ggml.model", "bert");
-    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 1);
+    w = plm_gguf_writer_new();
+    plm_gguf_writer_set_str(w, "tokenizer.ggml.model", "bert");
+    plm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 1);
     v = load_written(w, "bert.gguf", &err);
     CHECK(!v && err.code == PLM_ERR_UNSUPPORTED, "WPM is not supported: %s", err.message);
 }
@@ -615,8 +615,8 @@ static void test_every_pre_name(void) {
         char file[64];
         snprintf(file, sizeof file, "pre-%zu.gguf", i);
         plm_error err;
-        gguf_writer *w = small_bpe(names[i]);
-        gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 0); /* llama3, tekken ... add BOS */
+        plm_gguf_writer *w = small_bpe(names[i]);
+        plm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 0); /* llama3, tekken ... add BOS */
         plm_vocab *v = load_written(w, file, &err);
         CHECK(v != NULL, "pre '%s' loads: %s", names[i], v ? "" : err.message);
         if (!v) continue;
@@ -631,11 +631,11 @@ static void test_every_pre_name(void) {
     }
     printf("%d pre-tokenizer names load and tokenize\n", loaded);
 
-    gguf_writer *w = gguf_writer_new(); /* kimi-k2 alone may have no merges */
-    gguf_str toks[] = {{"a", 1}};
-    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    gguf_writer_set_str(w, "tokenizer.ggml.pre", "kimi-k2");
-    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 1);
+    plm_gguf_writer *w = plm_gguf_writer_new(); /* kimi-k2 alone may have no merges */
+    plm_gguf_str toks[] = {{"a", 1}};
+    plm_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    plm_gguf_writer_set_str(w, "tokenizer.ggml.pre", "kimi-k2");
+    plm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 1);
     plm_error err;
     plm_vocab *v = load_written(w, "kimi.gguf", &err);
     CHECK(v != NULL, "kimi-k2 without merges loads: %s", v ? "" : err.message);
@@ -660,40 +660,40 @@ static double now_s(void) {
 static void test_load_speed(void) {
     enum { N = 152064, M = 151387 };
     char *buf = malloc((size_t)N * 24 + (size_t)M * 48);
-    gguf_str *toks = malloc(N * sizeof *toks), *merges = malloc(M * sizeof *merges);
+    plm_gguf_str *toks = malloc(N * sizeof *toks), *merges = malloc(M * sizeof *merges);
     if (!buf || !toks || !merges) return;
     char *p = buf;
     for (int i = 0; i < N; i++) {
         int n = sprintf(p, "t%x", i);
-        toks[i] = (gguf_str){p, (uint64_t)n};
+        toks[i] = (plm_gguf_str){p, (uint64_t)n};
         p += n;
     }
     for (int i = 0; i < M; i++) {
         int n = sprintf(p, "t%x t%x", i, (i * 7) % N);
-        merges[i] = (gguf_str){p, (uint64_t)n};
+        merges[i] = (plm_gguf_str){p, (uint64_t)n};
         p += n;
     }
-    gguf_writer *w = gguf_writer_new();
-    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2");
-    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, N);
-    gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, M);
+    plm_gguf_writer *w = plm_gguf_writer_new();
+    plm_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    plm_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2");
+    plm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, N);
+    plm_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, M);
     char path[512];
     snprintf(path, sizeof path, "%s/big.gguf", tmpdir);
     plm_error err;
-    plm_status st = gguf_writer_write(w, path, NULL, NULL, &err);
-    gguf_writer_free(w);
+    plm_status st = plm_gguf_writer_write(w, path, NULL, NULL, &err);
+    plm_gguf_writer_free(w);
     free(buf);
     free(toks);
     free(merges);
     CHECK(st == PLM_OK, "writing the big vocab: %s", err.message);
-    gguf_file *f = gguf_open(path, NULL, &err);
+    plm_gguf_file *f = plm_gguf_open(path, NULL, &err);
     CHECK(f != NULL, "%s", err.message);
     if (!f) return;
     double t0 = now_s();
     plm_vocab *v = plm_vocab_load(f, &err);
     double dt = now_s() - t0;
-    gguf_close(f);
+    plm_gguf_close(f);
     unlink(path);
 #ifdef SLOW_BUILD
     const double limit = 5.0;

@@ -151,11 +151,11 @@ static void describe_model(const char *path, const plm_model *m, char *out, size
 
     const char *ft = NULL;
     char guess[32] = "?";
-    gguf_open_params gp = {.use_mmap = true};
-    gguf_file *f = gguf_open(path, &gp, NULL);
+    plm_gguf_open_params gp = {.use_mmap = true};
+    plm_gguf_file *f = plm_gguf_open(path, &gp, NULL);
     if (f) {
         uint32_t v;
-        if (gguf_get_u32(f, "general.file_type", &v)) ft = ftype_name(v);
+        if (plm_gguf_get_u32(f, "general.file_type", &v)) ft = ftype_name(v);
         if (!ft) {
             /* No (known) file type: name the type holding the most weight bytes. */
             uint64_t bytes[64] = {0}, best = 0;
@@ -164,15 +164,15 @@ static void describe_model(const char *path, const plm_model *m, char *out, size
             for (uint32_t t = 0; t < 64; t++)
                 if (bytes[t] > best) {
                     best = bytes[t];
-                    snprintf(guess, sizeof guess, "%s", gguf_tensor_type_name(t));
+                    snprintf(guess, sizeof guess, "%s", plm_gguf_tensor_type_name(t));
                 }
         }
-        const gguf_tensor *e = gguf_find_tensor(f, "token_embd.weight");
-        if (e && gguf_find_tensor(f, "output.weight") && e->ne[1] > 0) {
+        const plm_gguf_tensor *e = plm_gguf_find_tensor(f, "token_embd.weight");
+        if (e && plm_gguf_find_tensor(f, "output.weight") && e->ne[1] > 0) {
             *embd_bytes = e->nbytes;
             *embd_rows = e->ne[1];
         }
-        gguf_close(f);
+        plm_gguf_close(f);
     }
     snprintf(out, size, "%s %s %s", plm_model_arch(m), sz, ft ? ft : guess);
 }

@@ -25,7 +25,7 @@ static int utf8_len(const unsigned char *p, uint64_t left) {
 /* Prints at most `max` bytes of s, escaped: file contents must not be able
  * to send control sequences to the terminal.  Returns the columns used
  * (approximately: one per character); with print false, only counts them. */
-static int escaped(gguf_str s, uint64_t max, bool print) {
+static int escaped(plm_gguf_str s, uint64_t max, bool print) {
     const unsigned char *p = (const unsigned char *)s.ptr;
     uint64_t len = s.len < max ? s.len : max, i = 0;
     int n = 0;
@@ -55,89 +55,89 @@ static int escaped(gguf_str s, uint64_t max, bool print) {
     return n;
 }
 
-static void put_quoted(gguf_str s) {
+static void put_quoted(plm_gguf_str s) {
     putchar('"');
     escaped(s, STR_SHOWN, true);
     putchar('"');
 }
 
-static void put_scalar(const gguf_value *v) {
+static void put_scalar(const plm_gguf_value *v) {
     switch (v->type) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_UINT32: case GGUF_TYPE_UINT64:
+    case PLM_GGUF_TYPE_UINT8: case PLM_GGUF_TYPE_UINT16: case PLM_GGUF_TYPE_UINT32: case PLM_GGUF_TYPE_UINT64:
         printf("%" PRIu64, v->v.u64);
         break;
-    case GGUF_TYPE_INT8: case GGUF_TYPE_INT16: case GGUF_TYPE_INT32: case GGUF_TYPE_INT64:
+    case PLM_GGUF_TYPE_INT8: case PLM_GGUF_TYPE_INT16: case PLM_GGUF_TYPE_INT32: case PLM_GGUF_TYPE_INT64:
         printf("%" PRId64, v->v.i64);
         break;
-    case GGUF_TYPE_FLOAT32: case GGUF_TYPE_FLOAT64: printf("%g", v->v.f64); break;
-    case GGUF_TYPE_BOOL: fputs(v->v.b ? "true" : "false", stdout); break;
-    case GGUF_TYPE_STRING: put_quoted(v->v.str); break;
+    case PLM_GGUF_TYPE_FLOAT32: case PLM_GGUF_TYPE_FLOAT64: printf("%g", v->v.f64); break;
+    case PLM_GGUF_TYPE_BOOL: fputs(v->v.b ? "true" : "false", stdout); break;
+    case PLM_GGUF_TYPE_STRING: put_quoted(v->v.str); break;
     default: fputs("?", stdout); break;
     }
 }
 
 /* "[arr str x 512] "a", "b", ..." (nested arrays in parentheses). */
-static void put_array(const gguf_array *a) {
-    printf("[arr %s x %" PRIu64 "]", gguf_type_name(a->type), a->n);
+static void put_array(const plm_gguf_array *a) {
+    printf("[arr %s x %" PRIu64 "]", plm_gguf_type_name(a->type), a->n);
     uint64_t shown = a->n < ARRAY_SHOWN + 2 ? a->n : ARRAY_SHOWN; /* never "..." for one or two more */
     for (uint64_t i = 0; i < shown; i++) {
         fputs(i ? ", " : " ", stdout);
-        if (a->type == GGUF_TYPE_STRING) {
-            put_quoted(gguf_arr_str(a, i));
-        } else if (a->type == GGUF_TYPE_ARRAY) {
+        if (a->type == PLM_GGUF_TYPE_STRING) {
+            put_quoted(plm_gguf_arr_str(a, i));
+        } else if (a->type == PLM_GGUF_TYPE_ARRAY) {
             putchar('(');
             put_array(&a->items[i].v.arr);
             putchar(')');
-        } else if (a->type == GGUF_TYPE_FLOAT32 || a->type == GGUF_TYPE_FLOAT64) {
-            printf("%g", gguf_arr_f64(a, i));
-        } else if (a->type == GGUF_TYPE_UINT64) {
+        } else if (a->type == PLM_GGUF_TYPE_FLOAT32 || a->type == PLM_GGUF_TYPE_FLOAT64) {
+            printf("%g", plm_gguf_arr_f64(a, i));
+        } else if (a->type == PLM_GGUF_TYPE_UINT64) {
             uint64_t u; /* may exceed int64: read the raw element */
             memcpy(&u, a->data + 8 * i, 8);
             printf("%" PRIu64, u);
         } else {
-            printf("%" PRId64, gguf_arr_i64(a, i));
+            printf("%" PRId64, plm_gguf_arr_i64(a, i));
         }
     }
     if (shown < a->n) fputs(", ...", stdout);
 }
 
-static int name_width(gguf_str s, int width) {
+static int name_width(plm_gguf_str s, int width) {
     int w = escaped(s, NAME_WIDTH_MAX, false);
     return w > width ? w : width;
 }
 
-static void put_padded(gguf_str s, int width) {
+static void put_padded(plm_gguf_str s, int width) {
     int n = escaped(s, NAME_WIDTH_MAX, true);
     printf("%*s", n < width ? width - n : 0, "");
 }
 
-static void put_metadata(const gguf_file *f) {
+static void put_metadata(const plm_gguf_file *f) {
     int width = 0;
     for (uint64_t i = 0; i < f->n_kv; i++) width = name_width(f->kv[i].key, width);
     printf("\nmetadata (%" PRIu64 " keys):\n", f->n_kv);
     for (uint64_t i = 0; i < f->n_kv; i++) {
-        const gguf_kv *kv = &f->kv[i];
+        const plm_gguf_kv *kv = &f->kv[i];
         printf("%6" PRIu64 "  ", i);
         put_padded(kv->key, width);
         fputs("  ", stdout);
-        if (kv->value.type == GGUF_TYPE_ARRAY) {
+        if (kv->value.type == PLM_GGUF_TYPE_ARRAY) {
             put_array(&kv->value.v.arr);
         } else {
-            printf("%-4s ", gguf_type_name(kv->value.type));
+            printf("%-4s ", plm_gguf_type_name(kv->value.type));
             put_scalar(&kv->value);
         }
         putchar('\n');
     }
 }
 
-static void put_tensors(const gguf_file *f) {
+static void put_tensors(const plm_gguf_file *f) {
     int width = 4;
     for (uint64_t i = 0; i < f->n_tensors; i++) width = name_width(f->tensors[i].name, width);
     printf("\ntensors (%" PRIu64 "):\n", f->n_tensors);
     printf("%6s  %-*s  %-7s  %-24s %12s %12s\n", "index", width, "name", "type", "shape", "bytes", "offset");
     uint64_t bytes = 0, params = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
+        const plm_gguf_tensor *t = &f->tensors[i];
         char shape[96];
         int n = 0;
         for (uint32_t d = 0; d < t->n_dims; d++)
@@ -145,7 +145,7 @@ static void put_tensors(const gguf_file *f) {
         if (t->n_dims == 0) snprintf(shape, sizeof shape, "scalar");
         printf("%6" PRIu64 "  ", i);
         put_padded(t->name, width);
-        printf("  %-7s  %-24s %12" PRIu64 " %12" PRIu64 "\n", gguf_tensor_type_name(t->type), shape, t->nbytes,
+        printf("  %-7s  %-24s %12" PRIu64 " %12" PRIu64 "\n", plm_gguf_tensor_type_name(t->type), shape, t->nbytes,
                t->offset);
         bytes += t->nbytes;
         params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
@@ -173,9 +173,9 @@ int cmd_inspect(int argc, char **argv) {
         return 1;
     }
 
-    gguf_open_params op = {.use_mmap = !no_mmap, .use_mlock = mlock};
+    plm_gguf_open_params op = {.use_mmap = !no_mmap, .use_mlock = mlock};
     plm_error err;
-    gguf_file *f = gguf_open(pos[0], &op, &err);
+    plm_gguf_file *f = plm_gguf_open(pos[0], &op, &err);
     if (!f) {
         fprintf(stderr, "pocketlm inspect: %s\n", err.message);
         return 1;
@@ -190,7 +190,7 @@ int cmd_inspect(int argc, char **argv) {
     printf("data offset: %" PRIu64 "\n", f->data_offset);
     put_metadata(f);
     put_tensors(f);
-    gguf_close(f);
+    plm_gguf_close(f);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "pocketlm inspect: cannot write the output\n");
         return 1;

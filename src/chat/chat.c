@@ -115,7 +115,7 @@ plm_status plm_chat_render(const plm_chat_template *t, const plm_chat_params *p,
     return status;
 }
 
-static char *dup_str(gguf_str s) {
+static char *dup_str(plm_gguf_str s) {
     char *c = malloc(s.len + 1);
     if (c) {
         memcpy(c, s.ptr, s.len);
@@ -124,11 +124,11 @@ static char *dup_str(gguf_str s) {
     return c;
 }
 
-static char *token_text(const gguf_file *f, const char *id_key) {
+static char *token_text(const plm_gguf_file *f, const char *id_key) {
     uint32_t id;
-    const gguf_array *tokens = gguf_get_arr(f, "tokenizer.ggml.tokens");
-    if (!gguf_get_u32(f, id_key, &id) || !tokens) return NULL;
-    gguf_str s = gguf_arr_str(tokens, id);
+    const plm_gguf_array *tokens = plm_gguf_get_arr(f, "tokenizer.ggml.tokens");
+    if (!plm_gguf_get_u32(f, id_key, &id) || !tokens) return NULL;
+    plm_gguf_str s = plm_gguf_arr_str(tokens, id);
     return s.ptr ? dup_str(s) : NULL;
 }
 
@@ -137,13 +137,13 @@ plm_status plm_chat_template_from_gguf(const char *path, char **chat_template, c
     if (chat_template) *chat_template = NULL;
     if (bos_token) *bos_token = NULL;
     if (eos_token) *eos_token = NULL;
-    gguf_open_params op = {.use_mmap = true};
-    gguf_file *f = gguf_open(path, &op, err);
+    plm_gguf_open_params op = {.use_mmap = true};
+    plm_gguf_file *f = plm_gguf_open(path, &op, err);
     if (!f) return err ? err->code : PLM_ERR_IO;
-    gguf_str s;
-    if (chat_template && gguf_get_str(f, "tokenizer.chat_template", &s)) *chat_template = dup_str(s);
+    plm_gguf_str s;
+    if (chat_template && plm_gguf_get_str(f, "tokenizer.chat_template", &s)) *chat_template = dup_str(s);
     if (bos_token) *bos_token = token_text(f, "tokenizer.ggml.bos_token_id");
     if (eos_token) *eos_token = token_text(f, "tokenizer.ggml.eos_token_id");
-    gguf_close(f);
+    plm_gguf_close(f);
     return PLM_OK;
 }

@@ -9,13 +9,13 @@
 
 /* Arrays may hold arrays; both the parser and the writer recurse per level,
  * so the depth is bounded to keep a hostile file from exhausting the stack. */
-#define GGUF_MAX_NESTING 8
+#define PLM_GGUF_MAX_NESTING 8
 
 /* Bytes of one scalar value of type t; 0 for strings, arrays and unknown ids. */
-size_t gguf_scalar_size(uint32_t t);
+size_t plm_gguf_scalar_size(uint32_t t);
 
 /* Unsigned 64-bit a*b; false (and *out untouched) on overflow. */
-static inline int gguf_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+static inline int plm_gguf_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
     if (a != 0 && b > UINT64_MAX / a) return 0;
     *out = a * b;
     return 1;

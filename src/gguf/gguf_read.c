@@ -47,14 +47,14 @@ typedef struct {
     uint64_t mask;   /* capacity - 1 */
 } name_index;
 
-struct gguf_lookup {
+struct plm_gguf_lookup {
     name_index kv, tensors;
 };
 
-typedef gguf_str (*name_fn)(const gguf_file *f, uint64_t i);
+typedef plm_gguf_str (*name_fn)(const plm_gguf_file *f, uint64_t i);
 
-static gguf_str kv_name(const gguf_file *f, uint64_t i) { return f->kv[i].key; }
-static gguf_str tensor_name(const gguf_file *f, uint64_t i) { return f->tensors[i].name; }
+static plm_gguf_str kv_name(const plm_gguf_file *f, uint64_t i) { return f->kv[i].key; }
+static plm_gguf_str tensor_name(const plm_gguf_file *f, uint64_t i) { return f->tensors[i].name; }
 
 static uint64_t hash_bytes(const char *p, uint64_t len) {
     uint64_t h = 14695981039346656037ull; /* FNV-1a */
@@ -71,20 +71,20 @@ static bool index_init(name_index *ix, uint64_t n) {
 }
 
 /* Returns the slot where `name` is or would go. */
-static uint64_t *index_slot(const name_index *ix, const gguf_file *f, name_fn name_at,
+static uint64_t *index_slot(const name_index *ix, const plm_gguf_file *f, name_fn name_at,
                             const char *p, uint64_t len) {
     uint64_t i = hash_bytes(p, len) & ix->mask;
     for (;; i = (i + 1) & ix->mask) {
         uint64_t s = ix->slots[i];
         if (s == 0) return &ix->slots[i];
-        gguf_str n = name_at(f, s - 1);
+        plm_gguf_str n = name_at(f, s - 1);
         if (n.len == len && (len == 0 || memcmp(n.ptr, p, len) == 0)) return &ix->slots[i];
     }
 }
 
 /* Adds entry i; returns 0, or the earlier entry's index + 1 for a duplicate. */
-static uint64_t index_add(name_index *ix, const gguf_file *f, name_fn name_at, uint64_t i) {
-    gguf_str n = name_at(f, i);
+static uint64_t index_add(name_index *ix, const plm_gguf_file *f, name_fn name_at, uint64_t i) {
+    plm_gguf_str n = name_at(f, i);
     uint64_t *slot = index_slot(ix, f, name_at, n.ptr, n.len);
     if (*slot) return *slot;
     *slot = i + 1;
@@ -92,13 +92,13 @@ static uint64_t index_add(name_index *ix, const gguf_file *f, name_fn name_at, u
 }
 
 /* Index + 1 of `name`, or 0. */
-static uint64_t find_name(const gguf_file *f, const name_index *ix, name_fn name_at,
+static uint64_t find_name(const plm_gguf_file *f, const name_index *ix, name_fn name_at,
                           uint64_t count, const char *name) {
     if (!f || !name) return 0;
     size_t len = strlen(name);
     if (ix && ix->slots) return *index_slot(ix, f, name_at, name, len);
-    for (uint64_t i = 0; i < count; i++) { /* a gguf_file built by hand */
-        gguf_str n = name_at(f, i);
+    for (uint64_t i = 0; i < count; i++) { /* a plm_gguf_file built by hand */
+        plm_gguf_str n = name_at(f, i);
         if (n.len == len && (len == 0 || memcmp(n.ptr, name, len) == 0)) return i + 1;
     }
     return 0;
@@ -113,9 +113,9 @@ typedef struct {
     /* What is being parsed, for messages like "kv 7 ('key')[3]: ...". */
     const char *what; /* NULL (header), "kv" or "tensor" */
     uint64_t index;
-    gguf_str name;
+    plm_gguf_str name;
     int depth;                        /* enclosing arrays */
-    uint64_t path[GGUF_MAX_NESTING];  /* element index in each of them */
+    uint64_t path[PLM_GGUF_MAX_NESTING];  /* element index in each of them */
 } reader;
 
 static void cat(char *buf, size_t size, size_t *len, const char *fmt, ...) PLM_PRINTF(4, 5);
@@ -130,7 +130,7 @@ static void cat(char *buf, size_t size, size_t *len, const char *fmt, ...) {
 
 /* Appends at most 64 bytes of s with anything unprintable as '?': the name
  * came from the file and may hold terminal escapes. */
-static void cat_name(char *buf, size_t size, size_t *len, gguf_str s) {
+static void cat_name(char *buf, size_t size, size_t *len, plm_gguf_str s) {
     uint64_t n = s.len < 64 ? s.len : 64;
     for (uint64_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s.ptr[i];
@@ -186,7 +186,7 @@ static bool rd_u64(reader *r, const char *field, uint64_t *out) {
 }
 
 /* A string; out may be NULL to only validate and skip it. */
-static bool rd_str(reader *r, const char *field, gguf_str *out) {
+static bool rd_str(reader *r, const char *field, plm_gguf_str *out) {
     uint64_t at = r->pos, len;
     if (!rd_u64(r, field, &len)) return false;
     if (len > left(r))
@@ -202,49 +202,49 @@ static bool rd_str(reader *r, const char *field, gguf_str *out) {
 
 /* ---- values ------------------------------------------------------------ */
 
-static void decode_scalar(uint32_t type, const uint8_t *p, gguf_value *out) {
+static void decode_scalar(uint32_t type, const uint8_t *p, plm_gguf_value *out) {
     union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
             float f32; uint64_t u64; int64_t i64; double f64; } x;
-    memcpy(&x, p, gguf_scalar_size(type));
+    memcpy(&x, p, plm_gguf_scalar_size(type));
     switch (type) {
-    case GGUF_TYPE_UINT8: out->v.u64 = x.u8; break;
-    case GGUF_TYPE_INT8: out->v.i64 = x.i8; break;
-    case GGUF_TYPE_UINT16: out->v.u64 = x.u16; break;
-    case GGUF_TYPE_INT16: out->v.i64 = x.i16; break;
-    case GGUF_TYPE_UINT32: out->v.u64 = x.u32; break;
-    case GGUF_TYPE_INT32: out->v.i64 = x.i32; break;
-    case GGUF_TYPE_FLOAT32: out->v.f64 = x.f32; break;
-    case GGUF_TYPE_BOOL: out->v.b = x.u8 != 0; break;
-    case GGUF_TYPE_UINT64: out->v.u64 = x.u64; break;
-    case GGUF_TYPE_INT64: out->v.i64 = x.i64; break;
-    case GGUF_TYPE_FLOAT64: out->v.f64 = x.f64; break;
+    case PLM_GGUF_TYPE_UINT8: out->v.u64 = x.u8; break;
+    case PLM_GGUF_TYPE_INT8: out->v.i64 = x.i8; break;
+    case PLM_GGUF_TYPE_UINT16: out->v.u64 = x.u16; break;
+    case PLM_GGUF_TYPE_INT16: out->v.i64 = x.i16; break;
+    case PLM_GGUF_TYPE_UINT32: out->v.u64 = x.u32; break;
+    case PLM_GGUF_TYPE_INT32: out->v.i64 = x.i32; break;
+    case PLM_GGUF_TYPE_FLOAT32: out->v.f64 = x.f32; break;
+    case PLM_GGUF_TYPE_BOOL: out->v.b = x.u8 != 0; break;
+    case PLM_GGUF_TYPE_UINT64: out->v.u64 = x.u64; break;
+    case PLM_GGUF_TYPE_INT64: out->v.i64 = x.i64; break;
+    case PLM_GGUF_TYPE_FLOAT64: out->v.f64 = x.f64; break;
     default: break;
     }
 }
 
-static bool rd_value(reader *r, uint32_t type, gguf_value *out, int depth);
+static bool rd_value(reader *r, uint32_t type, plm_gguf_value *out, int depth);
 
 /* An array; arr may be NULL to only validate.  depth counts this array. */
-static bool rd_array(reader *r, gguf_array *arr, int depth) {
-    if (depth > GGUF_MAX_NESTING)
-        return bad(r, PLM_ERR_FORMAT, r->pos, "arrays nested deeper than %d levels", GGUF_MAX_NESTING);
+static bool rd_array(reader *r, plm_gguf_array *arr, int depth) {
+    if (depth > PLM_GGUF_MAX_NESTING)
+        return bad(r, PLM_ERR_FORMAT, r->pos, "arrays nested deeper than %d levels", PLM_GGUF_MAX_NESTING);
     uint64_t at = r->pos, n;
     uint32_t et;
     if (!rd_u32(r, "array element type", &et)) return false;
-    if (et >= GGUF_TYPE_COUNT) return bad(r, PLM_ERR_FORMAT, at, "array element type %" PRIu32 " unknown", et);
+    if (et >= PLM_GGUF_TYPE_COUNT) return bad(r, PLM_ERR_FORMAT, at, "array element type %" PRIu32 " unknown", et);
     at = r->pos;
     if (!rd_u64(r, "array count", &n)) return false;
-    size_t esize = gguf_scalar_size(et);
-    uint64_t min = esize ? esize : et == GGUF_TYPE_STRING ? MIN_STR_BYTES : MIN_ARR_BYTES;
+    size_t esize = plm_gguf_scalar_size(et);
+    uint64_t min = esize ? esize : et == PLM_GGUF_TYPE_STRING ? MIN_STR_BYTES : MIN_ARR_BYTES;
     if (n > left(r) / min)
         return bad(r, PLM_ERR_FORMAT, at, "array count %" PRIu64 " of %s (%" PRIu64 "+ bytes each) exceeds the %" PRIu64
-                   " bytes left in the file (size %" PRIu64 ")", n, gguf_type_name((gguf_type)et), min, left(r), r->size);
-    if (arr) *arr = (gguf_array){.type = (gguf_type)et, .n = n, .data = r->b + r->pos};
+                   " bytes left in the file (size %" PRIu64 ")", n, plm_gguf_type_name((plm_gguf_type)et), min, left(r), r->size);
+    if (arr) *arr = (plm_gguf_array){.type = (plm_gguf_type)et, .n = n, .data = r->b + r->pos};
     if (esize) {
         r->pos += n * esize;
         return true;
     }
-    gguf_value *items = NULL;
+    plm_gguf_value *items = NULL;
     if (arr && n) {
         items = calloc(n, sizeof *items);
         if (!items) return bad(r, PLM_ERR_NOMEM, at, "out of memory for %" PRIu64 " array elements", n);
@@ -254,7 +254,7 @@ static bool rd_array(reader *r, gguf_array *arr, int depth) {
     r->depth = depth;
     for (uint64_t i = 0; i < n; i++) {
         r->path[depth - 1] = i;
-        if (items) items[i].type = (gguf_type)et;
+        if (items) items[i].type = (plm_gguf_type)et;
         if (!rd_value(r, et, items ? &items[i] : NULL, depth)) return false;
     }
     r->depth = depth - 1;
@@ -263,31 +263,31 @@ static bool rd_array(reader *r, gguf_array *arr, int depth) {
 
 /* A value of a known type; out (its type already set) may be NULL to only
  * validate.  depth is the number of enclosing arrays. */
-static bool rd_value(reader *r, uint32_t type, gguf_value *out, int depth) {
-    size_t size = gguf_scalar_size(type);
+static bool rd_value(reader *r, uint32_t type, plm_gguf_value *out, int depth) {
+    size_t size = plm_gguf_scalar_size(type);
     if (size) {
-        if (!need(r, size, gguf_type_name((gguf_type)type))) return false;
+        if (!need(r, size, plm_gguf_type_name((plm_gguf_type)type))) return false;
         if (out) decode_scalar(type, r->b + r->pos, out);
         r->pos += size;
         return true;
     }
-    if (type == GGUF_TYPE_STRING) return rd_str(r, "string", out ? &out->v.str : NULL);
+    if (type == PLM_GGUF_TYPE_STRING) return rd_str(r, "string", out ? &out->v.str : NULL);
     return rd_array(r, out ? &out->v.arr : NULL, depth + 1);
 }
 
-static void free_value(gguf_value *v) {
-    if (v->type != GGUF_TYPE_ARRAY || !v->v.arr.items) return;
+static void free_value(plm_gguf_value *v) {
+    if (v->type != PLM_GGUF_TYPE_ARRAY || !v->v.arr.items) return;
     for (uint64_t i = 0; i < v->v.arr.n; i++) free_value(&v->v.arr.items[i]);
     free(v->v.arr.items);
     v->v.arr.items = NULL;
 }
 
-static bool value_as_u64(const gguf_value *v, uint64_t *out) {
+static bool value_as_u64(const plm_gguf_value *v, uint64_t *out) {
     switch (v->type) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_UINT32: case GGUF_TYPE_UINT64:
+    case PLM_GGUF_TYPE_UINT8: case PLM_GGUF_TYPE_UINT16: case PLM_GGUF_TYPE_UINT32: case PLM_GGUF_TYPE_UINT64:
         *out = v->v.u64;
         return true;
-    case GGUF_TYPE_INT8: case GGUF_TYPE_INT16: case GGUF_TYPE_INT32: case GGUF_TYPE_INT64:
+    case PLM_GGUF_TYPE_INT8: case PLM_GGUF_TYPE_INT16: case PLM_GGUF_TYPE_INT32: case PLM_GGUF_TYPE_INT64:
         if (v->v.i64 < 0) return false;
         *out = (uint64_t)v->v.i64;
         return true;
@@ -296,10 +296,10 @@ static bool value_as_u64(const gguf_value *v, uint64_t *out) {
     }
 }
 
-static bool value_as_i64(const gguf_value *v, int64_t *out) {
+static bool value_as_i64(const plm_gguf_value *v, int64_t *out) {
     uint64_t u;
     switch (v->type) {
-    case GGUF_TYPE_INT8: case GGUF_TYPE_INT16: case GGUF_TYPE_INT32: case GGUF_TYPE_INT64:
+    case PLM_GGUF_TYPE_INT8: case PLM_GGUF_TYPE_INT16: case PLM_GGUF_TYPE_INT32: case PLM_GGUF_TYPE_INT64:
         *out = v->v.i64;
         return true;
     default:
@@ -309,12 +309,12 @@ static bool value_as_i64(const gguf_value *v, int64_t *out) {
     }
 }
 
-static bool value_as_f64(const gguf_value *v, double *out) {
+static bool value_as_f64(const plm_gguf_value *v, double *out) {
     int64_t i;
-    if (v->type == GGUF_TYPE_FLOAT32 || v->type == GGUF_TYPE_FLOAT64) {
+    if (v->type == PLM_GGUF_TYPE_FLOAT32 || v->type == PLM_GGUF_TYPE_FLOAT64) {
         *out = v->v.f64;
-    } else if (v->type == GGUF_TYPE_UINT64 || v->type == GGUF_TYPE_UINT32 ||
-               v->type == GGUF_TYPE_UINT16 || v->type == GGUF_TYPE_UINT8) {
+    } else if (v->type == PLM_GGUF_TYPE_UINT64 || v->type == PLM_GGUF_TYPE_UINT32 ||
+               v->type == PLM_GGUF_TYPE_UINT16 || v->type == PLM_GGUF_TYPE_UINT8) {
         *out = (double)v->v.u64;
     } else if (value_as_i64(v, &i)) {
         *out = (double)i;
@@ -326,9 +326,9 @@ static bool value_as_f64(const gguf_value *v, double *out) {
 
 /* ---- the sections ------------------------------------------------------ */
 
-static bool rd_header(reader *r, gguf_file *f) {
+static bool rd_header(reader *r, plm_gguf_file *f) {
     if (!need(r, 4, "magic")) return false;
-    if (memcmp(r->b, GGUF_MAGIC, 4) != 0) {
+    if (memcmp(r->b, PLM_GGUF_MAGIC, 4) != 0) {
         char m[5];
         for (int i = 0; i < 4; i++) m[i] = r->b[i] >= 0x20 && r->b[i] < 0x7f ? (char)r->b[i] : '?';
         m[4] = '\0';
@@ -353,21 +353,21 @@ static bool rd_header(reader *r, gguf_file *f) {
     return true;
 }
 
-static bool check_alignment(reader *r, gguf_file *f, const gguf_value *v, uint64_t at) {
+static bool check_alignment(reader *r, plm_gguf_file *f, const plm_gguf_value *v, uint64_t at) {
     uint64_t a;
     if (!value_as_u64(v, &a))
-        return bad(r, PLM_ERR_FORMAT, at, "general.alignment has type %s, expected u32", gguf_type_name(v->type));
+        return bad(r, PLM_ERR_FORMAT, at, "general.alignment has type %s, expected u32", plm_gguf_type_name(v->type));
     if (a == 0 || a > UINT32_MAX || (a & (a - 1)) != 0)
         return bad(r, PLM_ERR_FORMAT, at, "general.alignment %" PRIu64 " is not a nonzero power of two", a);
     f->alignment = (uint32_t)a;
     return true;
 }
 
-static bool rd_kv(reader *r, gguf_file *f, uint64_t i) {
-    gguf_kv *kv = &f->kv[i];
+static bool rd_kv(reader *r, plm_gguf_file *f, uint64_t i) {
+    plm_gguf_kv *kv = &f->kv[i];
     r->what = "kv";
     r->index = i;
-    r->name = (gguf_str){0};
+    r->name = (plm_gguf_str){0};
     uint64_t at = r->pos;
     if (!rd_str(r, "key", &kv->key)) return false;
     r->name = kv->key;
@@ -377,24 +377,24 @@ static bool rd_kv(reader *r, gguf_file *f, uint64_t i) {
     at = r->pos;
     uint32_t type;
     if (!rd_u32(r, "value type", &type)) return false;
-    if (type >= GGUF_TYPE_COUNT) return bad(r, PLM_ERR_FORMAT, at, "value type %" PRIu32 " unknown", type);
+    if (type >= PLM_GGUF_TYPE_COUNT) return bad(r, PLM_ERR_FORMAT, at, "value type %" PRIu32 " unknown", type);
     /* Walk the value before allocating for it: a claimed count is only
      * trusted once the elements it counts were found in the file. */
     uint64_t start = r->pos;
     if (!rd_value(r, type, NULL, 0)) return false;
     r->pos = start;
-    kv->value.type = (gguf_type)type;
+    kv->value.type = (plm_gguf_type)type;
     if (!rd_value(r, type, &kv->value, 0)) return false;
-    if (gguf_str_eq(kv->key, "general.alignment")) return check_alignment(r, f, &kv->value, at);
+    if (plm_gguf_str_eq(kv->key, "general.alignment")) return check_alignment(r, f, &kv->value, at);
     return true;
 }
 
 /* One tensor info; *offset_at receives the byte offset of its offset field. */
-static bool rd_tensor(reader *r, gguf_file *f, uint64_t i, uint64_t *offset_at) {
-    gguf_tensor *t = &f->tensors[i];
+static bool rd_tensor(reader *r, plm_gguf_file *f, uint64_t i, uint64_t *offset_at) {
+    plm_gguf_tensor *t = &f->tensors[i];
     r->what = "tensor";
     r->index = i;
-    r->name = (gguf_str){0};
+    r->name = (plm_gguf_str){0};
     uint64_t at = r->pos;
     if (!rd_str(r, "tensor name", &t->name)) return false;
     r->name = t->name;
@@ -403,10 +403,10 @@ static bool rd_tensor(reader *r, gguf_file *f, uint64_t i, uint64_t *offset_at) 
 
     at = r->pos;
     if (!rd_u32(r, "n_dims", &t->n_dims)) return false;
-    if (t->n_dims > GGUF_MAX_DIMS)
-        return bad(r, PLM_ERR_FORMAT, at, "n_dims %" PRIu32 " exceeds %d", t->n_dims, GGUF_MAX_DIMS);
+    if (t->n_dims > PLM_GGUF_MAX_DIMS)
+        return bad(r, PLM_ERR_FORMAT, at, "n_dims %" PRIu32 " exceeds %d", t->n_dims, PLM_GGUF_MAX_DIMS);
     uint64_t nelem = 1;
-    for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+    for (int d = 0; d < PLM_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         at = r->pos;
         if (!rd_u64(r, "dims", &t->ne[d])) return false;
@@ -425,7 +425,7 @@ static bool rd_tensor(reader *r, gguf_file *f, uint64_t i, uint64_t *offset_at) 
         return bad(r, PLM_ERR_FORMAT, at, "ne[0]=%" PRIu64 " is not a multiple of the %s block size %" PRIu32,
                    t->ne[0], ti->name, ti->block_size);
     uint64_t total;
-    if (!gguf_mul_u64(nelem / ti->block_size, ti->type_size, &total) || total > r->size)
+    if (!plm_gguf_mul_u64(nelem / ti->block_size, ti->type_size, &total) || total > r->size)
         return bad(r, PLM_ERR_FORMAT, at, "%s data of %" PRIu64 " elements is larger than the file (size %" PRIu64 ")",
                    ti->name, nelem, r->size);
     t->nbytes = (uint64_t)plm_row_size((plm_type)t->type, (int64_t)t->ne[0]) * (nelem / t->ne[0]);
@@ -440,14 +440,14 @@ static bool rd_tensor(reader *r, gguf_file *f, uint64_t i, uint64_t *offset_at) 
 }
 
 /* Places the data section and checks every tensor lies inside the file. */
-static bool place_data(reader *r, gguf_file *f, const uint64_t *offset_at) {
+static bool place_data(reader *r, plm_gguf_file *f, const uint64_t *offset_at) {
     uint64_t end = r->pos, pad = (f->alignment - end % f->alignment) % f->alignment;
     f->data_offset = pad <= UINT64_MAX - end ? end + pad : UINT64_MAX;
     /* Files without tensors (vocab-only) often stop right after the last key. */
     if (f->n_tensors == 0 && f->data_offset > r->size) f->data_offset = r->size;
     uint64_t avail = f->data_offset <= r->size ? r->size - f->data_offset : 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        gguf_tensor *t = &f->tensors[i];
+        plm_gguf_tensor *t = &f->tensors[i];
         if (t->offset > avail || t->nbytes > avail - t->offset) {
             r->what = "tensor";
             r->index = i;
@@ -461,7 +461,7 @@ static bool place_data(reader *r, gguf_file *f, const uint64_t *offset_at) {
     return true;
 }
 
-static bool parse(reader *r, gguf_file *f) {
+static bool parse(reader *r, plm_gguf_file *f) {
     if (!rd_header(r, f)) return false;
     f->kv = calloc(f->n_kv ? f->n_kv : 1, sizeof *f->kv);
     if (!f->kv || !index_init(&f->lookup->kv, f->n_kv))
@@ -480,13 +480,13 @@ static bool parse(reader *r, gguf_file *f) {
     return ok;
 }
 
-gguf_file *gguf_parse(const void *image, uint64_t size, plm_error *err) {
+plm_gguf_file *plm_gguf_parse(const void *image, uint64_t size, plm_error *err) {
     if (!image && size) {
-        plm_fail(err, PLM_ERR_INVALID_ARG, "gguf_parse: NULL image of %" PRIu64 " bytes", size);
+        plm_fail(err, PLM_ERR_INVALID_ARG, "plm_gguf_parse: NULL image of %" PRIu64 " bytes", size);
         return NULL;
     }
-    gguf_file *f = calloc(1, sizeof *f);
-    struct gguf_lookup *lookup = calloc(1, sizeof *lookup);
+    plm_gguf_file *f = calloc(1, sizeof *f);
+    struct plm_gguf_lookup *lookup = calloc(1, sizeof *lookup);
     if (!f || !lookup) {
         free(f);
         free(lookup);
@@ -496,11 +496,11 @@ gguf_file *gguf_parse(const void *image, uint64_t size, plm_error *err) {
     static const uint8_t empty[1];
     f->image = image ? image : empty;
     f->size = size;
-    f->alignment = GGUF_DEFAULT_ALIGNMENT;
+    f->alignment = PLM_GGUF_DEFAULT_ALIGNMENT;
     f->lookup = lookup;
     reader r = {.b = f->image, .size = size, .err = err};
     if (!parse(&r, f)) {
-        gguf_close(f);
+        plm_gguf_close(f);
         return NULL;
     }
     return f;
@@ -518,7 +518,7 @@ static void release_image(const uint8_t *image, uint64_t size, bool mapped, bool
     }
 }
 
-void gguf_close(gguf_file *f) {
+void plm_gguf_close(plm_gguf_file *f) {
     if (!f) return;
     if (f->kv)
         for (uint64_t i = 0; i < f->n_kv; i++) free_value(&f->kv[i].value);
@@ -593,10 +593,10 @@ static plm_status load_image(const char *path, bool use_mmap, const uint8_t **im
     return PLM_OK;
 }
 
-gguf_file *gguf_open(const char *path, const gguf_open_params *params, plm_error *err) {
-    gguf_open_params p = params ? *params : (gguf_open_params){.use_mmap = true};
+plm_gguf_file *plm_gguf_open(const char *path, const plm_gguf_open_params *params, plm_error *err) {
+    plm_gguf_open_params p = params ? *params : (plm_gguf_open_params){.use_mmap = true};
     if (!path) {
-        plm_fail(err, PLM_ERR_INVALID_ARG, "gguf_open: NULL path");
+        plm_fail(err, PLM_ERR_INVALID_ARG, "plm_gguf_open: NULL path");
         return NULL;
     }
     const uint8_t *image = NULL;
@@ -605,7 +605,7 @@ gguf_file *gguf_open(const char *path, const gguf_open_params *params, plm_error
     if (load_image(path, p.use_mmap, &image, &size, &mapped, err) != PLM_OK) return NULL;
 
     plm_error perr;
-    gguf_file *f = gguf_parse(image, size, &perr);
+    plm_gguf_file *f = plm_gguf_parse(image, size, &perr);
     if (!f) {
         release_image(image, size, mapped, false);
         plm_fail(err, perr.code, "%s: %s", path, perr.message);
@@ -621,32 +621,32 @@ gguf_file *gguf_open(const char *path, const gguf_open_params *params, plm_error
 
 /* ---- lookups ------------------------------------------------------------ */
 
-const gguf_kv *gguf_find_kv(const gguf_file *f, const char *key) {
+const plm_gguf_kv *plm_gguf_find_kv(const plm_gguf_file *f, const char *key) {
     uint64_t i = find_name(f, f && f->lookup ? &f->lookup->kv : NULL, kv_name, f ? f->n_kv : 0, key);
     return i ? &f->kv[i - 1] : NULL;
 }
 
-int64_t gguf_find_tensor_index(const gguf_file *f, const char *name) {
+int64_t plm_gguf_find_tensor_index(const plm_gguf_file *f, const char *name) {
     uint64_t i = find_name(f, f && f->lookup ? &f->lookup->tensors : NULL, tensor_name,
                            f ? f->n_tensors : 0, name);
     return (int64_t)i - 1;
 }
 
-const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
-    int64_t i = gguf_find_tensor_index(f, name);
+const plm_gguf_tensor *plm_gguf_find_tensor(const plm_gguf_file *f, const char *name) {
+    int64_t i = plm_gguf_find_tensor_index(f, name);
     return i < 0 ? NULL : &f->tensors[i];
 }
 
-bool gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out) {
-    const gguf_kv *kv = gguf_find_kv(f, key);
+bool plm_gguf_get_u32(const plm_gguf_file *f, const char *key, uint32_t *out) {
+    const plm_gguf_kv *kv = plm_gguf_find_kv(f, key);
     uint64_t u;
     if (!kv || !value_as_u64(&kv->value, &u) || u > UINT32_MAX) return false;
     *out = (uint32_t)u;
     return true;
 }
 
-bool gguf_get_i64(const gguf_file *f, const char *key, int64_t *out) {
-    const gguf_kv *kv = gguf_find_kv(f, key);
+bool plm_gguf_get_i64(const plm_gguf_file *f, const char *key, int64_t *out) {
+    const plm_gguf_kv *kv = plm_gguf_find_kv(f, key);
     return kv && value_as_i64(&kv->value, out);
 }
 
@@ -657,49 +657,49 @@ static float to_f32(double d) {
     return (float)d;
 }
 
-bool gguf_get_f32(const gguf_file *f, const char *key, float *out) {
-    const gguf_kv *kv = gguf_find_kv(f, key);
+bool plm_gguf_get_f32(const plm_gguf_file *f, const char *key, float *out) {
+    const plm_gguf_kv *kv = plm_gguf_find_kv(f, key);
     double d;
     if (!kv || !value_as_f64(&kv->value, &d)) return false;
     *out = to_f32(d);
     return true;
 }
 
-bool gguf_get_bool(const gguf_file *f, const char *key, bool *out) {
-    const gguf_kv *kv = gguf_find_kv(f, key);
-    if (!kv || kv->value.type != GGUF_TYPE_BOOL) return false;
+bool plm_gguf_get_bool(const plm_gguf_file *f, const char *key, bool *out) {
+    const plm_gguf_kv *kv = plm_gguf_find_kv(f, key);
+    if (!kv || kv->value.type != PLM_GGUF_TYPE_BOOL) return false;
     *out = kv->value.v.b;
     return true;
 }
 
-bool gguf_get_str(const gguf_file *f, const char *key, gguf_str *out) {
-    const gguf_kv *kv = gguf_find_kv(f, key);
-    if (!kv || kv->value.type != GGUF_TYPE_STRING) return false;
+bool plm_gguf_get_str(const plm_gguf_file *f, const char *key, plm_gguf_str *out) {
+    const plm_gguf_kv *kv = plm_gguf_find_kv(f, key);
+    if (!kv || kv->value.type != PLM_GGUF_TYPE_STRING) return false;
     *out = kv->value.v.str;
     return true;
 }
 
-const gguf_array *gguf_get_arr(const gguf_file *f, const char *key) {
-    const gguf_kv *kv = gguf_find_kv(f, key);
-    return kv && kv->value.type == GGUF_TYPE_ARRAY ? &kv->value.v.arr : NULL;
+const plm_gguf_array *plm_gguf_get_arr(const plm_gguf_file *f, const char *key) {
+    const plm_gguf_kv *kv = plm_gguf_find_kv(f, key);
+    return kv && kv->value.type == PLM_GGUF_TYPE_ARRAY ? &kv->value.v.arr : NULL;
 }
 
 /* Element i of a scalar array as a value; false if there is none. */
-static bool arr_elem(const gguf_array *a, uint64_t i, gguf_value *out) {
-    size_t size = a ? gguf_scalar_size(a->type) : 0;
+static bool arr_elem(const plm_gguf_array *a, uint64_t i, plm_gguf_value *out) {
+    size_t size = a ? plm_gguf_scalar_size(a->type) : 0;
     if (!size || i >= a->n || !a->data) return false;
     out->type = a->type;
     decode_scalar(a->type, a->data + i * size, out);
     return true;
 }
 
-int64_t gguf_arr_i64(const gguf_array *a, uint64_t i) {
-    gguf_value v;
+int64_t plm_gguf_arr_i64(const plm_gguf_array *a, uint64_t i) {
+    plm_gguf_value v;
     int64_t x;
     if (!arr_elem(a, i, &v)) return 0;
-    if (v.type == GGUF_TYPE_BOOL) return v.v.b;
+    if (v.type == PLM_GGUF_TYPE_BOOL) return v.v.b;
     if (value_as_i64(&v, &x)) return x;
-    if (v.type == GGUF_TYPE_UINT64) return INT64_MAX; /* above INT64_MAX */
+    if (v.type == PLM_GGUF_TYPE_UINT64) return INT64_MAX; /* above INT64_MAX */
     double d = v.v.f64;                            /* a float: saturate, NaN -> 0 */
     if (d != d) return 0;
     if (d >= 9223372036854775807.0) return INT64_MAX;
@@ -707,15 +707,15 @@ int64_t gguf_arr_i64(const gguf_array *a, uint64_t i) {
     return (int64_t)d;
 }
 
-double gguf_arr_f64(const gguf_array *a, uint64_t i) {
-    gguf_value v;
+double plm_gguf_arr_f64(const plm_gguf_array *a, uint64_t i) {
+    plm_gguf_value v;
     double d;
     if (!arr_elem(a, i, &v)) return 0;
-    if (v.type == GGUF_TYPE_BOOL) return v.v.b;
+    if (v.type == PLM_GGUF_TYPE_BOOL) return v.v.b;
     return value_as_f64(&v, &d) ? d : 0;
 }
 
-gguf_str gguf_arr_str(const gguf_array *a, uint64_t i) {
-    if (!a || a->type != GGUF_TYPE_STRING || i >= a->n || !a->items) return (gguf_str){NULL, 0};
+plm_gguf_str plm_gguf_arr_str(const plm_gguf_array *a, uint64_t i) {
+    if (!a || a->type != PLM_GGUF_TYPE_STRING || i >= a->n || !a->items) return (plm_gguf_str){NULL, 0};
     return a->items[i].v.str;
 }

@@ -1,11 +1,11 @@
 /*
  * GGUF v3 writer.  Setters only collect: each key keeps its value already
- * encoded, each tensor its shape and data pointer.  gguf_writer_write then
+ * encoded, each tensor its shape and data pointer.  plm_gguf_writer_write then
  * lays the file out, streams it to PATH.tmp, fsyncs and renames it over
  * PATH, so a reader never sees a half-written model under the final name.
  *
  * Setters return nothing; the first problem (out of memory, a bad shape, an
- * invalid alignment) is remembered and reported by gguf_writer_write.
+ * invalid alignment) is remembered and reported by plm_gguf_writer_write.
  */
 #include "gguf/gguf_internal.h"
 
@@ -32,19 +32,19 @@ typedef struct {
 
 typedef struct {
     char *key;
-    gguf_type type;
+    plm_gguf_type type;
     bytes val; /* the value's encoding, without the type field */
 } wkv;
 
 typedef struct {
     char *name;
     uint32_t type, n_dims;
-    uint64_t ne[GGUF_MAX_DIMS];
+    uint64_t ne[PLM_GGUF_MAX_DIMS];
     const void *data; /* NULL: produced by the fill callback */
     uint64_t nbytes, offset;
 } wtensor;
 
-struct gguf_writer {
+struct plm_gguf_writer {
     wkv *kv;
     size_t n_kv, cap_kv;
     wtensor *t;
@@ -54,8 +54,8 @@ struct gguf_writer {
     char msg[400];
 };
 
-static void record(gguf_writer *w, plm_status code, const char *fmt, ...) PLM_PRINTF(3, 4);
-static void record(gguf_writer *w, plm_status code, const char *fmt, ...) {
+static void record(plm_gguf_writer *w, plm_status code, const char *fmt, ...) PLM_PRINTF(3, 4);
+static void record(plm_gguf_writer *w, plm_status code, const char *fmt, ...) {
     if (w->status != PLM_OK) return;
     va_list ap;
     va_start(ap, fmt);
@@ -103,10 +103,10 @@ static char *dup_cstr(const char *s) {
     return d;
 }
 
-static void check_alignment_kv(gguf_writer *w, gguf_type type, const bytes *val) {
+static void check_alignment_kv(plm_gguf_writer *w, plm_gguf_type type, const bytes *val) {
     uint32_t a = 0;
-    if (type != GGUF_TYPE_UINT32) {
-        record(w, PLM_ERR_INVALID_ARG, "general.alignment must be u32, not %s", gguf_type_name(type));
+    if (type != PLM_GGUF_TYPE_UINT32) {
+        record(w, PLM_ERR_INVALID_ARG, "general.alignment must be u32, not %s", plm_gguf_type_name(type));
         return;
     }
     memcpy(&a, val->p, 4);
@@ -119,7 +119,7 @@ static void check_alignment_kv(gguf_writer *w, gguf_type type, const bytes *val)
 
 /* Stores key = (type, val), taking ownership of val.  A key set twice keeps
  * its first position: files stay in the order their writer meant. */
-static void put_kv(gguf_writer *w, const char *key, gguf_type type, bytes *val, bool ok) {
+static void put_kv(plm_gguf_writer *w, const char *key, plm_gguf_type type, bytes *val, bool ok) {
     if (!w) {
         free(val->p);
         return;
@@ -155,19 +155,19 @@ static void put_kv(gguf_writer *w, const char *key, gguf_type type, bytes *val, 
     w->kv[w->n_kv++] = (wkv){.key = k, .type = type, .val = *val};
 }
 
-static void set_scalar(gguf_writer *w, const char *key, gguf_type type, const void *v) {
+static void set_scalar(plm_gguf_writer *w, const char *key, plm_gguf_type type, const void *v) {
     bytes b = {0};
-    bool ok = put(&b, v, gguf_scalar_size(type));
+    bool ok = put(&b, v, plm_gguf_scalar_size(type));
     put_kv(w, key, type, &b, ok);
 }
 
-gguf_writer *gguf_writer_new(void) {
-    gguf_writer *w = calloc(1, sizeof *w);
-    if (w) w->alignment = GGUF_DEFAULT_ALIGNMENT;
+plm_gguf_writer *plm_gguf_writer_new(void) {
+    plm_gguf_writer *w = calloc(1, sizeof *w);
+    if (w) w->alignment = PLM_GGUF_DEFAULT_ALIGNMENT;
     return w;
 }
 
-void gguf_writer_free(gguf_writer *w) {
+void plm_gguf_writer_free(plm_gguf_writer *w) {
     if (!w) return;
     for (size_t i = 0; i < w->n_kv; i++) {
         free(w->kv[i].key);
@@ -179,7 +179,7 @@ void gguf_writer_free(gguf_writer *w) {
     free(w);
 }
 
-void gguf_writer_set_alignment(gguf_writer *w, uint32_t alignment) {
+void plm_gguf_writer_set_alignment(plm_gguf_writer *w, uint32_t alignment) {
     if (!w) return;
     if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
         record(w, PLM_ERR_INVALID_ARG, "alignment %" PRIu32 " is not a nonzero power of two", alignment);
@@ -188,55 +188,55 @@ void gguf_writer_set_alignment(gguf_writer *w, uint32_t alignment) {
     bool has_key = false;
     for (size_t i = 0; i < w->n_kv; i++) has_key |= !strcmp(w->kv[i].key, "general.alignment");
     /* Readers assume 32 without the key; any other value must be stated. */
-    if (alignment != GGUF_DEFAULT_ALIGNMENT || has_key)
-        gguf_writer_set_u32(w, "general.alignment", alignment);
+    if (alignment != PLM_GGUF_DEFAULT_ALIGNMENT || has_key)
+        plm_gguf_writer_set_u32(w, "general.alignment", alignment);
     w->alignment = alignment;
 }
 
-void gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v) { set_scalar(w, key, GGUF_TYPE_UINT32, &v); }
-void gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v) { set_scalar(w, key, GGUF_TYPE_INT32, &v); }
-void gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v) { set_scalar(w, key, GGUF_TYPE_UINT64, &v); }
-void gguf_writer_set_f32(gguf_writer *w, const char *key, float v) { set_scalar(w, key, GGUF_TYPE_FLOAT32, &v); }
+void plm_gguf_writer_set_u32(plm_gguf_writer *w, const char *key, uint32_t v) { set_scalar(w, key, PLM_GGUF_TYPE_UINT32, &v); }
+void plm_gguf_writer_set_i32(plm_gguf_writer *w, const char *key, int32_t v) { set_scalar(w, key, PLM_GGUF_TYPE_INT32, &v); }
+void plm_gguf_writer_set_u64(plm_gguf_writer *w, const char *key, uint64_t v) { set_scalar(w, key, PLM_GGUF_TYPE_UINT64, &v); }
+void plm_gguf_writer_set_f32(plm_gguf_writer *w, const char *key, float v) { set_scalar(w, key, PLM_GGUF_TYPE_FLOAT32, &v); }
 
-void gguf_writer_set_bool(gguf_writer *w, const char *key, bool v) {
+void plm_gguf_writer_set_bool(plm_gguf_writer *w, const char *key, bool v) {
     uint8_t b = v ? 1 : 0;
-    set_scalar(w, key, GGUF_TYPE_BOOL, &b);
+    set_scalar(w, key, PLM_GGUF_TYPE_BOOL, &b);
 }
 
-void gguf_writer_set_str(gguf_writer *w, const char *key, const char *v) {
+void plm_gguf_writer_set_str(plm_gguf_writer *w, const char *key, const char *v) {
     if (w && !v) {
         record(w, PLM_ERR_INVALID_ARG, "key '%s': NULL string", key ? key : "(null)");
         return;
     }
     bytes b = {0};
     bool ok = v && put_str(&b, v, strlen(v));
-    put_kv(w, key, GGUF_TYPE_STRING, &b, ok);
+    put_kv(w, key, PLM_GGUF_TYPE_STRING, &b, ok);
 }
 
-void gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type type, const void *data, uint64_t n) {
+void plm_gguf_writer_set_arr(plm_gguf_writer *w, const char *key, plm_gguf_type type, const void *data, uint64_t n) {
     if (!w) return;
-    size_t size = gguf_scalar_size(type);
+    size_t size = plm_gguf_scalar_size(type);
     uint64_t total;
-    if (!size || (n && !data) || !gguf_mul_u64(n, size, &total) || total > SIZE_MAX) {
+    if (!size || (n && !data) || !plm_gguf_mul_u64(n, size, &total) || total > SIZE_MAX) {
         record(w, PLM_ERR_INVALID_ARG, "key '%s': bad scalar array (%s x %" PRIu64 ")",
-               key ? key : "(null)", gguf_type_name(type), n);
+               key ? key : "(null)", plm_gguf_type_name(type), n);
         return;
     }
     bytes b = {0};
     bool ok = put_u32(&b, (uint32_t)type) && put_u64(&b, n) && put(&b, data, (size_t)total);
-    put_kv(w, key, GGUF_TYPE_ARRAY, &b, ok);
+    put_kv(w, key, PLM_GGUF_TYPE_ARRAY, &b, ok);
 }
 
-void gguf_writer_set_arr_str(gguf_writer *w, const char *key, const gguf_str *strs, uint64_t n) {
+void plm_gguf_writer_set_arr_str(plm_gguf_writer *w, const char *key, const plm_gguf_str *strs, uint64_t n) {
     if (!w) return;
     if (n && !strs) {
         record(w, PLM_ERR_INVALID_ARG, "key '%s': NULL string array", key ? key : "(null)");
         return;
     }
     bytes b = {0};
-    bool ok = put_u32(&b, GGUF_TYPE_STRING) && put_u64(&b, n);
+    bool ok = put_u32(&b, PLM_GGUF_TYPE_STRING) && put_u64(&b, n);
     for (uint64_t i = 0; ok && i < n; i++) ok = put_str(&b, strs[i].ptr, strs[i].len);
-    put_kv(w, key, GGUF_TYPE_ARRAY, &b, ok);
+    put_kv(w, key, PLM_GGUF_TYPE_ARRAY, &b, ok);
 }
 
 static float to_f32(double d) {
@@ -247,30 +247,30 @@ static float to_f32(double d) {
 
 /* Encodes a reader's value (without its type field); false on out of memory
  * or a value no reader could have produced. */
-static bool encode_value(bytes *b, const gguf_value *v, int depth) {
+static bool encode_value(bytes *b, const plm_gguf_value *v, int depth) {
     union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
             float f32; uint64_t u64; int64_t i64; double f64; } x;
     switch (v->type) {
-    case GGUF_TYPE_UINT8: x.u8 = (uint8_t)v->v.u64; break;
-    case GGUF_TYPE_INT8: x.i8 = (int8_t)v->v.i64; break;
-    case GGUF_TYPE_UINT16: x.u16 = (uint16_t)v->v.u64; break;
-    case GGUF_TYPE_INT16: x.i16 = (int16_t)v->v.i64; break;
-    case GGUF_TYPE_UINT32: x.u32 = (uint32_t)v->v.u64; break;
-    case GGUF_TYPE_INT32: x.i32 = (int32_t)v->v.i64; break;
-    case GGUF_TYPE_FLOAT32: x.f32 = to_f32(v->v.f64); break;
-    case GGUF_TYPE_BOOL: x.u8 = v->v.b ? 1 : 0; break;
-    case GGUF_TYPE_UINT64: x.u64 = v->v.u64; break;
-    case GGUF_TYPE_INT64: x.i64 = v->v.i64; break;
-    case GGUF_TYPE_FLOAT64: x.f64 = v->v.f64; break;
-    case GGUF_TYPE_STRING: return put_str(b, v->v.str.ptr, v->v.str.len);
-    case GGUF_TYPE_ARRAY: {
-        const gguf_array *a = &v->v.arr;
-        size_t size = gguf_scalar_size(a->type);
+    case PLM_GGUF_TYPE_UINT8: x.u8 = (uint8_t)v->v.u64; break;
+    case PLM_GGUF_TYPE_INT8: x.i8 = (int8_t)v->v.i64; break;
+    case PLM_GGUF_TYPE_UINT16: x.u16 = (uint16_t)v->v.u64; break;
+    case PLM_GGUF_TYPE_INT16: x.i16 = (int16_t)v->v.i64; break;
+    case PLM_GGUF_TYPE_UINT32: x.u32 = (uint32_t)v->v.u64; break;
+    case PLM_GGUF_TYPE_INT32: x.i32 = (int32_t)v->v.i64; break;
+    case PLM_GGUF_TYPE_FLOAT32: x.f32 = to_f32(v->v.f64); break;
+    case PLM_GGUF_TYPE_BOOL: x.u8 = v->v.b ? 1 : 0; break;
+    case PLM_GGUF_TYPE_UINT64: x.u64 = v->v.u64; break;
+    case PLM_GGUF_TYPE_INT64: x.i64 = v->v.i64; break;
+    case PLM_GGUF_TYPE_FLOAT64: x.f64 = v->v.f64; break;
+    case PLM_GGUF_TYPE_STRING: return put_str(b, v->v.str.ptr, v->v.str.len);
+    case PLM_GGUF_TYPE_ARRAY: {
+        const plm_gguf_array *a = &v->v.arr;
+        size_t size = plm_gguf_scalar_size(a->type);
         uint64_t total;
-        if (depth >= GGUF_MAX_NESTING || (unsigned)a->type >= GGUF_TYPE_COUNT) return false;
+        if (depth >= PLM_GGUF_MAX_NESTING || (unsigned)a->type >= PLM_GGUF_TYPE_COUNT) return false;
         if (!put_u32(b, (uint32_t)a->type) || !put_u64(b, a->n)) return false;
         if (size) {
-            if (!gguf_mul_u64(a->n, size, &total) || total > SIZE_MAX || (a->n && !a->data)) return false;
+            if (!plm_gguf_mul_u64(a->n, size, &total) || total > SIZE_MAX || (a->n && !a->data)) return false;
             return put(b, a->data, (size_t)total);
         }
         if (a->n && !a->items) return false;
@@ -281,10 +281,10 @@ static bool encode_value(bytes *b, const gguf_value *v, int depth) {
     }
     default: return false;
     }
-    return put(b, &x, gguf_scalar_size(v->type));
+    return put(b, &x, plm_gguf_scalar_size(v->type));
 }
 
-void gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
+void plm_gguf_writer_copy_kv(plm_gguf_writer *w, const plm_gguf_kv *kv) {
     if (!w) return;
     if (!kv || !kv->key.ptr || kv->key.len == 0 || kv->key.len >= SIZE_MAX ||
         memchr(kv->key.ptr, '\0', (size_t)kv->key.len)) {
@@ -296,7 +296,7 @@ void gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
         record(w, PLM_ERR_NOMEM, "copy_kv: out of memory for a key of %" PRIu64 " bytes", kv->key.len);
         return;
     }
-    gguf_str_copy(kv->key, key, (size_t)kv->key.len + 1);
+    plm_gguf_str_copy(kv->key, key, (size_t)kv->key.len + 1);
     bytes b = {0};
     if (!encode_value(&b, &kv->value, 0)) {
         free(b.p);
@@ -308,15 +308,15 @@ void gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
 }
 
 /* Validates a tensor's shape and computes its size; false (recorded) if bad. */
-static bool tensor_size(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+static bool tensor_size(plm_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                         const uint64_t *ne, uint64_t *nbytes) {
     const plm_type_info *ti = plm_type_info_get(type);
     if (!ti) {
         record(w, PLM_ERR_INVALID_ARG, "tensor '%s': unknown type id %" PRIu32, name, type);
         return false;
     }
-    if (n_dims < 1 || n_dims > GGUF_MAX_DIMS || !ne) {
-        record(w, PLM_ERR_INVALID_ARG, "tensor '%s': n_dims %" PRIu32 " not in 1..%d", name, n_dims, GGUF_MAX_DIMS);
+    if (n_dims < 1 || n_dims > PLM_GGUF_MAX_DIMS || !ne) {
+        record(w, PLM_ERR_INVALID_ARG, "tensor '%s': n_dims %" PRIu32 " not in 1..%d", name, n_dims, PLM_GGUF_MAX_DIMS);
         return false;
     }
     uint64_t nelem = 1;
@@ -332,7 +332,7 @@ static bool tensor_size(gguf_writer *w, const char *name, uint32_t type, uint32_
                name, ne[0], ti->name, ti->block_size);
         return false;
     }
-    if (!gguf_mul_u64(nelem / ti->block_size, ti->type_size, nbytes)) {
+    if (!plm_gguf_mul_u64(nelem / ti->block_size, ti->type_size, nbytes)) {
         record(w, PLM_ERR_INVALID_ARG, "tensor '%s': size overflows", name);
         return false;
     }
@@ -340,7 +340,7 @@ static bool tensor_size(gguf_writer *w, const char *name, uint32_t type, uint32_
     return true;
 }
 
-void gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+void plm_gguf_writer_add_tensor(plm_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                             const uint64_t *ne, const void *data) {
     if (!w) return;
     if (!name || !*name || strlen(name) > MAX_TENSOR_NAME) {
@@ -356,7 +356,7 @@ void gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uin
     }
     wtensor t = {.type = type, .n_dims = n_dims, .data = data};
     if (!tensor_size(w, name, type, n_dims, ne, &t.nbytes)) return;
-    for (int d = 0; d < GGUF_MAX_DIMS; d++) t.ne[d] = d < (int)n_dims ? ne[d] : 1;
+    for (int d = 0; d < PLM_GGUF_MAX_DIMS; d++) t.ne[d] = d < (int)n_dims ? ne[d] : 1;
     void *p = w->t;
     t.name = dup_cstr(name);
     if (!t.name || !grow(&p, &w->cap_t, w->n_t + 1, sizeof *w->t)) {
@@ -430,7 +430,7 @@ static void emit_pad(out_file *o, uint64_t pos, uint32_t alignment) {
 static uint64_t align_up(uint64_t x, uint32_t a) { return (x + a - 1) / a * a; }
 
 /* Assigns tensor offsets; returns the header's size (before padding). */
-static uint64_t layout(gguf_writer *w) {
+static uint64_t layout(plm_gguf_writer *w) {
     uint64_t pos = 4 + 4 + 8 + 8, off = 0;
     for (size_t i = 0; i < w->n_kv; i++) pos += 8 + strlen(w->kv[i].key) + 4 + w->kv[i].val.len;
     for (size_t i = 0; i < w->n_t; i++) {
@@ -441,8 +441,8 @@ static uint64_t layout(gguf_writer *w) {
     return pos;
 }
 
-static void emit_header(out_file *o, const gguf_writer *w) {
-    emit(o, GGUF_MAGIC, 4);
+static void emit_header(out_file *o, const plm_gguf_writer *w) {
+    emit(o, PLM_GGUF_MAGIC, 4);
     emit_u32(o, 3);
     emit_u64(o, w->n_t);
     emit_u64(o, w->n_kv);
@@ -462,7 +462,7 @@ static void emit_header(out_file *o, const gguf_writer *w) {
 }
 
 /* Writes every tensor's bytes, padded; PLM_OK or the error (err filled). */
-static plm_status emit_data(out_file *o, const gguf_writer *w, const char *path, gguf_fill_fn fill,
+static plm_status emit_data(out_file *o, const plm_gguf_writer *w, const char *path, plm_gguf_fill_fn fill,
                             void *user, plm_error *err) {
     uint64_t scratch_size = 0;
     for (size_t i = 0; i < w->n_t; i++)
@@ -511,9 +511,9 @@ static void sync_dir(const char *path) {
     }
 }
 
-plm_status gguf_writer_write(gguf_writer *w, const char *path, gguf_fill_fn fill, void *user,
+plm_status plm_gguf_writer_write(plm_gguf_writer *w, const char *path, plm_gguf_fill_fn fill, void *user,
                              plm_error *err) {
-    if (!path) return plm_fail(err, PLM_ERR_INVALID_ARG, "gguf_writer_write: NULL path");
+    if (!path) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_gguf_writer_write: NULL path");
     if (!w) return plm_fail(err, PLM_ERR_NOMEM, "%s: the GGUF writer could not be allocated", path);
     if (w->status != PLM_OK) return plm_fail(err, w->status, "%s: %s", path, w->msg);
     for (size_t i = 0; i < w->n_t; i++)

@@ -70,13 +70,13 @@ static void neutral(plm_hparams *hp) {
     hp->rope_freq_scale = 1.0f;
 }
 
-static plm_status read_key(const plm_hp_key *k, const gguf_file *f, plm_hparams *hp, plm_error *err) {
+static plm_status read_key(const plm_hp_key *k, const plm_gguf_file *f, plm_hparams *hp, plm_error *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", hp->arch, k->key);
     void *field = (char *)hp + k->offset;
     if (k->kind == PLM_HP_F32) {
         float v;
-        if (gguf_get_f32(f, key, &v)) {
+        if (plm_gguf_get_f32(f, key, &v)) {
             if (!isfinite(v)) return plm_fail(err, PLM_ERR_FORMAT, "invalid metadata %s", key);
             *(float *)field = v;
         } else if (k->required) {
@@ -87,7 +87,7 @@ static plm_status read_key(const plm_hp_key *k, const gguf_file *f, plm_hparams 
         return PLM_OK;
     }
     uint32_t v;
-    if (gguf_get_u32(f, key, &v)) {
+    if (plm_gguf_get_u32(f, key, &v)) {
         if (v > (1u << 24) || (v == 0 && k->required))
             return plm_fail(err, PLM_ERR_FORMAT, "missing or invalid metadata %s=%u", key, v);
         *(int *)field = (int)v;
@@ -100,23 +100,23 @@ static plm_status read_key(const plm_hp_key *k, const gguf_file *f, plm_hparams 
 }
 
 /* Linear RoPE scaling stretches positions: theta uses pos / factor. */
-static plm_status read_rope_scaling(const gguf_file *f, plm_hparams *hp, plm_error *err) {
+static plm_status read_rope_scaling(const plm_gguf_file *f, plm_hparams *hp, plm_error *err) {
     char key[128];
     float factor = 0;
-    gguf_str type = {0};
+    plm_gguf_str type = {0};
     snprintf(key, sizeof key, "%s.rope.scaling.type", hp->arch);
-    const bool has_type = gguf_get_str(f, key, &type);
+    const bool has_type = plm_gguf_get_str(f, key, &type);
     snprintf(key, sizeof key, "%s.rope.scaling.factor", hp->arch);
-    bool has_factor = gguf_get_f32(f, key, &factor);
+    bool has_factor = plm_gguf_get_f32(f, key, &factor);
     if (!has_factor) {
         snprintf(key, sizeof key, "%s.rope.scale_linear", hp->arch);
-        has_factor = gguf_get_f32(f, key, &factor);
+        has_factor = plm_gguf_get_f32(f, key, &factor);
     }
     if (!has_factor) return PLM_OK;
-    if (has_type && !gguf_str_eq(type, "linear") && !gguf_str_eq(type, "none"))
+    if (has_type && !plm_gguf_str_eq(type, "linear") && !plm_gguf_str_eq(type, "none"))
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "RoPE scaling type '%.*s' is not supported", (int)type.len,
                         type.ptr);
-    if (factor > 0 && !(has_type && gguf_str_eq(type, "none"))) hp->rope_freq_scale = 1.0f / factor;
+    if (factor > 0 && !(has_type && plm_gguf_str_eq(type, "none"))) hp->rope_freq_scale = 1.0f / factor;
     return PLM_OK;
 }
 
@@ -144,18 +144,18 @@ static plm_status derive_and_check(plm_hparams *hp, plm_error *err) {
     return PLM_OK;
 }
 
-plm_status plm_hparams_read(const plm_arch *arch, const gguf_file *f, plm_hparams *hp, plm_error *err) {
+plm_status plm_hparams_read(const plm_arch *arch, const plm_gguf_file *f, plm_hparams *hp, plm_error *err) {
     memset(hp, 0, sizeof *hp);
     neutral(hp);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch->name);
-    gguf_str name;
-    if (gguf_get_str(f, "general.name", &name)) gguf_str_copy(name, hp->name, sizeof hp->name);
+    plm_gguf_str name;
+    if (plm_gguf_get_str(f, "general.name", &name)) plm_gguf_str_copy(name, hp->name, sizeof hp->name);
     plm_status st;
     for (const plm_hp_key *k = arch->hparams; k->key; k++)
         if ((st = read_key(k, f, hp, err))) return st;
     if ((st = derive_and_check(hp, err)) || (st = read_rope_scaling(f, hp, err))) return st;
     hp->rope_type = arch->rope;
-    const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
+    const plm_gguf_tensor *te = plm_gguf_find_tensor(f, "token_embd.weight");
     if (te && te->n_dims == 2 && te->ne[1] <= INT32_MAX) hp->n_vocab = (int)te->ne[1];
     return PLM_OK;
 }

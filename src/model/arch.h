@@ -160,7 +160,7 @@ extern const plm_arch plm_arch_llama, plm_arch_qwen2, plm_arch_qwen3, plm_arch_g
 /* Reads arch's hyperparameter keys from f into hp (hp->arch and name too,
  * n_vocab from token_embd.weight's rows when present), checks them, and
  * derives the defaults llama.cpp derives. */
-plm_status plm_hparams_read(const plm_arch *arch, const gguf_file *f, plm_hparams *hp, plm_error *err);
+plm_status plm_hparams_read(const plm_arch *arch, const plm_gguf_file *f, plm_hparams *hp, plm_error *err);
 
 /* A dimension's size for these hyperparameters (1 for PLM_DIM_NONE). */
 int64_t plm_dim_size(const plm_hparams *hp, plm_dim d);

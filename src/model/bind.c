@@ -21,7 +21,7 @@ static size_t vector_slot(const plm_hparams *hp) {
     return (size_t)hp->n_embd > q_dim ? (size_t)hp->n_embd : q_dim;
 }
 
-static plm_status bind_matrix(plm_model *m, const gguf_tensor *t, const char *name, int64_t cols, int64_t rows,
+static plm_status bind_matrix(plm_model *m, const plm_gguf_tensor *t, const char *name, int64_t cols, int64_t rows,
                               plm_weight *w, plm_error *err) {
     if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 || t->ne[3] != 1)
         return plm_fail(err, PLM_ERR_FORMAT,
@@ -40,7 +40,7 @@ static plm_status bind_matrix(plm_model *m, const gguf_tensor *t, const char *na
 
 /* A 1-D tensor as f32: points into the file when stored as F32, else is
  * converted into `spare` (n floats the caller owns). */
-static plm_status bind_vector(plm_model *m, const gguf_tensor *t, const char *name, int64_t n, const float **out,
+static plm_status bind_vector(plm_model *m, const plm_gguf_tensor *t, const char *name, int64_t n, const float **out,
                               float *spare, plm_error *err) {
     if (t->n_dims != 1 || t->ne[0] != (uint64_t)n)
         return plm_fail(err, PLM_ERR_FORMAT, "tensor '%s' has %llu elements, expected %lld", name,
@@ -90,7 +90,7 @@ static plm_status bind_spec(plm_model *m, const plm_tensor_spec *spec, int il, v
     snprintf(name, sizeof name, spec->name, il);
     void *field = (char *)base + spec->offset;
     const bool vector = spec->ne1 == PLM_DIM_NONE;
-    const gguf_tensor *t = gguf_find_tensor(m->file, name);
+    const plm_gguf_tensor *t = plm_gguf_find_tensor(m->file, name);
     if (vector) *spare += slot;
     if (!t && spec->need == PLM_REQUIRED)
         return plm_fail(err, PLM_ERR_FORMAT, "tensor '%s' is missing (architecture '%s' requires it)", name,
@@ -126,7 +126,7 @@ plm_status plm_model_bind(plm_model *m, plm_error *err) {
     if (st) return st;
     const plm_hparams *hp = &m->hp;
     for (const char *const *r = m->arch->refused_tensors; r && *r; r++)
-        if (gguf_find_tensor(m->file, *r))
+        if (plm_gguf_find_tensor(m->file, *r))
             return plm_fail(err, PLM_ERR_UNSUPPORTED, "'%s' model with tensor '%s': %s is not supported",
                             m->arch->name, *r, m->arch->refused_why);
     if (hp->n_vocab <= 0)

@@ -15,12 +15,12 @@ plm_model_params plm_model_default_params(void) {
 }
 
 static plm_status read_identity(plm_model *m, plm_error *err) {
-    gguf_str arch;
-    if (!gguf_get_str(m->file, "general.architecture", &arch))
+    plm_gguf_str arch;
+    if (!plm_gguf_get_str(m->file, "general.architecture", &arch))
         return plm_fail(err, PLM_ERR_FORMAT, "metadata general.architecture is missing");
-    gguf_str_copy(arch, m->hp.arch, sizeof m->hp.arch);
-    gguf_str name;
-    if (gguf_get_str(m->file, "general.name", &name)) gguf_str_copy(name, m->hp.name, sizeof m->hp.name);
+    plm_gguf_str_copy(arch, m->hp.arch, sizeof m->hp.arch);
+    plm_gguf_str name;
+    if (plm_gguf_get_str(m->file, "general.name", &name)) plm_gguf_str_copy(name, m->hp.name, sizeof m->hp.name);
     m->arch = plm_arch_find(m->hp.arch);
     return PLM_OK;
 }
@@ -28,7 +28,7 @@ static plm_status read_identity(plm_model *m, plm_error *err) {
 /* Ask the kernel to start reading the mapped weights now, in the background
  * (MADV_WILLNEED returns at once), so the first token does not stall on a
  * page fault per weight page. */
-static void warm_up(const gguf_file *f) {
+static void warm_up(const plm_gguf_file *f) {
     if (!f->mapped || f->size <= f->data_offset) return;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t start = ((uintptr_t)f->image + f->data_offset) & ~(page - 1);
@@ -41,9 +41,9 @@ plm_status plm_model_load(const char *path, const plm_model_params *params, plm_
     plm_model *m = calloc(1, sizeof *m);
     if (!m) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
 
-    gguf_open_params gp = {.use_mmap = p.use_mmap, .use_mlock = p.use_mlock};
+    plm_gguf_open_params gp = {.use_mmap = p.use_mmap, .use_mlock = p.use_mlock};
     plm_status st = PLM_OK;
-    m->file = gguf_open(path, &gp, err);
+    m->file = plm_gguf_open(path, &gp, err);
     if (!m->file) st = err ? err->code : PLM_ERR_IO;
     if (!st) st = read_identity(m, err);
     if (!st) {
@@ -78,7 +78,7 @@ void plm_model_free(plm_model *m) {
     if (!m) return;
     if (m->file && m->file->mapped) plm_fault_guard_unregister(m->file->image);
     plm_vocab_free(m->vocab);
-    gguf_close(m->file);
+    plm_gguf_close(m->file);
     free(m->layers);
     free(m->owned_f32);
     free(m);

@@ -38,7 +38,7 @@ typedef struct plm_layer {
 } plm_layer;
 
 struct plm_model {
-    gguf_file *file;
+    plm_gguf_file *file;
     plm_vocab *vocab;
     const plm_arch *arch;
     plm_hparams hp;

@@ -81,7 +81,7 @@ static plm_status unknown_type(const char *name, plm_error *err) {
 /* ---- the parallel row loop ---------------------------------------------- */
 
 typedef struct quant_job {
-    const gguf_file *in;
+    const plm_gguf_file *in;
     const uint32_t *out_type;  /* per tensor */
     plm_pool *pool;
     float *rows;               /* f32 scratch: one row of the widest tensor per thread */
@@ -113,7 +113,7 @@ static void quant_rows(void *arg, int ith, int nth) {
 
 static plm_status quant_fill(void *user, uint64_t index, void *dst, uint64_t nbytes, plm_error *err) {
     quant_job *j = user;
-    const gguf_tensor *t = &j->in->tensors[index];
+    const plm_gguf_tensor *t = &j->in->tensors[index];
     const plm_type to = (plm_type)j->out_type[index];
     if (to == t->type) {  /* kept as it is */
         memcpy(dst, t->data, nbytes);
@@ -151,29 +151,29 @@ plm_quantize_params plm_quantize_default_params(void) {
 
 /* Output metadata: the input's, with llama.cpp's file type and
  * quantization version (alignment back to the default). */
-static void copy_metadata(const gguf_file *in, uint32_t ftype, gguf_writer *w) {
+static void copy_metadata(const plm_gguf_file *in, uint32_t ftype, plm_gguf_writer *w) {
     for (uint64_t i = 0; i < in->n_kv; i++) {
-        const gguf_kv *kv = &in->kv[i];
-        if (!gguf_str_eq(kv->key, "general.file_type") && !gguf_str_eq(kv->key, "general.alignment"))
-            gguf_writer_copy_kv(w, kv);
+        const plm_gguf_kv *kv = &in->kv[i];
+        if (!plm_gguf_str_eq(kv->key, "general.file_type") && !plm_gguf_str_eq(kv->key, "general.alignment"))
+            plm_gguf_writer_copy_kv(w, kv);
     }
-    gguf_writer_set_u32(w, "general.file_type", ftype);
-    gguf_writer_set_u32(w, "general.quantization_version", 2);
+    plm_gguf_writer_set_u32(w, "general.file_type", ftype);
+    plm_gguf_writer_set_u32(w, "general.quantization_version", 2);
 }
 
-static plm_status write_quantized(const gguf_file *in, const char *out_path, const file_type *ft, quant_job *job,
+static plm_status write_quantized(const plm_gguf_file *in, const char *out_path, const file_type *ft, quant_job *job,
                                   plm_error *err) {
-    gguf_writer *w = gguf_writer_new();
+    plm_gguf_writer *w = plm_gguf_writer_new();
     if (!w) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
     copy_metadata(in, ft->ftype, w);
     for (uint64_t i = 0; i < in->n_tensors; i++) {
-        const gguf_tensor *t = &in->tensors[i];
+        const plm_gguf_tensor *t = &in->tensors[i];
         char name[256];
-        gguf_str_copy(t->name, name, sizeof name);
-        gguf_writer_add_tensor(w, name, job->out_type[i], t->n_dims, t->ne, NULL);
+        plm_gguf_str_copy(t->name, name, sizeof name);
+        plm_gguf_writer_add_tensor(w, name, job->out_type[i], t->n_dims, t->ne, NULL);
     }
-    const plm_status st = gguf_writer_write(w, out_path, quant_fill, job, err);
-    gguf_writer_free(w);
+    const plm_status st = plm_gguf_writer_write(w, out_path, quant_fill, job, err);
+    plm_gguf_writer_free(w);
     return st;
 }
 
@@ -181,7 +181,7 @@ static plm_status write_quantized(const gguf_file *in, const char *out_path, con
 static plm_status start_threads(quant_job *job, int n_threads, plm_error *err) {
     uint64_t widest = 1;
     for (uint64_t i = 0; i < job->in->n_tensors; i++) {
-        const gguf_tensor *t = &job->in->tensors[i];
+        const plm_gguf_tensor *t = &job->in->tensors[i];
         if (job->out_type[i] != t->type && t->ne[0] > widest) widest = t->ne[0];
     }
     job->row_stride = (size_t)widest;
@@ -200,8 +200,8 @@ plm_status plm_quantize_ex(const char *in_path, const char *out_path, const char
     if (!ft) return unknown_type(type_name, err);
     if (!in_path || !out_path)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "quantize: input and output paths are required");
-    gguf_open_params gp = {.use_mmap = true};
-    gguf_file *in = gguf_open(in_path, &gp, err);
+    plm_gguf_open_params gp = {.use_mmap = true};
+    plm_gguf_file *in = plm_gguf_open(in_path, &gp, err);
     if (!in) return err ? err->code : PLM_ERR_IO;
 
     uint32_t *out_type = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *out_type);
@@ -217,7 +217,7 @@ plm_status plm_quantize_ex(const char *in_path, const char *out_path, const char
     plm_pool_free(job.pool);
     free(job.rows);
     free(out_type);
-    gguf_close(in);
+    plm_gguf_close(in);
     return st;
 }
 

@@ -22,7 +22,7 @@
 
 #include "core/error.h"
 
-bool plm_is_weight_matrix(const gguf_tensor *t) {
+bool plm_is_weight_matrix(const plm_gguf_tensor *t) {
     const char *suffix = ".weight";
     const size_t n = strlen(suffix);
     return t->n_dims == 2 && t->name.len > n && !memcmp(t->name.ptr + t->name.len - n, suffix, n);
@@ -44,7 +44,7 @@ static bool use_more_bits(int i_layer, int n_layer) {
 
 static bool contains(const char *name, const char *part) { return strstr(name, part) != NULL; }
 
-static plm_type output_type(const mix_state *s, const gguf_tensor *t, plm_type type) {
+static plm_type output_type(const mix_state *s, const plm_gguf_tensor *t, plm_type type) {
     if (s->falcon || plm_row_size(type, (int64_t)t->ne[0]) == 0) return PLM_TYPE_Q8_0;
     return type != PLM_TYPE_Q8_0 ? PLM_TYPE_Q6_K : type;
 }
@@ -111,7 +111,7 @@ static plm_type attn_qkv_type(const mix_state *s, plm_type type) {
  * 32-element format of similar size, or F16 if even that does not fit.
  * (Q2_K and Q3_K fell back to IQ4_NL in llama.cpp until 2025; current
  * llama.cpp, the one the oracle tests run, uses Q4_0.) */
-static plm_type fallback_type(const gguf_tensor *t, plm_type type) {
+static plm_type fallback_type(const plm_gguf_tensor *t, plm_type type) {
     if (plm_row_size(type, (int64_t)t->ne[0]) != 0) return type;
     switch (type) {
     case PLM_TYPE_Q2_K:
@@ -125,7 +125,7 @@ static plm_type fallback_type(const gguf_tensor *t, plm_type type) {
 }
 
 /* llama_tensor_get_type for one weight matrix, in visiting order. */
-static plm_type mixture_type(mix_state *s, const gguf_tensor *t, const char *name, plm_type type) {
+static plm_type mixture_type(mix_state *s, const plm_gguf_tensor *t, const char *name, plm_type type) {
     if (!strcmp(name, "output.weight") || (!s->has_output && !strcmp(name, "token_embd.weight")))
         type = output_type(s, t, type);
     else if (!strcmp(name, "token_embd.weight"))
@@ -157,20 +157,20 @@ static int by_layer_then_name(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-static uint32_t arch_u32(const gguf_file *in, const char *arch, const char *suffix, uint32_t fallback) {
+static uint32_t arch_u32(const plm_gguf_file *in, const char *arch, const char *suffix, uint32_t fallback) {
     char key[160];
     uint32_t v;
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    return gguf_get_u32(in, key, &v) ? v : fallback;
+    return plm_gguf_get_u32(in, key, &v) ? v : fallback;
 }
 
 /* The hyperparameters and tensor counts the rules look at, refused where
  * llama.cpp would refuse (or where its rules need what we do not do). */
-static plm_status read_model(const gguf_file *in, const named_tensor *list, uint64_t n, mix_state *s,
+static plm_status read_model(const plm_gguf_file *in, const named_tensor *list, uint64_t n, mix_state *s,
                              plm_error *err) {
-    gguf_str a;
+    plm_gguf_str a;
     char arch[64] = "";
-    if (gguf_get_str(in, "general.architecture", &a)) gguf_str_copy(a, arch, sizeof arch);
+    if (plm_gguf_get_str(in, "general.architecture", &a)) plm_gguf_str_copy(a, arch, sizeof arch);
     const uint32_t n_layer = arch_u32(in, arch, "block_count", 0);
     if (!arch[0] || n_layer == 0 || n_layer > 100000)
         return plm_fail(err, PLM_ERR_FORMAT, "no general.architecture or %s.block_count: the mixture rules need them",
@@ -199,13 +199,13 @@ static plm_status read_model(const gguf_file *in, const named_tensor *list, uint
     return PLM_OK;
 }
 
-static plm_status list_tensors(const gguf_file *in, named_tensor *list, plm_error *err) {
+static plm_status list_tensors(const plm_gguf_file *in, named_tensor *list, plm_error *err) {
     for (uint64_t i = 0; i < in->n_tensors; i++) {
-        const gguf_tensor *t = &in->tensors[i];
+        const plm_gguf_tensor *t = &in->tensors[i];
         if (t->name.len >= sizeof list[i].name)
             return plm_fail(err, PLM_ERR_FORMAT, "tensor name of %llu bytes is too long",
                             (unsigned long long)t->name.len);
-        gguf_str_copy(t->name, list[i].name, sizeof list[i].name);
+        plm_gguf_str_copy(t->name, list[i].name, sizeof list[i].name);
         list[i].index = i;
         if (sscanf(list[i].name, "blk.%d.", &list[i].layer) != 1) list[i].layer = -1;
     }
@@ -213,12 +213,12 @@ static plm_status list_tensors(const gguf_file *in, named_tensor *list, plm_erro
     return PLM_OK;
 }
 
-plm_status plm_choose_tensor_types(const gguf_file *in, plm_type base, uint32_t ftype, bool pure,
+plm_status plm_choose_tensor_types(const plm_gguf_file *in, plm_type base, uint32_t ftype, bool pure,
                                    uint32_t *out_type, plm_error *err) {
     const plm_type_info *bi = plm_type_info_get(base);
     const bool quantized = bi && bi->block_size > 1;  /* F16/BF16/F32 take every row as it is */
     for (uint64_t i = 0; i < in->n_tensors; i++) {
-        const gguf_tensor *t = &in->tensors[i];
+        const plm_gguf_tensor *t = &in->tensors[i];
         out_type[i] = !plm_is_weight_matrix(t) ? t->type : quantized ? fallback_type(t, base) : base;
     }
     if (pure || !quantized || in->n_tensors == 0) return PLM_OK;
@@ -229,7 +229,7 @@ plm_status plm_choose_tensor_types(const gguf_file *in, plm_type base, uint32_t 
     plm_status st = list_tensors(in, list, err);
     if (!st) st = read_model(in, list, in->n_tensors, &s, err);
     for (uint64_t k = 0; !st && k < in->n_tensors; k++) {
-        const gguf_tensor *t = &in->tensors[list[k].index];
+        const plm_gguf_tensor *t = &in->tensors[list[k].index];
         if (plm_is_weight_matrix(t)) out_type[list[k].index] = mixture_type(&s, t, list[k].name, base);
     }
     free(list);

@@ -28,7 +28,7 @@ enum {
 
 /* A weight matrix: 2-D, named *.weight.  Everything else (norms, biases)
  * is copied as it is. */
-bool plm_is_weight_matrix(const gguf_tensor *t);
+bool plm_is_weight_matrix(const plm_gguf_tensor *t);
 
 /* Fills out_type[i] for every tensor of `in`.  pure: every weight matrix
  * becomes `base`.  Otherwise `ftype` (a PLM_FTYPE_*) picks llama.cpp's
@@ -36,7 +36,7 @@ bool plm_is_weight_matrix(const gguf_tensor *t);
  * attn_v/ffn_down layers and the like.  Either way, as in llama.cpp, a
  * matrix whose rows are not whole blocks of its type falls back to a
  * 32-element type of similar size (Q4_K -> Q5_0, ...), or to F16. */
-plm_status plm_choose_tensor_types(const gguf_file *in, plm_type base, uint32_t ftype, bool pure,
+plm_status plm_choose_tensor_types(const plm_gguf_file *in, plm_type base, uint32_t ftype, bool pure,
                                    uint32_t *out_type, plm_error *err);
 
 #endif

@@ -299,19 +299,19 @@ static uint64_t max_tensors(const synth_shape *sh) {
 }
 
 /* Every hyperparameter key of the descriptor, with the shape's value. */
-static void write_hparams(gguf_writer *w, const plm_arch *arch, const plm_hparams *hp) {
+static void write_hparams(plm_gguf_writer *w, const plm_arch *arch, const plm_hparams *hp) {
     char key[128];
     for (const plm_hp_key *k = arch->hparams; k->key; k++) {
         snprintf(key, sizeof key, "%s.%s", arch->name, k->key);
         const void *field = (const char *)hp + k->offset;
-        if (k->kind == PLM_HP_F32) gguf_writer_set_f32(w, key, *(const float *)field);
-        else gguf_writer_set_u32(w, key, (uint32_t)*(const int *)field);
+        if (k->kind == PLM_HP_F32) plm_gguf_writer_set_f32(w, key, *(const float *)field);
+        else plm_gguf_writer_set_u32(w, key, (uint32_t)*(const int *)field);
     }
     snprintf(key, sizeof key, "%s.vocab_size", arch->name);
-    gguf_writer_set_u32(w, key, (uint32_t)hp->n_vocab);
+    plm_gguf_writer_set_u32(w, key, (uint32_t)hp->n_vocab);
 }
 
-static bool starts_with(gguf_str s, const char *prefix) {
+static bool starts_with(plm_gguf_str s, const char *prefix) {
     size_t n = strlen(prefix);
     return s.len >= n && !memcmp(s.ptr, prefix, n);
 }
@@ -340,13 +340,13 @@ plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float 
     }
 
     plm_error verr;
-    gguf_open_params op = {true, false};
-    gguf_file *vocab = gguf_open(params->vocab_path, &op, &verr);
+    plm_gguf_open_params op = {true, false};
+    plm_gguf_file *vocab = plm_gguf_open(params->vocab_path, &op, &verr);
     if (!vocab)
         return plm_fail(err, verr.code, "vocabulary: %s", verr.message);
-    const gguf_array *tokens = gguf_get_arr(vocab, "tokenizer.ggml.tokens");
-    if (!tokens || tokens->type != GGUF_TYPE_STRING || tokens->n == 0 || tokens->n > INT32_MAX) {
-        gguf_close(vocab);
+    const plm_gguf_array *tokens = plm_gguf_get_arr(vocab, "tokenizer.ggml.tokens");
+    if (!tokens || tokens->type != PLM_GGUF_TYPE_STRING || tokens->n == 0 || tokens->n > INT32_MAX) {
+        plm_gguf_close(vocab);
         return plm_fail(err, PLM_ERR_FORMAT, "vocabulary %s: no tokenizer.ggml.tokens string array",
                         params->vocab_path);
     }
@@ -357,11 +357,11 @@ plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float 
 
     uint32_t wtype = params->f32 ? PLM_TYPE_F32 : PLM_TYPE_F16;
     synth_tensor *list = calloc(max_tensors(sh), sizeof *list);
-    gguf_writer *w = gguf_writer_new();
+    plm_gguf_writer *w = plm_gguf_writer_new();
     if (!list || !w) {
         free(list);
-        gguf_writer_free(w);
-        gguf_close(vocab);
+        plm_gguf_writer_free(w);
+        plm_gguf_close(vocab);
         return plm_fail(err, PLM_ERR_NOMEM, "synth: out of memory");
     }
     const plm_hparams hp = shape_hparams(sh, n_vocab);
@@ -369,21 +369,21 @@ plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float 
 
     char name[128];
     snprintf(name, sizeof name, "synthetic %s", sh->name);
-    gguf_writer_set_str(w, "general.architecture", sh->arch->name);
-    gguf_writer_set_str(w, "general.type", "model");
-    gguf_writer_set_str(w, "general.name", name);
+    plm_gguf_writer_set_str(w, "general.architecture", sh->arch->name);
+    plm_gguf_writer_set_str(w, "general.type", "model");
+    plm_gguf_writer_set_str(w, "general.name", name);
     write_hparams(w, sh->arch, &hp);
-    gguf_writer_set_u32(w, "general.file_type", params->f32 ? 0 : 1);
-    gguf_writer_set_u32(w, "general.quantization_version", 2);
+    plm_gguf_writer_set_u32(w, "general.file_type", params->f32 ? 0 : 1);
+    plm_gguf_writer_set_u32(w, "general.quantization_version", 2);
     for (uint64_t i = 0; i < vocab->n_kv; i++)
-        if (starts_with(vocab->kv[i].key, "tokenizer.")) gguf_writer_copy_kv(w, &vocab->kv[i]);
+        if (starts_with(vocab->kv[i].key, "tokenizer.")) plm_gguf_writer_copy_kv(w, &vocab->kv[i]);
     for (uint64_t i = 0; i < n_tensors; i++)
-        gguf_writer_add_tensor(w, list[i].name, list[i].type, list[i].n_dims, list[i].ne, NULL);
+        plm_gguf_writer_add_tensor(w, list[i].name, list[i].type, list[i].n_dims, list[i].ne, NULL);
 
     synth_job job = {sh, &hp, list, n_tensors, params->seed, n_cpus(), layer_scale > 0.0f ? layer_scale : 1.0f};
-    plm_status st = gguf_writer_write(w, params->out_path, synth_fill, &job, err);
-    gguf_writer_free(w);
+    plm_status st = plm_gguf_writer_write(w, params->out_path, synth_fill, &job, err);
+    plm_gguf_writer_free(w);
     free(list);
-    gguf_close(vocab);
+    plm_gguf_close(vocab);
     return st;
 }

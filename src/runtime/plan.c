@@ -272,25 +272,25 @@ static uint64_t pow2_at_least(uint64_t n, uint64_t min) {
     return c;
 }
 
-/* Parsed metadata (gguf_file) and tokenizer tables, as gguf_read.c and
+/* Parsed metadata (plm_gguf_file) and tokenizer tables, as gguf_read.c and
  * tokenizer/ allocate them. */
-static uint64_t vocab_bill(const gguf_file *f) {
+static uint64_t vocab_bill(const plm_gguf_file *f) {
     uint64_t heap = 0, big = 0;
 #define ADD(n) do { uint64_t n_ = (n); if (n_ >= MMAP_THRESHOLD) big += alloc_resident(n_); else heap += n_ + 16; } while (0)
-    ADD(sizeof(gguf_file));
-    ADD(f->n_kv * sizeof(gguf_kv));
+    ADD(sizeof(plm_gguf_file));
+    ADD(f->n_kv * sizeof(plm_gguf_kv));
     ADD(pow2_at_least(2 * f->n_kv, 8) * 8);
-    ADD(f->n_tensors * sizeof(gguf_tensor));
+    ADD(f->n_tensors * sizeof(plm_gguf_tensor));
     ADD(pow2_at_least(2 * f->n_tensors, 8) * 8);
     for (uint64_t i = 0; i < f->n_kv; i++) {
-        const gguf_value *v = &f->kv[i].value;
-        if (v->type == GGUF_TYPE_ARRAY && v->v.arr.items) ADD(v->v.arr.n * sizeof(gguf_value));
+        const plm_gguf_value *v = &f->kv[i].value;
+        if (v->type == PLM_GGUF_TYPE_ARRAY && v->v.arr.items) ADD(v->v.arr.n * sizeof(plm_gguf_value));
     }
-    const gguf_array *toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
-    if (toks && toks->type == GGUF_TYPE_STRING) {
+    const plm_gguf_array *toks = plm_gguf_get_arr(f, "tokenizer.ggml.tokens");
+    if (toks && toks->type == PLM_GGUF_TYPE_STRING) {
         uint64_t n = toks->n, bytes = 0;
         for (uint64_t i = 0; i < n; i++) {
-            uint64_t len = gguf_arr_str(toks, i).len;
+            uint64_t len = plm_gguf_arr_str(toks, i).len;
             bytes += len ? len : 16;
         }
         ADD(bytes);                         /* strtab bytes */
@@ -298,21 +298,21 @@ static uint64_t vocab_bill(const gguf_file *f) {
         ADD(pow2_at_least(2 * n, 16) * 8);  /* hash slots */
         ADD(n * 4);                         /* scores */
         ADD(n * 4);                         /* attributes */
-        const gguf_array *ty = gguf_get_arr(f, "tokenizer.ggml.token_type");
+        const plm_gguf_array *ty = plm_gguf_get_arr(f, "tokenizer.ggml.token_type");
         uint64_t special = 0;
         if (ty)
             for (uint64_t i = 0; i < ty->n && i < n; i++) {
-                int64_t t = gguf_arr_i64(ty, i);
+                int64_t t = plm_gguf_arr_i64(ty, i);
                 special += t == 2 || t == 3 || t == 4;
             }
         ADD(special * 4);
     }
-    const gguf_array *merges = gguf_get_arr(f, "tokenizer.ggml.merges");
-    gguf_str model;
-    if (gguf_get_str(f, "tokenizer.ggml.model", &model) && gguf_str_eq(model, "gpt2")) {
-        if (merges && merges->type == GGUF_TYPE_STRING) {
+    const plm_gguf_array *merges = plm_gguf_get_arr(f, "tokenizer.ggml.merges");
+    plm_gguf_str model;
+    if (plm_gguf_get_str(f, "tokenizer.ggml.model", &model) && plm_gguf_str_eq(model, "gpt2")) {
+        if (merges && merges->type == PLM_GGUF_TYPE_STRING) {
             uint64_t bytes = 0;
-            for (uint64_t i = 0; i < merges->n; i++) bytes += gguf_arr_str(merges, i).len;
+            for (uint64_t i = 0; i < merges->n; i++) bytes += plm_gguf_arr_str(merges, i).len;
             ADD(bytes);
             ADD((merges->n + 1) * 4);
             ADD(pow2_at_least(2 * merges->n, 16) * 8);
@@ -333,7 +333,7 @@ static int add_type(plm_plan *p, const char *name) {
 
 /* Activation slots the file's weights need: each step of the descriptor's
  * layer table (the matrices that share one input), then the output. */
-static act_use acts_from_file(const gguf_file *f, const plm_arch *arch, const plm_hparams *hp) {
+static act_use acts_from_file(const plm_gguf_file *f, const plm_arch *arch, const plm_hparams *hp) {
     act_use u = {0};
     char nm[96];
     for (int il = 0; il < hp->n_layer; il++)
@@ -344,7 +344,7 @@ static act_use acts_from_file(const gguf_file *f, const plm_arch *arch, const pl
             for (const plm_tensor_spec *t = arch->layer; t->name && n < 8; t++) {
                 if (t->step != step) continue;
                 snprintf(nm, sizeof nm, t->name, il);
-                const gguf_tensor *g = gguf_find_tensor(f, nm);
+                const plm_gguf_tensor *g = plm_gguf_find_tensor(f, nm);
                 if (!g) continue;
                 types[n++] = g->type;
                 k = (uint64_t)plm_dim_size(hp, t->ne0);
@@ -353,8 +353,8 @@ static act_use acts_from_file(const gguf_file *f, const plm_arch *arch, const pl
         }
     for (const plm_tensor_spec *t = arch->globals; t->name; t++) {
         if (t->step != PLM_STEP_OUTPUT) continue;
-        const gguf_tensor *g = gguf_find_tensor(f, t->name);
-        if (!g && t->need == PLM_TIED) g = gguf_find_tensor(f, t->tied_to);
+        const plm_gguf_tensor *g = plm_gguf_find_tensor(f, t->name);
+        if (!g && t->need == PLM_TIED) g = plm_gguf_find_tensor(f, t->tied_to);
         if (g) step_use(&u, &g->type, 1, (uint64_t)plm_dim_size(hp, t->ne0));
     }
     return u;
@@ -362,13 +362,13 @@ static act_use acts_from_file(const gguf_file *f, const plm_arch *arch, const pl
 
 /* The file's architecture and hyperparameters, as loading reads them (the
  * descriptor's keys and defaults), into the plan's fields. */
-static plm_status plan_hparams_from_file(plm_plan *p, const char *path, const gguf_file *f, const plm_arch **arch,
+static plm_status plan_hparams_from_file(plm_plan *p, const char *path, const plm_gguf_file *f, const plm_arch **arch,
                                          plm_hparams *hp, plm_error *err) {
-    gguf_str s;
-    if (!gguf_get_str(f, "general.architecture", &s))
+    plm_gguf_str s;
+    if (!plm_gguf_get_str(f, "general.architecture", &s))
         return plm_fail(err, PLM_ERR_FORMAT, "%s: metadata general.architecture is missing", path);
-    gguf_str_copy(s, p->arch, sizeof p->arch);
-    if (gguf_get_str(f, "general.name", &s)) gguf_str_copy(s, p->name, sizeof p->name);
+    plm_gguf_str_copy(s, p->arch, sizeof p->arch);
+    if (plm_gguf_get_str(f, "general.name", &s)) plm_gguf_str_copy(s, p->name, sizeof p->name);
     *arch = plm_arch_find(p->arch);
     if (!*arch) {
         char names[256];
@@ -379,7 +379,7 @@ static plm_status plan_hparams_from_file(plm_plan *p, const char *path, const gg
     plm_status st = plm_hparams_read(*arch, f, hp, err);
     if (st) return st;
     if (hp->n_vocab <= 0) {
-        const gguf_array *toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
+        const plm_gguf_array *toks = plm_gguf_get_arr(f, "tokenizer.ggml.tokens");
         hp->n_vocab = toks && toks->n <= INT32_MAX ? (int)toks->n : 0;
     }
     p->n_embd = (uint32_t)hp->n_embd;
@@ -395,15 +395,15 @@ static plm_status plan_hparams_from_file(plm_plan *p, const char *path, const gg
 
 plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *p, plm_error *err) {
     memset(p, 0, sizeof *p);
-    gguf_open_params gp = {.use_mmap = true};
-    gguf_file *f = gguf_open(path, &gp, err);
+    plm_gguf_open_params gp = {.use_mmap = true};
+    plm_gguf_file *f = plm_gguf_open(path, &gp, err);
     if (!f) return err ? err->code : PLM_ERR_IO;
     plm_status st = PLM_OK;
     const plm_arch *arch;
     plm_hparams hp;
     if ((st = plan_hparams_from_file(p, path, f, &arch, &hp, err))) goto done;
-    const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
-    p->tied_output = gguf_find_tensor(f, "output.weight") == NULL;
+    const plm_gguf_tensor *te = plm_gguf_find_tensor(f, "token_embd.weight");
+    p->tied_output = plm_gguf_find_tensor(f, "output.weight") == NULL;
     if (te) {
         p->embd_bytes = te->nbytes;
         p->embd_row_bytes = plm_row_size((plm_type)te->type, (int64_t)te->ne[0]);
@@ -412,10 +412,10 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
     /* Weights by type. */
     uint64_t non_f32_vectors = 0, non_f32_matrices = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
+        const plm_gguf_tensor *t = &f->tensors[i];
         uint64_t n = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) n *= t->ne[d];
-        int k = add_type(p, gguf_tensor_type_name(t->type));
+        int k = add_type(p, plm_gguf_tensor_type_name(t->type));
         p->types[k].n_tensors++;
         p->types[k].n_elements += n;
         p->types[k].bytes += t->nbytes;
@@ -444,7 +444,7 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
     memcpy(p->act_used, acts.used, sizeof acts.used);
     if ((st = check_kv(p, err)) == PLM_OK) finish(p);
 done:
-    gguf_close(f);
+    plm_gguf_close(f);
     return st;
 }
 

@@ -21,9 +21,9 @@ static plm_token find_text(const plm_vocab *v, const char *s) {
 }
 
 /* Reads an id key; an absent or out-of-range value leaves *id alone. */
-static void read_id(const plm_vocab *v, const gguf_file *f, const char *key, plm_token *id) {
+static void read_id(const plm_vocab *v, const plm_gguf_file *f, const char *key, plm_token *id) {
     uint32_t u;
-    if (gguf_get_u32(f, key, &u) && u < (uint32_t)v->n_tokens) *id = (plm_token)u;
+    if (plm_gguf_get_u32(f, key, &u) && u < (uint32_t)v->n_tokens) *id = (plm_token)u;
 }
 
 /* The highest id whose text is in the NULL-terminated list, or -1. */
@@ -164,12 +164,12 @@ static void set_attr(plm_vocab *v, const char *text, uint32_t bit, bool on) {
 }
 
 /* llama.cpp's per-model strip attributes, chosen by name. */
-static void model_attributes(plm_vocab *v, const gguf_file *f) {
+static void model_attributes(plm_vocab *v, const plm_gguf_file *f) {
     char name[256] = "", pre[64] = "", arch[64] = "";
-    gguf_str s;
-    if (gguf_get_str(f, "general.name", &s)) gguf_str_copy(s, name, sizeof name);
-    if (gguf_get_str(f, "tokenizer.ggml.pre", &s)) gguf_str_copy(s, pre, sizeof pre);
-    if (gguf_get_str(f, "general.architecture", &s)) gguf_str_copy(s, arch, sizeof arch);
+    plm_gguf_str s;
+    if (plm_gguf_get_str(f, "general.name", &s)) plm_gguf_str_copy(s, name, sizeof name);
+    if (plm_gguf_get_str(f, "tokenizer.ggml.pre", &s)) plm_gguf_str_copy(s, pre, sizeof pre);
+    if (plm_gguf_get_str(f, "general.architecture", &s)) plm_gguf_str_copy(s, arch, sizeof arch);
     lowercase(name);
     if (strstr(pre, "jina-v2-de") || strstr(pre, "jina-v2-es") || strstr(pre, "jina-v2-code") ||
         strstr(arch, "nomic-bert-moe") || strstr(arch, "jina-bert-v3")) {
@@ -185,7 +185,7 @@ static void model_attributes(plm_vocab *v, const gguf_file *f) {
     }
 }
 
-plm_status vocab_setup_special(plm_vocab *v, const gguf_file *f, plm_error *err) {
+plm_status vocab_setup_special(plm_vocab *v, const plm_gguf_file *f, plm_error *err) {
     plm_token *defaults[] = {&v->bos, &v->eos, &v->unk};
     for (int i = 0; i < 3; i++)
         if (*defaults[i] >= v->n_tokens) *defaults[i] = -1;
@@ -207,9 +207,9 @@ plm_status vocab_setup_special(plm_vocab *v, const gguf_file *f, plm_error *err)
     read_id(v, f, "tokenizer.ggml.middle_token_id", &fim_mid);
 
     bool b;
-    if (gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b)) v->add_bos = b;
+    if (plm_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b)) v->add_bos = b;
     if (v->force_bos) v->add_bos = true; /* llama.cpp overrides the file for gemma4 */
-    if (gguf_get_bool(f, "tokenizer.ggml.add_eos_token", &b)) v->add_eos = b;
+    if (plm_gguf_get_bool(f, "tokenizer.ggml.add_eos_token", &b)) v->add_eos = b;
     if (v->add_bos && v->bos < 0)
         return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.add_bos_token is true, but there is no BOS token");
     if (v->add_eos && v->eos < 0)

@@ -11,7 +11,7 @@
 #include <string.h>
 
 /* Fills in special ids, EOG and attributes (special.c). */
-plm_status vocab_setup_special(plm_vocab *v, const gguf_file *f, plm_error *err);
+plm_status vocab_setup_special(plm_vocab *v, const plm_gguf_file *f, plm_error *err);
 
 /* ---- small shared helpers -------------------------------------------- */
 
@@ -151,7 +151,7 @@ static bool name_in_list(const char *list, const char *name, size_t len) {
     }
 }
 
-static const pre_type *find_pre_type(gguf_str pre) {
+static const pre_type *find_pre_type(plm_gguf_str pre) {
     for (size_t i = 0; i < sizeof pre_types / sizeof pre_types[0]; i++)
         if (name_in_list(pre_types[i].names, pre.ptr, (size_t)pre.len)) return &pre_types[i];
     return NULL;
@@ -159,20 +159,20 @@ static const pre_type *find_pre_type(gguf_str pre) {
 
 /* ---- loading ------------------------------------------------------------ */
 
-static plm_status load_tokens(plm_vocab *v, const gguf_file *f, plm_error *err) {
-    const gguf_array *toks = gguf_get_arr(f, "tokenizer.ggml.tokens");
-    if (!toks || toks->type != GGUF_TYPE_STRING)
+static plm_status load_tokens(plm_vocab *v, const plm_gguf_file *f, plm_error *err) {
+    const plm_gguf_array *toks = plm_gguf_get_arr(f, "tokenizer.ggml.tokens");
+    if (!toks || toks->type != PLM_GGUF_TYPE_STRING)
         return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.tokens is missing or not a string array");
     if (toks->n == 0 || toks->n > INT32_MAX / 2)
         return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.tokens has %llu entries",
                         (unsigned long long)toks->n);
     uint32_t n = (uint32_t)toks->n;
     uint64_t bytes = 0;
-    for (uint32_t i = 0; i < n; i++) bytes += gguf_arr_str(toks, i).len + 24; /* room for [EMPTY_i] */
+    for (uint32_t i = 0; i < n; i++) bytes += plm_gguf_arr_str(toks, i).len + 24; /* room for [EMPTY_i] */
     if (!strtab_init(&v->tokens, n, bytes))
         return plm_fail(err, PLM_ERR_NOMEM, "out of memory for %u tokens", n);
     for (uint32_t i = 0; i < n; i++) {
-        gguf_str s = gguf_arr_str(toks, i);
+        plm_gguf_str s = plm_gguf_arr_str(toks, i);
         char empty[24];
         if (s.len == 0) { /* llama.cpp renames empty tokens */
             s.len = (uint64_t)snprintf(empty, sizeof empty, "[EMPTY_%u]", i);
@@ -199,49 +199,49 @@ static uint32_t attr_of_type(int64_t type) {
     }
 }
 
-static bool is_numeric(gguf_type t) { /* not bool, string or array */
-    return t <= GGUF_TYPE_FLOAT32 || t == GGUF_TYPE_UINT64 || t == GGUF_TYPE_INT64 ||
-           t == GGUF_TYPE_FLOAT64;
+static bool is_numeric(plm_gguf_type t) { /* not bool, string or array */
+    return t <= PLM_GGUF_TYPE_FLOAT32 || t == PLM_GGUF_TYPE_UINT64 || t == PLM_GGUF_TYPE_INT64 ||
+           t == PLM_GGUF_TYPE_FLOAT64;
 }
 
-static plm_status load_scores_and_types(plm_vocab *v, const gguf_file *f, plm_error *err) {
+static plm_status load_scores_and_types(plm_vocab *v, const plm_gguf_file *f, plm_error *err) {
     size_t n = (size_t)v->n_tokens;
     v->scores = calloc(n, sizeof *v->scores);
     v->attr = malloc(n * sizeof *v->attr);
     if (!v->scores || !v->attr) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for token data");
 
-    const gguf_array *sc = gguf_get_arr(f, "tokenizer.ggml.scores");
+    const plm_gguf_array *sc = plm_gguf_get_arr(f, "tokenizer.ggml.scores");
     if (sc) {
         if (!is_numeric(sc->type) || sc->n < n)
             return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.scores: %llu entries of %s for %zu tokens",
-                            (unsigned long long)sc->n, gguf_type_name(sc->type), n);
-        for (size_t i = 0; i < n; i++) v->scores[i] = (float)gguf_arr_f64(sc, i);
+                            (unsigned long long)sc->n, plm_gguf_type_name(sc->type), n);
+        for (size_t i = 0; i < n; i++) v->scores[i] = (float)plm_gguf_arr_f64(sc, i);
     }
-    const gguf_array *ty = gguf_get_arr(f, "tokenizer.ggml.token_type");
+    const plm_gguf_array *ty = plm_gguf_get_arr(f, "tokenizer.ggml.token_type");
     if (ty && (!is_numeric(ty->type) || ty->n < n))
         return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.token_type: %llu entries of %s for %zu tokens",
-                        (unsigned long long)ty->n, gguf_type_name(ty->type), n);
-    for (size_t i = 0; i < n; i++) v->attr[i] = ty ? attr_of_type(gguf_arr_i64(ty, i)) : TOK_NORMAL;
+                        (unsigned long long)ty->n, plm_gguf_type_name(ty->type), n);
+    for (size_t i = 0; i < n; i++) v->attr[i] = ty ? attr_of_type(plm_gguf_arr_i64(ty, i)) : TOK_NORMAL;
     return PLM_OK;
 }
 
-static plm_status load_merges(plm_vocab *v, const gguf_file *f, bool optional, plm_error *err) {
-    const gguf_array *m = gguf_get_arr(f, "tokenizer.ggml.merges");
+static plm_status load_merges(plm_vocab *v, const plm_gguf_file *f, bool optional, plm_error *err) {
+    const plm_gguf_array *m = plm_gguf_get_arr(f, "tokenizer.ggml.merges");
     if (!m && optional) /* kimi-k2 */
         return strtab_init(&v->merges, 0, 0) ? PLM_OK : plm_fail(err, PLM_ERR_NOMEM, "out of memory");
-    if (!m || m->type != GGUF_TYPE_STRING)
+    if (!m || m->type != PLM_GGUF_TYPE_STRING)
         return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.merges is missing or not a string array");
     if (m->n > INT32_MAX / 2)
         return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.merges has %llu entries",
                         (unsigned long long)m->n);
     uint64_t bytes = 0;
-    for (uint64_t i = 0; i < m->n; i++) bytes += gguf_arr_str(m, i).len;
+    for (uint64_t i = 0; i < m->n; i++) bytes += plm_gguf_arr_str(m, i).len;
     if (!strtab_init(&v->merges, (uint32_t)m->n, bytes))
         return plm_fail(err, PLM_ERR_NOMEM, "out of memory for %llu merges", (unsigned long long)m->n);
     for (uint64_t i = 0; i < m->n; i++) {
         /* "left right", split at the first space after the first byte: the
          * lookup key "left" + ' ' + "right" is the merge string itself. */
-        gguf_str s = gguf_arr_str(m, i);
+        plm_gguf_str s = plm_gguf_arr_str(m, i);
         bool dup;
         if (!strtab_push(&v->merges, s.ptr, (size_t)s.len, &dup))
             return plm_fail(err, PLM_ERR_NOMEM, "out of memory storing merge %llu", (unsigned long long)i);
@@ -249,13 +249,13 @@ static plm_status load_merges(plm_vocab *v, const gguf_file *f, bool optional, p
     return PLM_OK;
 }
 
-static bool get_bool_default(const gguf_file *f, const char *key, bool def) {
+static bool get_bool_default(const plm_gguf_file *f, const char *key, bool def) {
     bool b;
-    return gguf_get_bool(f, key, &b) ? b : def;
+    return plm_gguf_get_bool(f, key, &b) ? b : def;
 }
 
 /* Sets up byte-level BPE for the pre-tokenizer named `pre`. */
-static plm_status setup_bpe(plm_vocab *v, gguf_str pre, bool *merges_optional, plm_error *err) {
+static plm_status setup_bpe(plm_vocab *v, plm_gguf_str pre, bool *merges_optional, plm_error *err) {
     v->type = VOCAB_BPE;
     v->bos = 11; /* sic: llama.cpp's defaults for BPE */
     v->eos = 11;
@@ -263,7 +263,7 @@ static plm_status setup_bpe(plm_vocab *v, gguf_str pre, bool *merges_optional, p
     if (!pt) {
         char name[64];
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "unknown pre-tokenizer type '%s'",
-                        gguf_str_copy(pre, name, sizeof name));
+                        plm_gguf_str_copy(pre, name, sizeof name));
     }
     v->ignore_merges = pt->flags & PRE_IGNORE_MERGES;
     v->add_bos = pt->flags & PRE_ADD_BOS;
@@ -277,36 +277,36 @@ static plm_status setup_bpe(plm_vocab *v, gguf_str pre, bool *merges_optional, p
 }
 
 /* Chooses the tokenizer and its defaults from tokenizer.ggml.model/pre. */
-static plm_status setup_model(plm_vocab *v, const gguf_file *f, bool *merges_optional, plm_error *err) {
-    gguf_str model, pre = {"", 0};
-    if (!gguf_get_str(f, "tokenizer.ggml.model", &model))
+static plm_status setup_model(plm_vocab *v, const plm_gguf_file *f, bool *merges_optional, plm_error *err) {
+    plm_gguf_str model, pre = {"", 0};
+    if (!plm_gguf_get_str(f, "tokenizer.ggml.model", &model))
         return plm_fail(err, PLM_ERR_FORMAT, "tokenizer.ggml.model is missing");
-    gguf_get_str(f, "tokenizer.ggml.pre", &pre);
+    plm_gguf_get_str(f, "tokenizer.ggml.pre", &pre);
     v->unk = -1;
     plm_status st = PLM_OK;
-    if (gguf_str_eq(model, "llama")) {
+    if (plm_gguf_str_eq(model, "llama")) {
         v->type = VOCAB_SPM;
         v->bos = 1;
         v->eos = 2;
         v->unk = 0;
         v->add_space_prefix = true;
         v->add_bos = true;
-    } else if (gguf_str_eq(model, "gpt2")) {
+    } else if (plm_gguf_str_eq(model, "gpt2")) {
         st = setup_bpe(v, pre, merges_optional, err);
-    } else if (gguf_str_eq(model, "gemma4")) { /* BPE whatever the pre name says */
-        st = setup_bpe(v, (gguf_str){"gemma4", 6}, merges_optional, err);
+    } else if (plm_gguf_str_eq(model, "gemma4")) { /* BPE whatever the pre name says */
+        st = setup_bpe(v, (plm_gguf_str){"gemma4", 6}, merges_optional, err);
         v->bos = v->eos = -1;
     } else {
         char name[64];
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "unsupported tokenizer '%s'",
-                        gguf_str_copy(model, name, sizeof name));
+                        plm_gguf_str_copy(model, name, sizeof name));
     }
     if (st) return st;
     v->add_space_prefix = get_bool_default(f, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
     return PLM_OK;
 }
 
-plm_vocab *plm_vocab_load(const gguf_file *f, plm_error *err) {
+plm_vocab *plm_vocab_load(const plm_gguf_file *f, plm_error *err) {
     plm_vocab *v = calloc(1, sizeof *v);
     if (!v) {
         plm_fail(err, PLM_ERR_NOMEM, "out of memory for the vocabulary");

@@ -16,8 +16,8 @@
 
 typedef struct plm_vocab plm_vocab;
 
-/* Copies what it needs: the gguf_file may be closed afterwards. */
-plm_vocab *plm_vocab_load(const gguf_file *f, plm_error *err);
+/* Copies what it needs: the plm_gguf_file may be closed afterwards. */
+plm_vocab *plm_vocab_load(const plm_gguf_file *f, plm_error *err);
 void plm_vocab_free(plm_vocab *v);
 
 int plm_vocab_n_tokens(const plm_vocab *v);
