@@ -2,7 +2,8 @@
 #  - it exports exactly the functions the public headers mark PLM_API, all
 #    named plm_* (nothing internal leaks, and nothing collides with another
 #    library an app links beside it, such as ggml's gguf_*);
-#  - stripped, it stays within the size budget of a phone app (2 MiB).
+#  - stripped, it stays within the size budget of a phone app (2 MiB), in
+#    optimized builds (CHECK_SIZE; a sanitizer build is ~35 MiB).
 # Run as: cmake -DLIB=... -DINCLUDE_DIR=... -DNM=... -DSTRIP=... -DOUT=... -P exports.cmake
 execute_process(COMMAND ${NM} -D --defined-only ${LIB} OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -30,6 +31,10 @@ if(NOT n_exported EQUAL n_declared)
                       "(a PLM_API function without a definition, or one defined static?)")
 endif()
 
+if(NOT CHECK_SIZE)
+  message("exports: ${n_exported} public functions (size not checked in this build); 1 passed, 0 failed")
+  return()
+endif()
 execute_process(COMMAND ${STRIP} -o ${OUT} ${LIB} RESULT_VARIABLE rc)
 file(SIZE ${OUT} size)
 math(EXPR budget "2 * 1024 * 1024")
