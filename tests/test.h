@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 static int test_passed, test_failed;
 
@@ -42,5 +43,28 @@ static inline int test_summary(void) {
 }
 
 #define SHARED(path) PLM_SHARED_DIR "/" path
+
+/* Runs cmd through the shell and returns everything it printed (malloc'd,
+ * NUL-terminated; NULL if it could not start).  *status is its exit code as
+ * a shell reports it: 128 + the signal for a killed command. */
+static inline char *test_capture(const char *cmd, int *status) {
+    *status = -1;
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t cap = 1 << 16, len = 0, got;
+    char *out = malloc(cap);
+    while (out && (got = fread(out + len, 1, cap - len - 1, p)) > 0) {
+        len += got;
+        if (len + 1 == cap) {
+            char *bigger = realloc(out, cap *= 2);
+            if (!bigger) break;
+            out = bigger;
+        }
+    }
+    if (out) out[len] = '\0';
+    const int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return out;
+}
 
 #endif

@@ -12,25 +12,7 @@
 #define STORIES SHARED("models/stories260K.gguf")
 
 /* Runs a shell command; returns its stdout+stderr (malloc'd) and exit code. */
-static char *run(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *out = malloc(cap);
-    size_t got;
-    while (out && (got = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            char *bigger = realloc(out, cap *= 2);
-            if (!bigger) break;
-            out = bigger;
-        }
-    }
-    if (out) out[len] = '\0';
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return out;
-}
+static char *run(const char *cmd, int *status) { return test_capture(cmd, status); }
 
 static char *runf(int *status, const char *fmt, const char *a, const char *b) {
     char cmd[4096];

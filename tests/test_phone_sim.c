@@ -49,22 +49,7 @@ static char *sh(int *status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0, got;
-    char *out = malloc(cap);
-    while (out && (got = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            char *bigger = realloc(out, cap *= 2);
-            if (!bigger) break;
-            out = bigger;
-        }
-    }
-    if (out) out[len] = '\0';
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    return out;
+    return test_capture(cmd, status);
 }
 
 /* A prompt of n words from a small list: one token each with this vocab. */

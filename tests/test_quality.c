@@ -610,23 +610,7 @@ static char *run(int *status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
-    *status = -1;
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0, got;
-    char *out = malloc(cap);
-    while (out && (got = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            char *bigger = realloc(out, cap *= 2);
-            if (!bigger) break;
-            out = bigger;
-        }
-    }
-    if (out) out[len] = '\0';
-    const int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return out;
+    return test_capture(cmd, status);
 }
 
 static void test_cli(void) {

@@ -15,24 +15,7 @@
 #define STORIES SHARED("models/stories260K.gguf")
 #define STORY "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. Once upon a"
 
-static char *run(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0, got;
-    char *out = malloc(cap);
-    while (out && (got = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            char *bigger = realloc(out, cap *= 2);
-            if (!bigger) break;
-            out = bigger;
-        }
-    }
-    if (out) out[len] = '\0';
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return out;
-}
+static char *run(const char *cmd, int *status) { return test_capture(cmd, status); }
 
 /* stdout of `run` greedy on the story prompt with extra options. */
 static char *generate(const char *extra, int *st) {
