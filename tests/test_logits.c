@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "pocketlm.h"
+#include "expected.h"
 #include "test.h"
 
 typedef struct {
@@ -70,27 +71,6 @@ static const fixture fixtures[] = {
 };
 
 enum { MAX_TOKENS = 1024 };
-
-static int read_tokens(const char *path, plm_token *out) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int n = 0, v;
-    while (n < MAX_TOKENS && fscanf(f, "%d", &v) == 1) out[n++] = v;
-    fclose(f);
-    return n;
-}
-
-static float *read_logits(const char *path, size_t count) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    float *l = malloc(count * sizeof(float));
-    if (l && fread(l, sizeof(float), count, f) != count) {
-        free(l);
-        l = NULL;
-    }
-    fclose(f);
-    return l;
-}
 
 static int argmax(const float *x, int n, float *gap) {
     int best = 0, second = -1;
@@ -158,7 +138,7 @@ int main(void) {
         char path[1024];
         snprintf(path, sizeof path, "%s/models/expected/%s.tokens", PLM_SHARED_DIR, fx->name);
         plm_token toks[MAX_TOKENS];
-        int n = read_tokens(path, toks);
+        int n = expected_read_tokens(path, toks, MAX_TOKENS);
         CHECK(n > 0, "%s: cannot read %s", fx->name, path);
         if (n <= 0) continue;
 
@@ -171,7 +151,7 @@ int main(void) {
         }
         const int nv = plm_model_n_vocab(model);
         snprintf(path, sizeof path, "%s/models/expected/%s.logits.f32", PLM_SHARED_DIR, fx->name);
-        float *want = read_logits(path, (size_t)n * nv);
+        float *want = expected_read_logits(path, (size_t)n * nv);
         CHECK(want != NULL, "%s: cannot read %s", fx->name, path);
         if (want) {
             compare(fx, model, toks, n, want, 512);  /* one batch, as llama.cpp evaluated it */

@@ -29,40 +29,23 @@
 
 #include "pocketlm.h"
 #include "runtime/quality.h"
+#include "expected.h"
 #include "test.h"
 
 #define NV 512
 #define MAX_TOKENS 1024
 #define EXPECTED(name) SHARED("models/expected/") name
 
-static int read_tokens(const char *path, plm_token *out) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int n = 0, v;
-    while (n < MAX_TOKENS && fscanf(f, "%d", &v) == 1) out[n++] = v;
-    fclose(f);
-    return n;
-}
-
 static float *read_logits(const char *name, int n_tokens) {
     char path[512];
     snprintf(path, sizeof path, "%s/models/expected/%s.logits.f32", PLM_SHARED_DIR, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    const size_t count = (size_t)n_tokens * NV;
-    float *l = malloc(count * sizeof(float));
-    if (l && fread(l, sizeof(float), count, f) != count) {
-        free(l);
-        l = NULL;
-    }
-    fclose(f);
-    return l;
+    return expected_read_logits(path, (size_t)n_tokens * NV);
 }
 
 static int fixture_tokens(const char *name, plm_token *toks) {
     char path[512];
     snprintf(path, sizeof path, "%s/models/expected/%s.tokens", PLM_SHARED_DIR, name);
-    return read_tokens(path, toks);
+    return expected_read_tokens(path, toks, MAX_TOKENS);
 }
 
 /* ---- the oracle: this file's own log-softmax, in double --------------------- */

@@ -15,30 +15,10 @@
 #include "model/forward.h"
 #include "pocketlm.h"
 #include "runtime/context.h"
+#include "expected.h"
 #include "test.h"
 
 enum { MAX_TOKENS = 1024, N_SEQ = 3 };
-
-static int read_tokens(const char *path, plm_token *out) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int n = 0, v;
-    while (n < MAX_TOKENS && fscanf(f, "%d", &v) == 1) out[n++] = v;
-    fclose(f);
-    return n;
-}
-
-static float *read_logits(const char *path, size_t count) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    float *l = malloc(count * sizeof(float));
-    if (l && fread(l, sizeof(float), count, f) != count) {
-        free(l);
-        l = NULL;
-    }
-    fclose(f);
-    return l;
-}
 
 /* A batch under construction: tokens with their sequences and positions. */
 typedef struct batch {
@@ -91,7 +71,7 @@ static void check_fixture(const char *name) {
     char path[1024];
     plm_token prompt[MAX_TOKENS];
     snprintf(path, sizeof path, "%s/models/expected/%s.tokens", PLM_SHARED_DIR, name);
-    const int n = read_tokens(path, prompt);
+    const int n = expected_read_tokens(path, prompt, MAX_TOKENS);
     REQUIRE_VOID(n > 40, "%s: tokens", name);
     snprintf(path, sizeof path, "%s/models/fixtures/%s.gguf", PLM_SHARED_DIR, name);
     plm_model *model;
@@ -99,7 +79,7 @@ static void check_fixture(const char *name) {
     REQUIRE_VOID(plm_model_load(path, NULL, &model, &err) == PLM_OK, "%s: %s", name, err.message);
     const int nv = plm_model_n_vocab(model);
     snprintf(path, sizeof path, "%s/models/expected/%s.logits.f32", PLM_SHARED_DIR, name);
-    float *want = read_logits(path, (size_t)n * nv);
+    float *want = expected_read_logits(path, (size_t)n * nv);
     plm_context_params cp = plm_context_default_params();
     cp.n_ctx = 256;
     cp.n_batch = 256;
