@@ -17,25 +17,12 @@ static const plm_hp_key hparams[] = {
     HP_END,
 };
 
-static const plm_tensor_spec globals[] = {
-    T_ROPE_FREQS,
-    T_LLAMA_GLOBALS,
-    T_END,
-};
-
-static const plm_tensor_spec layer[] = {
-    T_LLAMA_QKV,
-    T_QKV_BIASES(PLM_OPTIONAL),
-    T_ATTN_OUT,
-    T_LLAMA_FFN,
-    T_END,
-};
-
+/* The tensors are llama's (model/arch/llama.c): only the hyperparameters differ. */
 const plm_arch plm_arch_granite = {
     .name = "granite",
     .hparams = hparams,
-    .globals = globals,
-    .layer = layer,
+    .globals = plm_arch_llama_globals,
+    .layer = plm_arch_llama_layer,
     .norm = PLM_NORM_RMS,
     .act = PLM_ACT_SILU,
     .rope = PLM_ROPE_NORM,

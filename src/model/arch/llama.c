@@ -14,13 +14,13 @@ static const plm_hp_key hparams[] = {
 };
 
 /* rope_freqs first, where the converter writes it (Llama 3.1+ only). */
-static const plm_tensor_spec globals[] = {
+const plm_tensor_spec plm_arch_llama_globals[] = {
     T_ROPE_FREQS,
     T_LLAMA_GLOBALS,
     T_END,
 };
 
-static const plm_tensor_spec layer[] = {
+const plm_tensor_spec plm_arch_llama_layer[] = {
     T_LLAMA_QKV,
     T_QKV_BIASES(PLM_OPTIONAL),
     T_ATTN_OUT,
@@ -31,8 +31,8 @@ static const plm_tensor_spec layer[] = {
 const plm_arch plm_arch_llama = {
     .name = "llama",
     .hparams = hparams,
-    .globals = globals,
-    .layer = layer,
+    .globals = plm_arch_llama_globals,
+    .layer = plm_arch_llama_layer,
     .norm = PLM_NORM_RMS,
     .act = PLM_ACT_SILU,
     .rope = PLM_ROPE_NORM,

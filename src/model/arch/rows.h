@@ -65,4 +65,7 @@
 #define T_QKV_BIASES(need) T_ATTN_Q_BIAS(need), T_ATTN_K_BIAS(need), T_ATTN_V_BIAS(need)
 #define T_LLAMA_FFN      T_FFN_NORM, T_FFN_GATE, T_FFN_UP, T_FFN_DOWN
 
+/* llama's own tables (arch/llama.c), for families whose tensors are llama's. */
+extern const plm_tensor_spec plm_arch_llama_globals[], plm_arch_llama_layer[];
+
 #endif
