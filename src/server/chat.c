@@ -290,12 +290,17 @@ static bool finish_prompt(const srv_server *srv, char *rendered, srv_chat_prompt
 
 bool chat_render(const srv_server *srv, json_t *root, srv_api api, srv_chat_prompt *out, srv_parse_error *e) {
     memset(out, 0, sizeof *out);
+    json_t *messages = json_object_get(root, "messages");
+    if (!json_is_array(messages) || !json_array_size(messages)) {
+        parse_error_set(e, 400, "messages", "'messages' must be a non-empty array");
+        return false;
+    }
     json_t *tools;
     tool_choice choice;
     const char *name = NULL;
     char *vars = NULL, *msgs_json = NULL, *tools_json = NULL, *rendered = NULL;
     if (!parse_tools(root, &tools, &choice, &name, e) || !template_vars(root, api, &vars, e)) return false;
-    json_t *msgs = normal_messages(json_object_get(root, "messages"), e);
+    json_t *msgs = normal_messages(messages, e);
     if (!msgs) {
         free(vars);
         return false;

@@ -326,9 +326,7 @@ int ollama_chat(srv_request *rq) {
     if (!root) return reply_error(rq, API_OLLAMA, e.status, e.param, "%s", e.message);
     srv_chat_prompt chat;
     int ret;
-    if (!json_is_array(json_object_get(root, "messages")) || !json_array_size(json_object_get(root, "messages"))) {
-        ret = reply_error(rq, API_OLLAMA, 400, "messages", "'messages' must be a non-empty array");
-    } else if (!chat_render(rq->srv, root, API_OLLAMA, &chat, &e)) {
+    if (!chat_render(rq->srv, root, API_OLLAMA, &chat, &e)) {
         ret = reply_error(rq, API_OLLAMA, e.status, e.param, "%s", e.message);
     } else {
         ret = generate_path(rq, root, &chat);

@@ -399,9 +399,7 @@ int openai_chat(srv_request *rq) {
     if (!root) return reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
     int ret;
     srv_chat_prompt chat;
-    if (!json_is_array(json_object_get(root, "messages")) || !json_array_size(json_object_get(root, "messages"))) {
-        ret = reply_error(rq, API_OPENAI, 400, "messages", "'messages' must be a non-empty array");
-    } else if (!chat_render(rq->srv, root, API_OPENAI, &chat, &e)) {
+    if (!chat_render(rq->srv, root, API_OPENAI, &chat, &e)) {
         ret = reply_error(rq, API_OPENAI, e.status, e.param, "%s", e.message);
     } else {
         json_t *text = json_string(chat.text);
