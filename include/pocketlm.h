@@ -27,7 +27,12 @@
 extern "C" {
 #endif
 
+#define PLM_VERSION_MAJOR 0
+#define PLM_VERSION_MINOR 1
+#define PLM_VERSION_PATCH 0
 #define PLM_VERSION "0.1.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for #if checks. */
+#define PLM_VERSION_NUMBER (PLM_VERSION_MAJOR * 10000 + PLM_VERSION_MINOR * 100 + PLM_VERSION_PATCH)
 
 /* What the shared library exports: the library is built with hidden
  * visibility, so only declarations marked PLM_API are visible to an app. */
@@ -47,6 +52,7 @@ typedef enum {
     PLM_ERR_NOMEM,         /* allocation failed or would exceed a limit */
     PLM_ERR_INVALID_ARG,   /* caller passed something out of range */
     PLM_ERR_CONTEXT_FULL,  /* the KV cache has no room for the batch */
+    PLM_ERR_ABORTED,       /* a progress or abort callback asked to stop */
 } plm_status;
 
 typedef struct plm_error {
@@ -56,19 +62,67 @@ typedef struct plm_error {
 
 PLM_API const char *plm_status_name(plm_status s);
 
+/* The library's version ("0.1.0"): the PLM_VERSION it was built with, which
+ * may differ from the header an app was compiled against. */
+PLM_API const char *plm_version(void);
+
+/* Frees memory the library returned to the caller (plm_tokenize_alloc's
+ * array, plm_chat_render's prompt): the library's own allocator, whatever the
+ * app links.  NULL is ignored. */
+PLM_API void plm_free(void *p);
+
+/* ---- parameter structs ---------------------------------------------------
+ * plm_model_params, plm_context_params, plm_sampler_params and
+ * plm_generate_params begin with `struct_size`, so a later release can add
+ * fields without breaking a program built against this header:
+ *   - start from the *_default_params() function: it is inline, so it sets
+ *     struct_size to sizeof the struct *this header* declares and fills the
+ *     defaults through the library's *_params_init(p, size);
+ *   - the library reads only the first struct_size bytes; a field past them
+ *     (added in a newer release) takes its default;
+ *   - a struct_size larger than the library knows is accepted only when the
+ *     bytes it does not know are zero (PLM_ERR_UNSUPPORTED otherwise: the
+ *     program asked for something this older library cannot do);
+ *   - struct_size 0 (a struct built with = {0} or designated initializers)
+ *     means this header's size: right only for code built with the library.
+ * New fields are only ever appended; none is removed or reordered. */
+
 /* ---- models ---------------------------------------------------------- */
 
 typedef struct plm_model plm_model;
 
 typedef struct plm_model_params {
+    size_t struct_size; /* see "parameter structs" above */
     bool use_mmap;   /* default true: weights are paged in from the file */
     bool use_mlock;  /* default false: pin the weights in RAM */
     bool vocab_only; /* load only the tokenizer (no weights needed in the file) */
+    /* Called as loading advances with a fraction from 0 to 1 (never
+     * decreasing; 1 once, when the model is ready); return false to abandon
+     * the load (PLM_ERR_ABORTED, nothing leaked).  Optional. */
+    bool (*progress)(void *user, float fraction);
+    void *progress_user;
 } plm_model_params;
 
-PLM_API plm_model_params plm_model_default_params(void);
+PLM_API void plm_model_params_init(plm_model_params *p, size_t struct_size);
+static inline plm_model_params plm_model_default_params(void) {
+    plm_model_params p;
+    plm_model_params_init(&p, sizeof p);
+    return p;
+}
 PLM_API plm_status plm_model_load(const char *path, const plm_model_params *params,
                           plm_model **out, plm_error *err);
+/* The GGUF image at bytes [offset, offset + length) of an open file (length
+ * 0 = to the end): a model stored uncompressed inside an APK or an Android
+ * asset (AssetFileDescriptor's fd, start offset and length).  The fd stays
+ * the caller's; the library neither closes it nor needs it after the load
+ * (a mapping keeps the file).  The offset need not be page-aligned. */
+PLM_API plm_status plm_model_load_fd(int fd, uint64_t offset, uint64_t length, const plm_model_params *params,
+                             plm_model **out, plm_error *err);
+/* The GGUF image in memory (AAsset_getBuffer, a download): not copied, so it
+ * must stay valid and unchanged until plm_model_free.  use_mmap and
+ * use_mlock do not apply. */
+PLM_API plm_status plm_model_load_memory(const void *data, size_t size, const plm_model_params *params,
+                                 plm_model **out, plm_error *err);
 PLM_API void plm_model_free(plm_model *model);
 
 PLM_API const char *plm_model_arch(const plm_model *model);     /* "llama", "qwen2" */
@@ -96,10 +150,12 @@ PLM_API bool plm_vocab_add_bos(const plm_model *model);
 PLM_API int plm_tokenize(const plm_model *model, const char *text, size_t len,
                  plm_token *out, int max, bool add_special, bool parse_special);
 
-/* Tokenizes into a malloc'd array (free() it); *n_out gets the count.
- * NULL on failure. */
+/* Tokenizes into an array the caller frees with plm_free; *n_out gets the
+ * count.  NULL on failure (plm_tokenize_alloc_ex says why). */
 PLM_API plm_token *plm_tokenize_alloc(const plm_model *model, const char *text, size_t len, int *n_out,
                               bool add_special, bool parse_special);
+PLM_API plm_status plm_tokenize_alloc_ex(const plm_model *model, const char *text, size_t len, bool add_special,
+                                 bool parse_special, plm_token **out, int *n_out, plm_error *err);
 
 /* Bytes of one token's text, written to buf (not NUL-terminated).  Returns
  * the byte count, or -(bytes needed) when `size` is too small.  Control
@@ -119,6 +175,7 @@ PLM_API const char *plm_kv_type_name(plm_kv_type t);      /* "f16", "q8_0", "q4_
 PLM_API int plm_kv_type_from_name(const char *name);      /* -1 when unknown */
 
 typedef struct plm_context_params {
+    size_t struct_size;   /* see "parameter structs" above */
     uint32_t n_ctx;       /* KV cache length in tokens; 0 = min(trained, 4096) */
     uint32_t n_batch;     /* prompt tokens evaluated per forward pass; default 512 */
     uint32_t n_threads;   /* 0 = default */
@@ -128,9 +185,20 @@ typedef struct plm_context_params {
     bool flash_attn;      /* one-pass (flash) attention softmax: fewer key reads,
                              f32 weights; default false: two passes with
                              llama.cpp's f16-rounded weights (see ops.h) */
+    /* Polled by plm_decode before each n_batch piece and each layer of the
+     * forward pass; true = stop: plm_decode returns PLM_ERR_ABORTED, the
+     * pieces already evaluated stay cached (plm_context_n_past says how many
+     * tokens) and there are no logits.  Optional. */
+    bool (*abort)(void *user);
+    void *abort_user;
 } plm_context_params;
 
-PLM_API plm_context_params plm_context_default_params(void);
+PLM_API void plm_context_params_init(plm_context_params *p, size_t struct_size);
+static inline plm_context_params plm_context_default_params(void) {
+    plm_context_params p;
+    plm_context_params_init(&p, sizeof p);
+    return p;
+}
 PLM_API plm_status plm_context_new(plm_model *model, const plm_context_params *params,
                            plm_context **out, plm_error *err);
 PLM_API void plm_context_free(plm_context *ctx);
@@ -173,6 +241,7 @@ PLM_API plm_status plm_context_state_load(plm_context *ctx, const char *path, pl
 typedef struct plm_sampler plm_sampler;
 
 typedef struct plm_sampler_params {
+    size_t struct_size;       /* see "parameter structs" above */
     float temperature;        /* 0 = greedy; default 0.8 */
     int32_t top_k;            /* 0 = off; default 40 */
     float top_p;              /* 1 = off; default 0.95 */
@@ -184,7 +253,12 @@ typedef struct plm_sampler_params {
     uint64_t seed;            /* same seed, same output */
 } plm_sampler_params;
 
-PLM_API plm_sampler_params plm_sampler_default_params(void);
+PLM_API void plm_sampler_params_init(plm_sampler_params *p, size_t struct_size);
+static inline plm_sampler_params plm_sampler_default_params(void) {
+    plm_sampler_params p;
+    plm_sampler_params_init(&p, sizeof p);
+    return p;
+}
 /* Checks every field's range (temperature finite, top_k >= 0, top_p
  * and min_p in [0, 1], repeat_penalty finite and > 0, presence/frequency
  * penalties finite, penalty_last_n >= -1); the message names the parameter
@@ -193,7 +267,8 @@ PLM_API plm_status plm_sampler_params_check(const plm_sampler_params *params, pl
 /* plm_sampler_new with the parameters checked first. */
 PLM_API plm_status plm_sampler_create(const plm_model *model, const plm_sampler_params *params,
                               plm_sampler **out, plm_error *err);
-/* NULL when the model is NULL, a parameter is out of range or memory runs out. */
+/* NULL when the model is NULL, a parameter is out of range or memory runs
+ * out; plm_sampler_create says which. */
 PLM_API plm_sampler *plm_sampler_new(const plm_model *model, const plm_sampler_params *params);
 PLM_API void plm_sampler_free(plm_sampler *s);
 /* Pick a token from `logits` (n_vocab floats; not modified). */
@@ -239,6 +314,7 @@ typedef bool (*plm_token_cb)(void *user, plm_token token, const float *logits);
 typedef bool (*plm_abort_cb)(void *user);
 
 typedef struct plm_generate_params {
+    size_t struct_size;           /* see "parameter structs" above */
     int max_tokens;               /* tokens to generate; < 0 = no limit */
     const char *const *stops;     /* stop strings (copied); may be NULL */
     int n_stops;
@@ -253,7 +329,12 @@ typedef struct plm_generate_params {
                                      on_token then gets NULL logits for the tokens a step accepted */
 } plm_generate_params;
 
-PLM_API plm_generate_params plm_generate_default_params(void);
+PLM_API void plm_generate_params_init(plm_generate_params *p, size_t struct_size);
+static inline plm_generate_params plm_generate_default_params(void) {
+    plm_generate_params p;
+    plm_generate_params_init(&p, sizeof p);
+    return p;
+}
 
 typedef struct plm_generate_result {
     plm_finish_reason finish;
@@ -294,8 +375,10 @@ typedef struct plm_stop_out {
     int stop;          /* index of the stop string that completed, or -1 */
 } plm_stop_out;
 
-/* Copies the strings; empty ones are ignored.  NULL only when out of memory. */
+/* Copies the strings; empty ones are ignored.  NULL only when out of memory
+ * or given NULL stops with n_stops > 0; plm_stop_create says which. */
 PLM_API plm_stop *plm_stop_new(const char *const *stops, int n_stops);
+PLM_API plm_status plm_stop_create(const char *const *stops, int n_stops, plm_stop **out, plm_error *err);
 PLM_API void plm_stop_free(plm_stop *m);
 PLM_API void plm_stop_reset(plm_stop *m);
 PLM_API plm_stop_out plm_stop_feed(plm_stop *m, const char *piece, size_t len);

@@ -8,12 +8,19 @@
 
 #include "core/error.h"
 #include "core/fault_guard.h"
+#include "core/params.h"
 #include "runtime/plan.h"
 #include "core/threadpool.h"
 
-plm_context_params plm_context_default_params(void) {
-    return (plm_context_params){.n_ctx = 0, .n_batch = 512, .n_threads = 0, .logits_all = false,
-                                .type_k = PLM_KV_F16, .type_v = PLM_KV_F16, .flash_attn = false};
+static plm_context_params context_defaults(void) {
+    return (plm_context_params){.struct_size = sizeof(plm_context_params), .n_ctx = 0, .n_batch = 512,
+                                .n_threads = 0, .logits_all = false, .type_k = PLM_KV_F16, .type_v = PLM_KV_F16,
+                                .flash_attn = false};
+}
+
+void plm_context_params_init(plm_context_params *p, size_t struct_size) {
+    plm_context_params d = context_defaults();
+    plm_params_give(p, struct_size, &d, sizeof d);
 }
 
 static void scratch_free(plm_scratch *s) {
@@ -78,7 +85,9 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     *out = NULL;
     if (!model || !model->layers)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "a context needs a model loaded with weights");
-    plm_context_params p = params ? *params : plm_context_default_params();
+    plm_context_params p = context_defaults();
+    plm_status st = plm_params_take(&p, sizeof p, params, "plm_context_params", err);
+    if (st) return st;
     const plm_hparams *hp = &model->hp;
     if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train < 4096 ? (uint32_t)hp->n_ctx_train : 4096;
     if (p.n_ctx > (1u << 24)) return plm_fail(err, PLM_ERR_INVALID_ARG, "context length %u is too large", p.n_ctx);
@@ -97,8 +106,10 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     if (p.n_threads > 256) p.n_threads = 256;
     c->params = p;
     c->fwd.flash_attn = p.flash_attn;
+    c->fwd.abort = p.abort;
+    c->fwd.abort_user = p.abort_user;
     plm_plan_buffers b;
-    plm_status st = plan_buffers(model, &p, &b, err);
+    st = plan_buffers(model, &p, &b, err);
     if (!st) {
         c->fwd.pool = plm_pool_shared((int)p.n_threads);  /* one set of workers for every context */
         if (!c->fwd.pool) st = plm_fail(err, PLM_ERR_NOMEM, "cannot start %u threads", p.n_threads);
@@ -158,6 +169,7 @@ typedef struct decode_job {
     plm_context *c;
     const plm_token *tokens;
     int n, n_logits;
+    bool aborted;     /* the abort callback stopped it */
 } decode_job;
 
 /* Evaluates the tokens in chunks of n_batch; each chunk attends to
@@ -174,7 +186,10 @@ static void decode_chunks(void *arg, int ith, int nth) {
         const int first = first_kept > i ? (first_kept - i < m ? first_kept - i : m) : 0;
         float *dst = first < m ? c->logits + (size_t)(i + first - first_kept) * n_vocab : c->logits;
         const plm_ubatch b = {.tokens = j->tokens + i, .n = m, .pos0 = plm_kv_seq_len(&c->fwd.kv, SEQ)};
-        plm_forward(&c->fwd, &b, first, dst);
+        if (!plm_forward(&c->fwd, &b, first, dst)) {  /* polls abort before each layer */
+            j->aborted = true;
+            return;
+        }
         plm_kv_commit(&c->fwd.kv, &b);
     }
 }
@@ -207,7 +222,7 @@ plm_status plm_decode_tail(plm_context *c, const plm_token *tokens, int n, int n
     /* The forward pass runs under a SIGBUS recovery point (core/fault_guard):
      * a model file that shrank under its mapping poisons the context instead
      * of killing the process. */
-    decode_job job = {c, tokens, n, n_logits};
+    decode_job job = {c, tokens, n, n_logits, false};
     const void *addr = NULL;
     if (!plm_fault_guard_call(decode_chunks, &job, 0, 1, &addr)) {
         char msg[1024];
@@ -215,6 +230,11 @@ plm_status plm_decode_tail(plm_context *c, const plm_token *tokens, int n, int n
         c->poisoned = strdup(msg);
         c->n_logits = 0;
         return plm_fail(err, PLM_ERR_IO, "%s", msg);
+    }
+    if (job.aborted) {
+        c->n_logits = 0;
+        return plm_fail(err, PLM_ERR_ABORTED, "decode aborted after %u of %d tokens", plm_context_n_past(c) - n_past,
+                        n);
     }
     c->n_logits = n_logits;
     c->logits_first = first_kept;

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/params.h"
 #include "runtime/context.h"
 
 /* Bytes of the character a lead byte begins: 1..4, or 0 for a continuation
@@ -233,12 +234,18 @@ static plm_status generate_loop(gen *g, plm_error *err) {
     return st;
 }
 
-plm_generate_params plm_generate_default_params(void) {
+static plm_generate_params generate_defaults(void) {
     plm_generate_params p;
     memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
     p.max_tokens = -1;
     p.n_keep = -1;
     return p;
+}
+
+void plm_generate_params_init(plm_generate_params *p, size_t struct_size) {
+    plm_generate_params d = generate_defaults();
+    plm_params_give(p, struct_size, &d, sizeof d);
 }
 
 const char *plm_finish_reason_name(plm_finish_reason r) {
@@ -275,13 +282,12 @@ plm_status plm_generate(plm_context *ctx, const plm_token *prompt, int n_prompt,
                         plm_error *err) {
     plm_status st = check_args(ctx, prompt, n_prompt, sampler, result, err);
     if (st) return st;
-    plm_generate_params defaults = plm_generate_default_params();
+    plm_generate_params p = generate_defaults();
+    if ((st = plm_params_take(&p, sizeof p, params, "plm_generate_params", err))) return st;
     memset(result, 0, sizeof *result);
     result->stop_index = -1;
-    gen g = {.ctx = ctx, .model = ctx->model, .smp = sampler, .p = params ? params : &defaults,
-             .on_piece = on_piece, .r = result};
-    g.stop = plm_stop_new(g.p->stops, g.p->stops ? g.p->n_stops : 0);
-    if (!g.stop) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for the stop strings");
+    gen g = {.ctx = ctx, .model = ctx->model, .smp = sampler, .p = &p, .on_piece = on_piece, .r = result};
+    if ((st = plm_stop_create(g.p->stops, g.p->stops ? g.p->n_stops : 0, &g.stop, err))) return st;
     g.n_keep = g.p->n_keep >= 0 ? g.p->n_keep : (int)plm_context_n_past(ctx) + n_prompt;
 
     for (int i = 0; i < n_prompt; i++) plm_sampler_accept(sampler, prompt[i]);
