@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/os_apple.h"
 #include "pocketlm.h"
 
 static void read_status(plm_mem_sample *m) {
@@ -51,8 +52,12 @@ static void read_faults(plm_mem_sample *m) {
 
 void plm_mem_sample_now(plm_mem_sample *m) {
     memset(m, 0, sizeof *m);
+#if defined(__APPLE__)
+    plm_apple_mem_sample(m);  /* no /proc on Darwin */
+#else
     read_status(m);
     read_faults(m);
+#endif
 }
 
 uint64_t plm_peak_rss_bytes(void) {

@@ -38,6 +38,11 @@ static int cpu_features(void) {
     /* every i8mm CPU has sdot too (v8.6 implies v8.4); the i8mm table relies on it */
     if ((f & FEAT_DOTPROD) && (hw2 & HWCAP2_I8MM)) f |= FEAT_I8MM;
     return f;
+#elif defined(__APPLE__)
+    int f = FEAT_NEON;
+    if (plm_apple_has("hw.optional.arm.FEAT_DotProd")) f |= FEAT_DOTPROD;
+    if ((f & FEAT_DOTPROD) && plm_apple_has("hw.optional.arm.FEAT_I8MM")) f |= FEAT_I8MM;
+    return f;
 #else
     return FEAT_NEON;  /* NEON is part of the AArch64 base; the rest unknown */
 #endif
