@@ -53,10 +53,10 @@ void plm_apple_mem_sample(plm_mem_sample *m) {
     }
 }
 
-bool plm_apple_has(const char *sysctl_name) {
+int plm_apple_sysctl_int(const char *name) {
     int v = 0;
     size_t len = sizeof v;
-    return sysctlbyname(sysctl_name, &v, &len, NULL, 0) == 0 && v != 0;
+    return sysctlbyname(name, &v, &len, NULL, 0) == 0 ? v : 0;
 }
 #else
 typedef int plm_os_apple_unused; /* ISO C wants a declaration in every file */

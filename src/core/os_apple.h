@@ -19,8 +19,9 @@ bool plm_apple_memory(uint64_t *total, uint64_t *available);
  * counts) as the anonymous share, and getrusage's page faults. */
 void plm_apple_mem_sample(plm_mem_sample *m);
 
-/* hw.optional.arm.FEAT_DotProd / FEAT_I8MM as 0/1. */
-bool plm_apple_has(const char *sysctl_name);
+/* An integer sysctl (hw.optional.arm.FEAT_DotProd, hw.perflevel0.physicalcpu);
+ * 0 when the name is unknown. */
+int plm_apple_sysctl_int(const char *name);
 #endif
 
 #endif

@@ -227,6 +227,10 @@ plm_status plm_probe_cpu(plm_cpu_info *o, plm_error *err) {
     o->n_perf = 0;
     for (uint32_t j = 0; j < o->n_clusters; j++)
         if (top == 0 || (uint64_t)o->clusters[j].max_khz * 5 >= (uint64_t)top * 4) o->n_perf += o->clusters[j].n_cores;
+#if defined(__APPLE__)  /* no /sys: Darwin counts its performance cores itself */
+    const int perf = plm_apple_sysctl_int("hw.perflevel0.physicalcpu");
+    if (perf > 0) o->n_perf = (uint32_t)perf;
+#endif
 
 #if defined(__linux__)  /* glibc and bionic; Darwin has no affinity masks */
     cpu_set_t set;

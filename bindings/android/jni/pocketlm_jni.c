@@ -130,7 +130,7 @@ static bool cancelled(void *user) {
     return id <= atomic_load(&s->cancel_upto) || id == atomic_load(&s->cancel_one);
 }
 
-static void describe_plan(session *s, const char *path) {
+static void describe_plan(session *s, const char *path, uint64_t mem_limit) {
     plm_plan_params pp = plm_plan_default_params();
     pp.n_ctx = s->cp.n_ctx;
     pp.n_threads = s->cp.n_threads;
@@ -148,7 +148,7 @@ static void describe_plan(session *s, const char *path) {
                      plan.peak_rss / mib, plan.params.n_ctx, plan.weights_resident / mib, plan.kv_bytes / mib,
                      plan.scratch_bytes / mib,
                      (plan.vocab_bytes + plan.model_bytes + plan.overhead_bytes) / mib);
-    if (n > 0 && (size_t)n < sizeof s->plan && plm_probe_budget(0, &budget, &err) == PLM_OK)
+    if (n > 0 && (size_t)n < sizeof s->plan && plm_probe_budget(mem_limit, &budget, &err) == PLM_OK)
         snprintf(s->plan + n, sizeof s->plan - (size_t)n, "; budget %.1f MiB (%s): %s", budget.bytes / mib,
                  budget.source, plan.peak_rss <= budget.bytes ? "fits in RAM"
                                 : plan.anon_bytes <= budget.bytes ? "runs by paging weights from storage"
@@ -156,10 +156,11 @@ static void describe_plan(session *s, const char *path) {
 }
 
 JNIEXPORT jlong JNICALL Java_org_pocketlm_PocketLM_nativeLoad(JNIEnv *env, jclass cls, jbyteArray jpath,
-                                                              jboolean use_mmap, jint n_ctx, jint n_threads) {
+                                                              jboolean use_mmap, jint n_ctx, jint n_threads,
+                                                              jlong mem_limit) {
     (void)cls;
-    if (n_ctx < 0 || n_threads < 0) {
-        throw_error(env, PLM_ERR_INVALID_ARG, "nCtx and nThreads must be >= 0");
+    if (n_ctx < 0 || n_threads < 0 || mem_limit < 0) {
+        throw_error(env, PLM_ERR_INVALID_ARG, "nCtx, nThreads and memLimitBytes must be >= 0");
         return 0;
     }
     char *path = bytes_dup(env, jpath, NULL);
@@ -188,7 +189,7 @@ JNIEXPORT jlong JNICALL Java_org_pocketlm_PocketLM_nativeLoad(JNIEnv *env, jclas
     atomic_init(&s->cancel_upto, 0);
     atomic_init(&s->cancel_one, 0);
     atomic_init(&s->pending_trim, -1);
-    describe_plan(s, path);
+    describe_plan(s, path, (uint64_t)mem_limit);
     free(path);
     return (jlong)(intptr_t)s;
 }

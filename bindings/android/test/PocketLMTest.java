@@ -67,10 +67,11 @@ public final class PocketLMTest {
     }
 
     private static String stream32(String model) throws InterruptedException {
+        String text;
         try (PocketLM lm = PocketLM.load(model, params(true))) {
             Collector c = new Collector();
             PocketLM.Stats s = lm.generate("Once upon a time", greedy(32), c).await();
-            String text = c.text();
+            text = c.text();
             System.out.println("32 greedy tokens: \"" + text + "\"");
             System.out.println("stats: " + lm.stats());
             check(text.length() > 60 && LLAMA_CPP.startsWith(text),
@@ -82,6 +83,19 @@ public final class PocketLMTest {
             check(st.tokensPerSecond > 0 && st.rssBytes > 0 && st.peakRssBytes >= st.rssBytes,
                     "stats: " + st);
             check(st.plan.contains("peak") && st.plan.contains("budget"), "plan: " + st.plan);
+        }
+        /* The app's own limit binds the plan: 1 MiB is less than the 5 MiB bill. */
+        PocketLM.Params tight = params(true);
+        tight.memLimitBytes = 1 << 20;
+        try (PocketLM small = PocketLM.load(model, tight)) {
+            String plan = small.stats().plan;
+            System.out.println("plan under a 1 MiB app limit: " + plan);
+            check(plan.contains("the app's limit") && !plan.contains("fits in RAM"), "1 MiB limit: " + plan);
+        }
+        try (PocketLM lm = PocketLM.load(model, params(true))) {
+            Collector c = new Collector();
+            lm.generate("Once upon a time", greedy(32), c).await();
+            check(c.text().equals(text), "a second PocketLM: \"" + c.text() + "\"");
             check(lm.trim(PocketLM.TRIM_WEIGHTS) > 0, "trim released nothing");
             /* Trimmed memory comes back: the same text again. */
             Collector again = new Collector();

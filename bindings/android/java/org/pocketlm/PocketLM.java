@@ -30,6 +30,11 @@ public final class PocketLM implements AutoCloseable {
         public int nCtx = 0;
         /** Threads; 0 = the performance cores. */
         public int nThreads = 0;
+        /**
+         * The app's own memory limit for the plan in stats(), 0 = none: on Android
+         * ActivityManager.MemoryInfo.availMem - threshold (plm_probe_budget).
+         */
+        public long memLimitBytes = 0;
     }
 
     /** One generation: see plm_sampler_params and plm_generate_params. */
@@ -128,7 +133,8 @@ public final class PocketLM implements AutoCloseable {
     /** Loads `path` (or takes another reference to it when it is loaded already). */
     public static PocketLM load(String path, Params params) {
         Params p = params != null ? params : new Params();
-        return new PocketLM(nativeLoad(path.getBytes(StandardCharsets.UTF_8), p.useMmap, p.nCtx, p.nThreads));
+        return new PocketLM(nativeLoad(path.getBytes(StandardCharsets.UTF_8), p.useMmap, p.nCtx, p.nThreads,
+                p.memLimitBytes));
     }
 
     /**
@@ -265,7 +271,7 @@ public final class PocketLM implements AutoCloseable {
         return cb.onPiece(new String(piece, StandardCharsets.UTF_8));
     }
 
-    private static native long nativeLoad(byte[] path, boolean useMmap, int nCtx, int nThreads);
+    private static native long nativeLoad(byte[] path, boolean useMmap, int nCtx, int nThreads, long memLimit);
 
     /* {prompt tokens, generated tokens, prompt seconds, generation seconds, finish reason} */
     private static native double[] nativeGenerate(long handle, long id, byte[] prompt, int maxTokens, float temperature, int topK,
