@@ -9,6 +9,7 @@
 #include "core/os_apple.h"
 #include "pocketlm.h"
 
+#if !defined(__APPLE__)  /* Darwin: core/os_apple.c */
 static void read_status(plm_mem_sample *m) {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return;
@@ -49,6 +50,8 @@ static void read_faults(plm_mem_sample *m) {
         m->major_faults = majflt;
     }
 }
+
+#endif
 
 void plm_mem_sample_now(plm_mem_sample *m) {
     memset(m, 0, sizeof *m);
