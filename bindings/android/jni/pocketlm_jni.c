@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "pocketlm.h"
 #include "pocketlm_plan.h"
@@ -66,19 +67,50 @@ typedef struct shared_model {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static shared_model *registry;
 
-/* The model of `path`, loaded now or shared; NULL with err filled. */
-static shared_model *model_acquire(const char *path, bool use_mmap, plm_error *err) {
-    char real[PATH_MAX];
-    const char *key = realpath(path, real) ? real : path;
+/* Where a model comes from: a path, or a range of an open file. */
+typedef struct model_source {
+    const char *path; /* or NULL: */
+    int fd;
+    uint64_t offset, length;
+} model_source;
+
+static plm_status load_source(const model_source *src, bool use_mmap, plm_model **out, plm_error *err) {
+    plm_model_params mp = plm_model_default_params();
+    mp.use_mmap = use_mmap;
+    return src->path ? plm_model_load(src->path, &mp, out, err)
+                     : plm_model_load_fd(src->fd, src->offset, src->length, &mp, out, err);
+}
+
+/* The registry's name for a source: the real path, or the file's device and
+ * inode with the range (two descriptors of one asset share its model). */
+static bool source_key(const model_source *src, char *key, size_t size) {
+    if (src->path) {
+        char real[PATH_MAX];
+        snprintf(key, size, "%s", realpath(src->path, real) ? real : src->path);
+        return true;
+    }
+    struct stat st;
+    if (fstat(src->fd, &st) != 0) return false;
+    snprintf(key, size, "fd:%llu:%llu:%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+             (unsigned long long)src->offset, (unsigned long long)src->length);
+    return true;
+}
+
+/* The model of `src`, loaded now or shared; NULL with err filled. */
+static shared_model *model_acquire(const model_source *src, bool use_mmap, plm_error *err) {
+    char key[PATH_MAX + 32];
+    if (!source_key(src, key, sizeof key)) {
+        snprintf(err->message, sizeof err->message, "fd %d: cannot stat it", src->fd);
+        err->code = PLM_ERR_IO;
+        return NULL;
+    }
     pthread_mutex_lock(&registry_lock);
     shared_model *sm = registry;
     while (sm && strcmp(sm->key, key) != 0) sm = sm->next;
     if (sm) {
         sm->refs++;
     } else if ((sm = calloc(1, sizeof *sm)) && (sm->key = strdup(key))) {
-        plm_model_params mp = plm_model_default_params();
-        mp.use_mmap = use_mmap;
-        if (plm_model_load(path, &mp, &sm->model, err) == PLM_OK) {
+        if (load_source(src, use_mmap, &sm->model, err) == PLM_OK) {
             sm->refs = 1;
             sm->next = registry;
             registry = sm;
@@ -155,29 +187,24 @@ static void describe_plan(session *s, const char *path, uint64_t mem_limit) {
                                                                   : "does not fit");
 }
 
-JNIEXPORT jlong JNICALL Java_org_pocketlm_PocketLM_nativeLoad(JNIEnv *env, jclass cls, jbyteArray jpath,
-                                                              jboolean use_mmap, jint n_ctx, jint n_threads,
-                                                              jlong mem_limit) {
-    (void)cls;
+/* A session on `src` (NULL with a pending exception). */
+static session *session_open(JNIEnv *env, const model_source *src, jboolean use_mmap, jint n_ctx, jint n_threads,
+                             jlong mem_limit) {
     if (n_ctx < 0 || n_threads < 0 || mem_limit < 0) {
         throw_error(env, PLM_ERR_INVALID_ARG, "nCtx, nThreads and memLimitBytes must be >= 0");
-        return 0;
+        return NULL;
     }
-    char *path = bytes_dup(env, jpath, NULL);
-    if (!path) return 0;
     session *s = calloc(1, sizeof *s);
     plm_error err = {0};
     if (!s) {
-        free(path);
         throw_error(env, PLM_ERR_NOMEM, "out of memory");
-        return 0;
+        return NULL;
     }
-    s->sm = model_acquire(path, use_mmap, &err);
+    s->sm = model_acquire(src, use_mmap, &err);
     if (!s->sm) {
-        free(path);
         free(s);
         throw_plm(env, &err);
-        return 0;
+        return NULL;
     }
     s->cp = plm_context_default_params();
     s->cp.n_ctx = (uint32_t)n_ctx;
@@ -189,9 +216,33 @@ JNIEXPORT jlong JNICALL Java_org_pocketlm_PocketLM_nativeLoad(JNIEnv *env, jclas
     atomic_init(&s->cancel_upto, 0);
     atomic_init(&s->cancel_one, 0);
     atomic_init(&s->pending_trim, -1);
-    describe_plan(s, path, (uint64_t)mem_limit);
+    if (src->path) describe_plan(s, src->path, (uint64_t)mem_limit);
+    else snprintf(s->plan, sizeof s->plan, "no plan for a model loaded from a descriptor range");
+    return s;
+}
+
+JNIEXPORT jlong JNICALL Java_org_pocketlm_PocketLM_nativeLoad(JNIEnv *env, jclass cls, jbyteArray jpath,
+                                                              jboolean use_mmap, jint n_ctx, jint n_threads,
+                                                              jlong mem_limit) {
+    (void)cls;
+    char *path = bytes_dup(env, jpath, NULL);
+    if (!path) return 0;
+    const model_source src = {.path = path, .fd = -1};
+    session *s = session_open(env, &src, use_mmap, n_ctx, n_threads, mem_limit);
     free(path);
     return (jlong)(intptr_t)s;
+}
+
+JNIEXPORT jlong JNICALL Java_org_pocketlm_PocketLM_nativeLoadFd(JNIEnv *env, jclass cls, jint fd, jlong offset,
+                                                                jlong length, jboolean use_mmap, jint n_ctx,
+                                                                jint n_threads) {
+    (void)cls;
+    if (fd < 0 || offset < 0 || length < 0) {
+        throw_error(env, PLM_ERR_INVALID_ARG, "loadFd: fd, offset and length must be >= 0");
+        return 0;
+    }
+    const model_source src = {.fd = fd, .offset = (uint64_t)offset, .length = (uint64_t)length};
+    return (jlong)(intptr_t)session_open(env, &src, use_mmap, n_ctx, n_threads, 0);
 }
 
 /* ---- generation ------------------------------------------------------------------ */

@@ -174,6 +174,41 @@ public final class PocketLMTest {
         b.close(); /* twice: nothing */
     }
 
+    /* The model inside a bigger file, as in an APK: loadFd with its range. */
+    private static void loadFromDescriptor(String model, String solo) throws Exception {
+        byte[] bytes = java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(model));
+        java.io.File container = java.io.File.createTempFile("pocketlm-apk", ".bin");
+        container.deleteOnExit();
+        final int lead = 4096 + 32;
+        try (java.io.FileOutputStream out = new java.io.FileOutputStream(container)) {
+            out.write(new byte[lead]);
+            out.write(bytes);
+            out.write(new byte[100]);
+        }
+        try (java.io.RandomAccessFile f = new java.io.RandomAccessFile(container, "r")) {
+            java.lang.reflect.Field fdField = java.io.FileDescriptor.class.getDeclaredField("fd");
+            fdField.setAccessible(true);  /* on Android: ParcelFileDescriptor.getFd() */
+            int fd = fdField.getInt(f.getFD());
+            PocketLM a = PocketLM.loadFd(fd, lead, bytes.length, params(true));
+            PocketLM b = PocketLM.loadFd(fd, lead, bytes.length, params(false));
+            check(sharedModels() == 1, "two loads of one range hold " + sharedModels() + " models");
+            Collector c = new Collector();
+            a.generate("Once upon a time", greedy(32), c).await();
+            check(c.text().equals(solo), "loadFd text: \"" + c.text() + "\"");
+            check(b.stats().plan.contains("no plan"), "loadFd plan: " + b.stats().plan);
+            a.close();
+            b.close();
+            try {
+                PocketLM.loadFd(fd, lead + 1, bytes.length, null);
+                check(false, "a wrong offset loaded");
+            } catch (PocketLMException e) {
+                System.out.println("wrong offset: " + e.getMessage());
+                check(e.code() == 2 && e.getMessage().startsWith("fd "), "wrong offset: " + e.getMessage());
+            }
+        }
+        check(sharedModels() == 0, "models left after loadFd: " + sharedModels());
+    }
+
     private static void errors(String model) {
         try {
             PocketLM.load("/nonexistent/model.gguf", null);
@@ -237,6 +272,7 @@ public final class PocketLMTest {
         String solo = stream32(model);
         cancelMidStream(model);
         twoThreads(model, solo);
+        loadFromDescriptor(model, solo);
         errors(model);
         loadCloseCycles(model);
         System.out.println(passed + " passed, " + failed + " failed");

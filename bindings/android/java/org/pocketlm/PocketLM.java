@@ -138,6 +138,19 @@ public final class PocketLM implements AutoCloseable {
     }
 
     /**
+     * Loads the GGUF image at bytes [offset, offset + length) of an open file:
+     * a model stored uncompressed in the APK or an asset pack
+     * ({@code AssetFileDescriptor}: {@code getParcelFileDescriptor().getFd()},
+     * {@code getStartOffset()}, {@code getLength()}).  The descriptor stays the
+     * caller's (close it when this returns).  PocketLMs on the same range of the
+     * same file share one model.  stats().plan is not computed for these.
+     */
+    public static PocketLM loadFd(int fd, long offset, long length, Params params) {
+        Params p = params != null ? params : new Params();
+        return new PocketLM(nativeLoadFd(fd, offset, length, p.useMmap, p.nCtx, p.nThreads));
+    }
+
+    /**
      * Starts generating the continuation of `prompt` on a worker thread,
      * streaming it to `callback`.  A generation already running on this
      * PocketLM finishes first.
@@ -270,6 +283,9 @@ public final class PocketLM implements AutoCloseable {
     private static boolean deliver(TokenCallback cb, byte[] piece) {
         return cb.onPiece(new String(piece, StandardCharsets.UTF_8));
     }
+
+    private static native long nativeLoadFd(int fd, long offset, long length, boolean useMmap, int nCtx,
+            int nThreads);
 
     private static native long nativeLoad(byte[] path, boolean useMmap, int nCtx, int nThreads, long memLimit);
 
