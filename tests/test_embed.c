@@ -216,6 +216,8 @@ static void test_progress(void) {
         plm_status st = plm_model_load(STORIES, &mp, &m, &err);
         CHECK(st == PLM_ERR_ABORTED && m == NULL && strstr(err.message, "cancelled"),
               "cancel at call %d: status %d (%s)", stop_at, st, err.message);
+        log.n = 0;
+        CHECK(plm_model_load(STORIES, &mp, &m, NULL) == PLM_ERR_ABORTED, "cancel without an error struct");
     }
 }
 

@@ -85,6 +85,8 @@ static plm_status load_weights(plm_model *m, const char *name, plm_error *err) {
 /* Every way in: a path, a descriptor range, memory (gguf/gguf_internal.h). */
 static plm_status load_source(plm_gguf_source *src, const plm_model_params *params, plm_model **out,
                               plm_error *err) {
+    plm_error local;
+    if (!err) err = &local;  /* the status below is read from it */
     if (!out) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_model_load: out is NULL");
     *out = NULL;
     plm_model_params p = model_defaults();
@@ -98,12 +100,12 @@ static plm_status load_source(plm_gguf_source *src, const plm_model_params *para
 
     plm_gguf_open_params gp = {.use_mmap = p.use_mmap, .use_mlock = p.use_mlock};
     m->file = plm_gguf_open_source(src, &gp, err);
-    if (!m->file) st = err ? err->code : PLM_ERR_IO;
+    if (!m->file) st = err->code;
     if (!st) st = step(&pr, READ_SHARE, src->name, err);
     if (!st) st = read_identity(m, err);
     if (!st) {
         m->vocab = plm_vocab_load(m->file, err);
-        if (!m->vocab) st = err ? err->code : PLM_ERR_FORMAT;
+        if (!m->vocab) st = err->code;
     }
     if (!st) st = step(&pr, 0.8f, src->name, err);
     if (!st && !p.vocab_only) st = load_weights(m, src->name, err);
