@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "pocketlm_gguf.h"
 #include "quant/types.h"
 
@@ -134,6 +135,7 @@ bool plm_plan_buffers_for(const plm_kv_spec *spec, bool logits_all, plm_plan_buf
     o->act_row = (max_u64(max_u64(E, q_dim), ff) + 255) / 256 * 292;
     o->act = B * o->act_row;
     o->logits = (logits_all ? B : 1) * (uint64_t)d->n_vocab * 4;
+    o->moe = plm_moe_scratch_bytes(d, spec->n_batch);
     return true;
 }
 
