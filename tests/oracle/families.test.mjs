@@ -8,6 +8,10 @@
 // top-1 must be llama.cpp's wherever llama.cpp's top-1/top-2 gap exceeds
 // twice the tolerance: the standard of test_logits.
 //
+// For the Mixture-of-Experts shapes, llama.cpp's own quantizer must also
+// write the very bytes `pocketlm quantize` wrote (bench/quantize-vs-llamacpp.sh:
+// 3-D expert tensors, the router left in F32, the 8-expert rules).
+//
 // Ours runs twice: the tokens as one batch (prefill: a MoE groups them by
 // expert) and one at a time (decode).
 //
@@ -37,6 +41,18 @@ const formats = [
   { name: "Q8_0", tol: 0.1 },
   { name: "Q4_K_M", tol: 0.15 },
 ];
+
+const MOE = new Set(["test-qwen3moe-tiny", "test-mixtral-tiny"]);
+const QUANT_VS = path.join(path.dirname(new URL(import.meta.url).pathname), "../../bench/quantize-vs-llamacpp.sh");
+
+// llama.cpp's quantizer against ours on one file and type (exit 0: identical).
+function sameQuantization(shape, file, type) {
+  const r = spawnSync(QUANT_VS, [file, type, "-t", "2", "-o", dir],
+                      { encoding: "utf8", env: { ...process.env, BUILD: path.dirname(BIN) } });
+  const last = (r.stdout ?? "").trim().split("\n").pop();
+  console.log(`${shape} quantize ${type}: ${last}`);
+  check(r.status === 0, `${shape} quantize ${type}: differs from llama.cpp's: ${last} ${r.stderr ?? ""}`);
+}
 
 // The files of one shape: F32 and F16 from synth, the others quantized from F32.
 function makeFiles(shape) {
@@ -109,6 +125,8 @@ try {
   await m0.dispose();
   for (const shape of families) {
     const files = makeFiles(shape);
+    if (MOE.has(shape) && files.F32 && process.arch === "x64")
+      for (const type of ["Q4_K_M", "Q3_K_M"]) sameQuantization(shape, files.F32, type);
     let clear = 0;
     for (const f of formats) {
       if (!files[f.name]) continue;
