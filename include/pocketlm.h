@@ -71,6 +71,9 @@ PLM_API int plm_model_n_embd(const plm_model *model);
 PLM_API int plm_model_n_layer(const plm_model *model);
 PLM_API uint64_t plm_model_n_params(const plm_model *model);
 PLM_API uint64_t plm_model_weight_bytes(const plm_model *model);
+/* Weight bytes one generated token reads: all of them for a dense model;
+ * for a Mixture-of-Experts, the selected experts' share only. */
+PLM_API uint64_t plm_model_weight_bytes_active(const plm_model *model);
 
 /* ---- vocabulary ------------------------------------------------------- */
 
@@ -522,6 +525,13 @@ typedef struct plm_plan {
     uint64_t decode_bytes;      /* weights read per token (active ones, one embedding row) */
     uint64_t kv_read_full;      /* KV cache read per token at a full context */
     double decode_flops;        /* 2 x active parameters + attention at a full context */
+
+    /* Mixture-of-Experts (0 for a dense model): experts per layer, chosen
+     * per token, rows of one expert's gate/up; the weight bytes a generated
+     * token reads (every tensor but the unselected experts' share). */
+    uint32_t n_expert, n_expert_used, n_ff_expert;
+    uint64_t weight_bytes_active;
+    bool moe_quantized;         /* the experts dot quantized activations (their input buffers are written) */
 } plm_plan;
 
 /* Plans `path` from its header (the tensor data is never read). */

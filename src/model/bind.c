@@ -37,6 +37,9 @@ static plm_status bind_matrix(plm_model *m, const plm_gguf_tensor *t, const char
     *w = (plm_weight){t->data, (plm_type)t->type, cols, rows, plm_row_size((plm_type)t->type, cols), experts};
     m->n_params += (uint64_t)cols * rows * ne2;
     m->weight_bytes += t->nbytes;
+    const uint64_t used = experts > 0 ? (uint64_t)m->hp.n_expert_used : 1;
+    m->n_params_active += (uint64_t)cols * rows * used;
+    m->weight_bytes_active += t->nbytes / ne2 * used;
     return PLM_OK;
 }
 
@@ -49,6 +52,8 @@ static plm_status bind_vector(plm_model *m, const plm_gguf_tensor *t, const char
                         (unsigned long long)t->ne[0], (long long)n);
     m->n_params += (uint64_t)n;
     m->weight_bytes += t->nbytes;
+    m->n_params_active += (uint64_t)n;
+    m->weight_bytes_active += t->nbytes;
     if (t->type == PLM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
         *out = t->data;
         return PLM_OK;

@@ -110,6 +110,7 @@ int plm_model_n_embd(const plm_model *m) { return m->hp.n_embd; }
 int plm_model_n_layer(const plm_model *m) { return m->hp.n_layer; }
 uint64_t plm_model_n_params(const plm_model *m) { return m->n_params; }
 uint64_t plm_model_weight_bytes(const plm_model *m) { return m->weight_bytes; }
+uint64_t plm_model_weight_bytes_active(const plm_model *m) { return m->weight_bytes_active; }
 
 plm_token plm_token_bos(const plm_model *m) { return plm_vocab_bos(m->vocab); }
 plm_token plm_token_eos(const plm_model *m) { return plm_vocab_eos(m->vocab); }

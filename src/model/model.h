@@ -63,6 +63,9 @@ struct plm_model {
     plm_layer *layers;
     float *owned_f32;  /* norms/biases converted to f32 at load, if stored otherwise */
     uint64_t n_params, weight_bytes;
+    /* Read per generated token: all of it but the share of the experts a
+     * token does not select (n_expert - n_expert_used of n_expert). */
+    uint64_t n_params_active, weight_bytes_active;
 };
 
 /* Reads hyperparameters and binds every weight of m->arch's tables; fills

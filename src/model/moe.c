@@ -45,8 +45,9 @@ static uint64_t wave_rows(const plm_hparams *hp, uint32_t n_batch) {
     return max_u64(n_batch, (uint64_t)hp->n_expert_used);
 }
 
-/* The buffers, carved from plm_scratch.moe in this order (the second input
- * slot last: untouched when gate and up share an activation format). */
+/* The buffers, carved from plm_scratch.moe in this order (the input slots
+ * last: untouched with F16/F32 experts, and the second one when gate and up
+ * share an activation format, as in every file llama.cpp writes). */
 typedef struct moe_buffers {
     float *probs;        /* [n_batch][n_expert] router output */
     int32_t *choice;     /* [n_batch][k] experts chosen, best first */
@@ -62,38 +63,59 @@ typedef struct moe_buffers {
     int64_t wave;
 } moe_buffers;
 
-static uint64_t carve(const plm_hparams *hp, uint32_t n_batch, char *base, moe_buffers *b) {
+/* Sizes of the buffers, in carving order. */
+enum { PROBS, CHOICE, WEIGHT, BY_EXPERT, FIRST, OUT, ROWS, GATE, UP, ACT_DOWN, ACT_IN0, ACT_IN1, N_BUF };
+
+static void sizes(const plm_hparams *hp, uint32_t n_batch, uint64_t *z) {
     const uint64_t B = n_batch, k = (uint64_t)hp->n_expert_used, E = (uint64_t)hp->n_embd,
                    ff = (uint64_t)hp->n_ff_expert, R = wave_rows(hp, n_batch);
+    z[PROBS] = B * hp->n_expert * 4;
+    z[CHOICE] = z[WEIGHT] = z[BY_EXPERT] = B * k * 4;
+    z[FIRST] = ((uint64_t)hp->n_expert + 1) * 4;
+    z[OUT] = B * E * 4;
+    z[ROWS] = R * E * 4;
+    z[GATE] = z[UP] = R * ff * 4;
+    z[ACT_DOWN] = R * act_row_bytes(ff);
+    z[ACT_IN0] = z[ACT_IN1] = R * act_row_bytes(E);
+}
+
+static void carve(const plm_hparams *hp, uint32_t n_batch, char *base, moe_buffers *b) {
+    uint64_t z[N_BUF];
+    sizes(hp, n_batch, z);
+    void *p[N_BUF];
     uint64_t at = 0;
-#define TAKE(field, bytes) do { if (base) b->field = (void *)(base + at); at += align_up(bytes); } while (0)
-    TAKE(probs, B * hp->n_expert * 4);
-    TAKE(choice, B * k * 4);
-    TAKE(weight, B * k * 4);
-    TAKE(by_expert, B * k * 4);
-    TAKE(first, ((uint64_t)hp->n_expert + 1) * 4);
-    TAKE(out, B * E * 4);
-    TAKE(rows, R * E * 4);
-    TAKE(gate, R * ff * 4);
-    TAKE(up, R * ff * 4);
-    TAKE(act_down, R * act_row_bytes(ff));
-    TAKE(act_in[0], R * act_row_bytes(E));
-    TAKE(act_in[1], R * act_row_bytes(E));
-#undef TAKE
-    if (base) {
-        b->in_row = act_row_bytes(E);
-        b->down_row = act_row_bytes(ff);
-        b->wave = (int64_t)R;
+    for (int i = 0; i < N_BUF; i++) {
+        p[i] = base + at;
+        at += align_up(z[i]);
     }
-    return at;
+    *b = (moe_buffers){.probs = p[PROBS], .choice = p[CHOICE], .weight = p[WEIGHT], .by_expert = p[BY_EXPERT],
+                       .first = p[FIRST], .out = p[OUT], .rows = p[ROWS], .gate = p[GATE], .up = p[UP],
+                       .act_down = p[ACT_DOWN], .act_in = {p[ACT_IN0], p[ACT_IN1]},
+                       .in_row = act_row_bytes((uint64_t)hp->n_embd), .down_row = act_row_bytes((uint64_t)hp->n_ff_expert),
+                       .wave = (int64_t)wave_rows(hp, n_batch)};
 }
 
 uint64_t plm_moe_scratch_bytes(const plm_hparams *hp, uint32_t n_batch) {
-    return hp->n_expert > 0 ? carve(hp, n_batch, NULL, NULL) : 0;
+    if (hp->n_expert <= 0) return 0;
+    uint64_t z[N_BUF], at = 0;
+    sizes(hp, n_batch, z);
+    for (int i = 0; i < N_BUF; i++) at += align_up(z[i]);
+    return at;
 }
 
-uint64_t plm_moe_spare_bytes(const plm_hparams *hp, uint32_t n_batch) {
-    return hp->n_expert > 0 ? align_up(wave_rows(hp, n_batch) * act_row_bytes((uint64_t)hp->n_embd)) : 0;
+uint64_t plm_moe_scratch_touched(const plm_hparams *hp, uint32_t n_batch, uint32_t rows, bool quantized) {
+    if (hp->n_expert <= 0 || n_batch == 0) return 0;
+    uint64_t z[N_BUF], touched = 0;
+    sizes(hp, n_batch, z);
+    if (rows > n_batch) rows = n_batch;
+    const uint64_t R = wave_rows(hp, n_batch), gathered = (uint64_t)rows * hp->n_expert_used;
+    const double per_token = (double)rows / n_batch, per_wave = gathered < R ? (double)gathered / R : 1.0;
+    for (int i = 0; i < N_BUF; i++) {
+        const bool wave = i >= ROWS, input = i >= ACT_DOWN;
+        if (i == ACT_IN1 || (input && !quantized)) continue;
+        touched += i == FIRST ? z[i] : (uint64_t)((double)z[i] * (wave ? per_wave : per_token));
+    }
+    return touched;
 }
 
 /* ---- converting input rows ------------------------------------------------ */
@@ -332,8 +354,8 @@ void plm_moe_ffn_step(plm_forward_state *ctx, const plm_layer *L, int n) {
     const plm_hparams *hp = &m->hp;
     const int E = hp->n_embd;
     plm_scratch *s = &ctx->s;
-    moe_buffers b = {0};
-    carve(hp, (uint32_t)s->moe_batch, s->moe, &b);
+    moe_buffers b;
+    carve(hp, s->moe_batch, s->moe, &b);
 
     float *h = s->xn;  /* [n][n_embd]: free during the FFN */
     for (int t = 0; t < n; t++) plm_rmsnorm(h + (int64_t)t * E, s->x + (int64_t)t * E, L->ffn_norm, E, hp->rms_eps);

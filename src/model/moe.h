@@ -11,11 +11,13 @@
 #include "model/forward.h"
 
 /* Bytes of plm_scratch.moe for batches of up to n_batch tokens (0 for a
- * dense model).  With `one_input_format` (the experts' gate and up matrices
- * dot the same activation format, as in every file llama.cpp writes), the
- * last plm_moe_spare_bytes of the block are never touched. */
+ * dense model). */
 uint64_t plm_moe_scratch_bytes(const plm_hparams *hp, uint32_t n_batch);
-uint64_t plm_moe_spare_bytes(const plm_hparams *hp, uint32_t n_batch);
+
+/* Of those, the bytes batches of `rows` tokens write (about: each buffer's
+ * share), for experts that dot `quantized` activations or f32 ones
+ * (F16/F32 experts), with gate and up in one format. */
+uint64_t plm_moe_scratch_touched(const plm_hparams *hp, uint32_t n_batch, uint32_t rows, bool quantized);
 
 /* x += the MoE FFN of the batch's n tokens (h = rmsnorm(x) * ffn_norm,
  * routed to the n_expert_used best experts of each token). */
