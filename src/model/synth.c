@@ -99,6 +99,9 @@ static const synth_shape shapes[] = {
     /* rows of 256 for K-quants; tied, so that the logits spread out (see test-llama-tiny) */
     {"test-qwen3moe-tiny", &plm_arch_qwen3moe, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE},
     {"test-mixtral-tiny", &plm_arch_llama_moe, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-5f, true, 0, NO_LLAMA3, NO_GRANITE},
+    /* experts of 512 KiB (F16) each, far above the kernel's 64 KiB fault-around:
+     * which experts' pages a run touches shows in its RSS (test_plan) */
+    {"test-qwen3moe-pages", &plm_arch_qwen3moe, 1, 512, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -106,7 +109,8 @@ static const char *const shape_names[N_SHAPES + 1] = {
     "tinyllama-1.1b", "llama-3.2-1b", "llama-3.2-3b", "qwen2.5-0.5b",
     "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-1.7b", "granite-3.1-2b", "phi-3-mini-4k",
     "test-llama-tiny", "test-qwen2-tiny", "test-llama3-tiny", "test-granite-tiny", "test-phi3-tiny",
-    "test-qwen3-tiny", "qwen3-30b-a3b", "mixtral-8x7b", "test-qwen3moe-tiny", "test-mixtral-tiny", NULL,
+    "test-qwen3-tiny", "qwen3-30b-a3b", "mixtral-8x7b", "test-qwen3moe-tiny", "test-mixtral-tiny",
+    "test-qwen3moe-pages", NULL,
 };
 
 /* The experts of the Mixture-of-Experts shapes (config.json's
@@ -124,6 +128,7 @@ static const synth_moe moe_shapes[] = {
     {"test-qwen3moe-tiny", 16, 4, 256},
     /* 8 experts: llama.cpp's quantizer treats attn_v, attn_k, attn_output as for Mixtral-8x7B */
     {"test-mixtral-tiny", 8, 2, 0},
+    {"test-qwen3moe-pages", 64, 4, 512},
 };
 
 static void shape_experts(const synth_shape *sh, plm_hparams *hp) {
