@@ -136,6 +136,9 @@ PLM_API int plm_model_n_embd(const plm_model *model);
 PLM_API int plm_model_n_layer(const plm_model *model);
 PLM_API uint64_t plm_model_n_params(const plm_model *model);
 PLM_API uint64_t plm_model_weight_bytes(const plm_model *model);
+/* Weight bytes one generated token reads: all of them for a dense model;
+ * for a Mixture-of-Experts, the selected experts' share only. */
+PLM_API uint64_t plm_model_weight_bytes_active(const plm_model *model);
 
 /* ---- vocabulary ------------------------------------------------------- */
 

@@ -149,6 +149,7 @@ typedef struct plm_plan_buffers {
     uint64_t act_row;             /* bytes of one quantized activation row */
     uint64_t act;                 /* each of PLM_PLAN_ACT_SLOTS slots: [n_batch][act_row] */
     uint64_t logits;              /* [logits_all ? n_batch : 1][n_vocab] f32 */
+    uint64_t moe;                 /* Mixture-of-Experts step's buffers (0 for a dense model) */
 } plm_plan_buffers;
 
 #define PLM_PLAN_ACT_SLOTS 3
@@ -193,6 +194,13 @@ typedef struct plm_plan {
     uint64_t decode_bytes;      /* weights read per token (active ones, one embedding row) */
     uint64_t kv_read_full;      /* KV cache read per token at a full context */
     double decode_flops;        /* 2 x active parameters + attention at a full context */
+
+    /* Mixture-of-Experts (0 for a dense model): experts per layer, chosen
+     * per token, rows of one expert's gate/up; the weight bytes a generated
+     * token reads (every tensor but the unselected experts' share). */
+    uint32_t n_expert, n_expert_used, n_ff_expert;
+    uint64_t weight_bytes_active;
+    bool moe_quantized;         /* the experts dot quantized activations (their input buffers are written) */
 } plm_plan;
 
 /* Plans `path` from its header (the tensor data is never read). */

@@ -165,10 +165,41 @@ static void check_refused(const char *dir, const char *shape, const char *drop, 
     remove(cut);
 }
 
+/* A Mixtral file is a "llama" file with experts: it gets the MoE table,
+ * and each expert of a 3-D tensor is the next rows x row_bytes slice. */
+static void check_moe_binding(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/mixtral.gguf", dir);
+    plm_synth_params sp = {"test-mixtral-tiny", SHARED("models/stories260K.gguf"), path, false, 1};
+    plm_error err;
+    REQUIRE_VOID(plm_synth(&sp, &err) == PLM_OK, "synth: %s", err.message);
+    plm_model *m = NULL;
+    REQUIRE_VOID(plm_model_load(path, NULL, &m, &err) == PLM_OK, "mixtral loads: %s", err.message);
+    CHECK(m->arch == &plm_arch_llama_moe && m->arch->ffn == PLM_FFN_MOE && !strcmp(plm_model_arch(m), "llama"),
+          "llama with expert_count: the MoE descriptor");
+    CHECK(m->hp.n_expert == 8 && m->hp.n_expert_used == 2 && m->hp.n_ff_expert == 512, "experts %d/%d x %d",
+          m->hp.n_expert, m->hp.n_expert_used, m->hp.n_ff_expert);
+    const plm_weight *up = &m->layers[1].ffn_up_exps, *down = &m->layers[1].ffn_down_exps;
+    CHECK(up->experts == 8 && up->rows == 512 && up->cols == 256 && down->rows == 256 && down->cols == 512 &&
+              m->layers[1].ffn_gate_inp.rows == 8 && m->layers[1].ffn_gate_inp.type == PLM_TYPE_F32,
+          "3-D shapes; router in F32");
+    const plm_weight e3 = plm_weight_expert(up, 3);
+    CHECK(e3.data == (const char *)up->data + 3 * 512 * up->row_bytes && e3.experts == 0, "expert 3's slice");
+    CHECK(m->weight_bytes - m->weight_bytes_active == 2ull * 3 * 6 * 512 * 256 * 2, "6 of 8 experts idle per token");
+    plm_model_free(m);
+    remove(path);
+}
+
 /* What the new families require of a file. */
 static void check_family_errors(const char *dir) {
     check_refused(dir, "test-qwen3-tiny", "blk.1.attn_k_norm.weight", "'blk.1.attn_k_norm.weight' is missing");
     check_refused(dir, "test-granite-tiny", "granite.logit_scale", "missing metadata granite.logit_scale");
+    /* Mixture-of-Experts: the 3-D expert tensors, the router and the expert counts */
+    check_refused(dir, "test-qwen3moe-tiny", "blk.1.ffn_up_exps.weight", "'blk.1.ffn_up_exps.weight' is missing");
+    check_refused(dir, "test-qwen3moe-tiny", "qwen3moe.expert_count", "metadata qwen3moe.expert_count");
+    check_refused(dir, "test-mixtral-tiny", "blk.0.ffn_gate_inp.weight", "'blk.0.ffn_gate_inp.weight' is missing");
+    check_refused(dir, "test-mixtral-tiny", "llama.expert_used_count", "metadata llama.expert_used_count");
+    check_moe_binding(dir);
     /* phi3 with LongRoPE factors (the 128k models) is refused, by name. */
     char src[512], dst[512];
     snprintf(src, sizeof src, "%s/phi3.gguf", dir);

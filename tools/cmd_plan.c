@@ -62,6 +62,12 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
         printf("model      %s%s%s (%s): %u layers, n_embd %u, %u heads / %u KV heads x %u, n_ff %u, vocab %u\n",
                p->name[0] ? "\"" : "", p->name[0] ? p->name : "", p->name[0] ? "\"" : "", p->arch, p->n_layer,
                p->n_embd, p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab);
+    if (p->n_expert) {
+        const double scale = p->n_params >= 1e9 ? 1e9 : 1e6;
+        printf("experts    %u per layer, %u chosen per token, %u rows each: a token reads %.2f%s of %.2f%s parameters\n",
+               p->n_expert, p->n_expert_used, p->n_ff_expert, p->n_params_active / scale, scale == 1e9 ? "B" : "M",
+               p->n_params / scale, scale == 1e9 ? "B" : "M");
+    }
     printf("context    %u tokens, batch %u, %u threads, KV cache K %s / V %s, %s\n\n", pp->n_ctx, pp->n_batch,
            pp->n_threads, plm_kv_type_name(pp->type_k), plm_kv_type_name(pp->type_v),
            pp->use_mmap ? "weights mmap'd" : "weights read into memory (--no-mmap)");
@@ -79,6 +85,10 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
     char what[128];
     snprintf(what, sizeof what, "total %.2f bits/weight", p->bits_per_weight);
     line(what, p->weight_bytes);
+    if (p->n_expert) {
+        snprintf(what, sizeof what, "active per token (%u of %u experts)", p->n_expert_used, p->n_expert);
+        line(what, p->weight_bytes_active);
+    }
 
     printf("\nthe bill (resident memory)\n");
     snprintf(what, sizeof what, "weights (%s)", pp->use_mmap ? "file pages, mmap" : "anonymous copy of the file");
@@ -133,6 +143,8 @@ static void print_json(const plm_plan *p, const plm_device *d, const plm_plan_ve
            ", \"overhead\": %" PRIu64 ", \"peak_rss\": %" PRIu64 ", \"anon\": %" PRIu64 "},\n",
            p->weights_resident, p->kv_bytes, p->buf.kv_k, p->buf.kv_v, p->scratch_bytes, p->vocab_bytes,
            p->model_bytes, p->overhead_bytes, p->peak_rss, p->anon_bytes);
+    printf("  \"n_expert\": %u, \"n_expert_used\": %u, \"n_ff_expert\": %u, \"weight_bytes_active\": %" PRIu64 ",\n",
+           p->n_expert, p->n_expert_used, p->n_ff_expert, p->weight_bytes_active);
     printf("  \"decode_bytes_per_token\": %" PRIu64 ", \"kv_read_full\": %" PRIu64, p->decode_bytes, p->kv_read_full);
     if (d) {
         printf(",\n  \"device\": {\"name\": \"%s\", \"ram\": %" PRIu64 ", \"used\": %" PRIu64

@@ -10,7 +10,8 @@
  *                        x += residual_scale * Wo attention(q, cache(k), cache(v))
  *                                             (causal, grouped-query, scores x attn_scale)
  *       FFN step:        h = rmsnorm(x) * ffn_norm
- *                        x += residual_scale * Wdown (silu(Wgate h) * Wup h)   (dense; MoE later)
+ *                        x += residual_scale * Wdown (silu(Wgate h) * Wup h)   (dense)
+ *                        or the routed experts' sum of the same (MoE: model/moe.c)
  *   logits = Woutput (rmsnorm(x) * output_norm) / logit_scale
  *
  * The scales are granite's (1 elsewhere); phi3's fused matrices are bound as
@@ -36,6 +37,7 @@
 
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "model/moe.h"
 #include "quant/fp16.h"
 
 /* The first choice of the descriptor this file has no step for, or NULL.
@@ -43,7 +45,6 @@
 static const char *unimplemented(const plm_arch *a) {
     if (a->norm != PLM_NORM_RMS) return "a norm other than RMSNorm";
     if (a->act != PLM_ACT_SILU) return "an FFN activation other than SiLU";
-    if (a->ffn != PLM_FFN_DENSE) return "a Mixture-of-Experts FFN";
     if (a->post_attn_norm || a->post_ffn_norm) return "post-block norms";
     if (a->embd_scale_sqrt) return "scaled embeddings";
     if (a->swa_every) return "sliding-window attention";
@@ -416,14 +417,13 @@ static void ffn_dense_step(plm_forward_state *ctx, const plm_layer *L, int n) {
     add_rows(hp, s->x, s->up, (int64_t)n * E);
 }
 
-/* One block: the steps its descriptor selects.  A Mixture-of-Experts FFN
- * step goes beside the dense one (plm_forward_check refuses it until then). */
+/* One block: the steps its descriptor selects (the MoE FFN: model/moe.c). */
 static void layer_forward(plm_forward_state *ctx, int il, const plm_ubatch *b) {
     const plm_layer *L = &ctx->model->layers[il];
     attention_step(ctx, L, il, b);
     switch (ctx->model->arch->ffn) {
     case PLM_FFN_DENSE: ffn_dense_step(ctx, L, b->n); break;
-    case PLM_FFN_MOE: break;
+    case PLM_FFN_MOE: plm_moe_ffn_step(ctx, L, b->n); break;
     }
 }
 

@@ -33,6 +33,8 @@ typedef struct plm_scratch {
     void *act[3];   /* [n_batch] input rows quantized for the dot products, one
                        slot per activation format a step needs (Q8_0/Q8_1/Q8_K) */
     size_t act_row_cap; /* bytes per row of an act slot */
+    void *moe;          /* the MoE step's buffers (model/moe.h), NULL for a dense model */
+    uint32_t moe_batch; /* ... sized for batches of this many tokens */
 } plm_scratch;
 
 typedef struct plm_forward_state {

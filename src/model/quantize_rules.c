@@ -1,7 +1,9 @@
 /*
  * llama-quantize's per-tensor type rules for the K-quant mixtures
  * (llama_tensor_get_type in llama.cpp's src/llama-quant.cpp), for dense
- * models.  Checked against the fixtures (llama.cpp of February 2025) and
+ * and Mixture-of-Experts models (3-D expert tensors are quantized row by
+ * row like matrices; the router, ffn_gate_inp, is never converted; an
+ * 8-expert model gets Mixtral's rules for attn_k/v/output).  Checked against the fixtures (llama.cpp of February 2025) and
  * against the llama.cpp node-llama-cpp ships (bench/quantize-vs-llamacpp.sh);
  * where the two versions differ — Q2_K/Q3_K's fallback for short rows —
  * this follows the newer.
@@ -22,16 +24,20 @@
 
 #include "core/error.h"
 
+/* Matrices and 3-D expert tensors, but not a MoE router (ffn_gate_inp),
+ * which llama.cpp never converts. */
 bool plm_is_weight_matrix(const plm_gguf_tensor *t) {
-    const char *suffix = ".weight";
-    const size_t n = strlen(suffix);
-    return t->n_dims == 2 && t->name.len > n && !memcmp(t->name.ptr + t->name.len - n, suffix, n);
+    const char *suffix = ".weight", *router = "ffn_gate_inp.weight";
+    const size_t n = strlen(suffix), nr = strlen(router);
+    if (t->name.len >= nr && !memcmp(t->name.ptr + t->name.len - nr, router, nr)) return false;
+    return (t->n_dims == 2 || t->n_dims == 3) && t->name.len > n && !memcmp(t->name.ptr + t->name.len - n, suffix, n);
 }
 
 /* What llama.cpp knows about the model when choosing types. */
 typedef struct mix_state {
     uint32_t ftype;
     bool falcon, is_70b, has_output;
+    int n_expert;  /* MoE: expert_count (8: llama.cpp's Mixtral-8x7B rules) */
     int n_gqa, n_layer, n_attention_wv;
     int i_attention_wv, i_ffn_down;  /* visited so far */
 } mix_state;
@@ -67,11 +73,17 @@ static plm_type attn_v_type(mix_state *s, plm_type type) {
     /* 70B: 8 query heads share each V head, so attn_v is 8x smaller than
      * attn_q and more bits there cost almost nothing */
     if (s->is_70b && (type == PLM_TYPE_Q3_K || type == PLM_TYPE_Q4_K)) type = PLM_TYPE_Q5_K;
+    /* 8 experts: attention is a small part of the model, Q8_0 costs little */
+    if (s->n_expert == 8) type = PLM_TYPE_Q8_0;
     return type;
 }
 
-static plm_type ffn_down_type(mix_state *s, plm_type type) {
-    const int i = s->i_ffn_down++, n = s->n_layer;
+/* The layer of an ffn_down: llama.cpp counts them in a dense model, and
+ * reads it from the name in a MoE one (Mixtral's were not in layer order). */
+static plm_type ffn_down_type(mix_state *s, const char *name, plm_type type) {
+    int i = s->i_ffn_down++;
+    const int n = s->n_layer;
+    if (s->n_expert > 1 && sscanf(name, "blk.%d.", &i) != 1) i = 0;
     switch (s->ftype) {
     case PLM_FTYPE_Q2_K: return PLM_TYPE_Q3_K;
     case PLM_FTYPE_Q3_K_M:
@@ -89,6 +101,16 @@ static plm_type ffn_down_type(mix_state *s, plm_type type) {
 
 static plm_type attn_output_type(const mix_state *s, plm_type type) {
     if (s->falcon) return s->ftype == PLM_FTYPE_Q3_K_L ? PLM_TYPE_Q4_K : type;
+    if (s->n_expert == 8) {
+        switch (s->ftype) {
+        case PLM_FTYPE_Q2_K:
+        case PLM_FTYPE_Q3_K_S:
+        case PLM_FTYPE_Q3_K_M:
+        case PLM_FTYPE_Q4_K_S:
+        case PLM_FTYPE_Q4_K_M: return PLM_TYPE_Q5_K;
+        default: return type;
+        }
+    }
     switch (s->ftype) {
     case PLM_FTYPE_Q2_K: return PLM_TYPE_Q3_K;
     case PLM_FTYPE_Q3_K_M: return PLM_TYPE_Q4_K;
@@ -132,10 +154,12 @@ static plm_type mixture_type(mix_state *s, const plm_gguf_tensor *t, const char 
         ;  /* no rule for the K-quant file types */
     else if (contains(name, "attn_v.weight"))
         type = attn_v_type(s, type);
-    else if (contains(name, "attn_k.weight") || contains(name, "attn_q.weight"))
-        ;  /* rules only for IQ file types and 8-expert models */
+    else if (contains(name, "attn_k.weight"))
+        type = s->n_expert == 8 ? PLM_TYPE_Q8_0 : type;  /* other rules: IQ file types only */
+    else if (contains(name, "attn_q.weight"))
+        ;  /* rules only for IQ file types */
     else if (contains(name, "ffn_down"))
-        type = ffn_down_type(s, type);
+        type = ffn_down_type(s, name, type);
     else if (contains(name, "attn_output.weight"))
         type = attn_output_type(s, type);
     else if (contains(name, "attn_qkv.weight"))
@@ -175,10 +199,9 @@ static plm_status read_model(const plm_gguf_file *in, const named_tensor *list, 
     if (!arch[0] || n_layer == 0 || n_layer > 100000)
         return plm_fail(err, PLM_ERR_FORMAT, "no general.architecture or %s.block_count: the mixture rules need them",
                         arch[0] ? arch : "ARCH");
-    if (arch_u32(in, arch, "expert_count", 0) > 1)
-        return plm_fail(err, PLM_ERR_UNSUPPORTED,
-                        "mixture-of-experts model: the K-quant mixture rules are implemented for dense models only "
-                        "(use --pure)");
+    const uint32_t n_expert = arch_u32(in, arch, "expert_count", 0);
+    if (n_expert > 100000) return plm_fail(err, PLM_ERR_FORMAT, "%s.expert_count=%u is not a model", arch, n_expert);
+    s->n_expert = (int)n_expert;
     const uint32_t n_head = arch_u32(in, arch, "attention.head_count", 0);
     const uint32_t n_head_kv = arch_u32(in, arch, "attention.head_count_kv", n_head);
     s->falcon = !strcmp(arch, "falcon");

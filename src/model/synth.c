@@ -94,6 +94,15 @@ static const synth_shape shapes[] = {
     {"test-phi3-tiny", &plm_arch_phi3, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3, NO_GRANITE},
     /* head_dim 64 with n_embd 256 / 8 heads: q_dim != n_embd, as in Qwen3; rows of 256 for K-quants */
     {"test-qwen3-tiny", &plm_arch_qwen3, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE},
+    /* Mixture-of-Experts (their experts: moe_shapes below) */
+    {"qwen3-30b-a3b", &plm_arch_qwen3moe, 48, 2048, 32, 4, 6144, 40960, 1000000.0f, 1e-6f, false, 128, NO_LLAMA3, NO_GRANITE},
+    {"mixtral-8x7b", &plm_arch_llama_moe, 32, 4096, 32, 8, 14336, 32768, 1000000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
+    /* rows of 256 for K-quants; tied, so that the logits spread out (see test-llama-tiny) */
+    {"test-qwen3moe-tiny", &plm_arch_qwen3moe, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE},
+    {"test-mixtral-tiny", &plm_arch_llama_moe, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-5f, true, 0, NO_LLAMA3, NO_GRANITE},
+    /* experts of 512 KiB (F16) each, far above the kernel's 64 KiB fault-around:
+     * which experts' pages a run touches shows in its RSS (test_plan) */
+    {"test-qwen3moe-pages", &plm_arch_qwen3moe, 1, 512, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -101,8 +110,36 @@ static const char *const shape_names[N_SHAPES + 1] = {
     "tinyllama-1.1b", "llama-3.2-1b", "llama-3.2-3b", "qwen2.5-0.5b",
     "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-1.7b", "granite-3.1-2b", "phi-3-mini-4k",
     "test-llama-tiny", "test-qwen2-tiny", "test-llama3-tiny", "test-granite-tiny", "test-phi3-tiny",
-    "test-qwen3-tiny", NULL,
+    "test-qwen3-tiny", "qwen3-30b-a3b", "mixtral-8x7b", "test-qwen3moe-tiny", "test-mixtral-tiny",
+    "test-qwen3moe-pages", NULL,
 };
+
+/* The experts of the Mixture-of-Experts shapes (config.json's
+ * num_experts / num_local_experts, num_experts_per_tok and
+ * moe_intermediate_size; 0: as wide as n_ff, Mixtral's). */
+typedef struct synth_moe {
+    const char *shape;
+    uint32_t n_expert, n_expert_used, n_ff_expert;
+} synth_moe;
+
+static const synth_moe moe_shapes[] = {
+    {"qwen3-30b-a3b", 128, 8, 768},
+    {"mixtral-8x7b", 8, 2, 0},
+    /* 16 experts, 4 chosen: the expert_count == 8 quantization rules do not apply */
+    {"test-qwen3moe-tiny", 16, 4, 256},
+    /* 8 experts: llama.cpp's quantizer treats attn_v, attn_k, attn_output as for Mixtral-8x7B */
+    {"test-mixtral-tiny", 8, 2, 0},
+    {"test-qwen3moe-pages", 64, 4, 512},
+};
+
+static void shape_experts(const synth_shape *sh, plm_hparams *hp) {
+    for (size_t i = 0; i < sizeof moe_shapes / sizeof moe_shapes[0]; i++)
+        if (!strcmp(moe_shapes[i].shape, sh->name)) {
+            hp->n_expert = (int)moe_shapes[i].n_expert;
+            hp->n_expert_used = (int)moe_shapes[i].n_expert_used;
+            hp->n_ff_expert = (int)(moe_shapes[i].n_ff_expert ? moe_shapes[i].n_ff_expert : sh->n_ff);
+        }
+}
 
 const char *const *plm_synth_shapes(void) { return shape_names; }
 
@@ -112,7 +149,7 @@ typedef struct synth_tensor {
     char name[64];
     uint32_t type;  /* PLM_TYPE_F32 / PLM_TYPE_F16 */
     uint32_t n_dims;
-    uint64_t ne[2];
+    uint64_t ne[3];
     plm_tensor_kind init;
 } synth_tensor;
 
@@ -210,7 +247,7 @@ static plm_status synth_fill(void *user, uint64_t index, void *dst, uint64_t nby
         return plm_fail(err, PLM_ERR_INVALID_ARG, "synth: no tensor %llu", (unsigned long long)index);
     const synth_tensor *t = &job->tensors[index];
     size_t esize = t->type == PLM_TYPE_F16 ? 2 : 4;
-    uint64_t n = t->ne[0] * t->ne[1];
+    uint64_t n = t->ne[0] * t->ne[1] * t->ne[2];
     if (nbytes != n * esize)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "synth: %s: writer asks %llu bytes, expected %llu",
                         t->name, (unsigned long long)nbytes, (unsigned long long)(n * esize));
@@ -266,10 +303,13 @@ static void add_tensor(synth_tensor *list, uint64_t *n, const plm_tensor_spec *s
     synth_tensor *t = &list[(*n)++];
     snprintf(t->name, sizeof t->name, spec->name, il);
     const bool vector = spec->ne1 == PLM_DIM_NONE;
-    t->type = vector ? PLM_TYPE_F32 : wtype;
-    t->n_dims = vector ? 1 : 2;
+    const int64_t experts = plm_dim_experts(hp, spec->ne1);
+    /* the converter writes the MoE router in F32 whatever the output type */
+    t->type = vector || spec->kind == PLM_T_ROUTER ? PLM_TYPE_F32 : wtype;
+    t->n_dims = vector ? 1 : experts ? 3 : 2;
     t->ne[0] = (uint64_t)plm_dim_size(hp, spec->ne0);
     t->ne[1] = (uint64_t)plm_dim_size(hp, spec->ne1);
+    t->ne[2] = experts ? (uint64_t)experts : 1;
     t->init = spec->kind;
 }
 
@@ -365,7 +405,8 @@ plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float 
         plm_gguf_close(vocab);
         return plm_fail(err, PLM_ERR_NOMEM, "synth: out of memory");
     }
-    const plm_hparams hp = shape_hparams(sh, n_vocab);
+    plm_hparams hp = shape_hparams(sh, n_vocab);
+    shape_experts(sh, &hp);
     uint64_t n_tensors = build_tensors(sh, &hp, wtype, list);
 
     char name[128];

@@ -8,6 +8,13 @@
 // top-1 must be llama.cpp's wherever llama.cpp's top-1/top-2 gap exceeds
 // twice the tolerance: the standard of test_logits.
 //
+// For the Mixture-of-Experts shapes, llama.cpp's own quantizer must also
+// write the very bytes `pocketlm quantize` wrote (bench/quantize-vs-llamacpp.sh:
+// 3-D expert tensors, the router left in F32, the 8-expert rules).
+//
+// Ours runs twice: the tokens as one batch (prefill: a MoE groups them by
+// expert) and one at a time (decode).
+//
 // PLM_FAMILIES=shape,shape... runs only those synth shapes.
 //
 // Tolerances as test_logits: 0.01 for F32/F16 (summation order only); 0.1
@@ -27,13 +34,25 @@ const dir = mkdtempSync(path.join(os.tmpdir(), "plm-families-"));
 const l = await llama();
 
 // Shapes: `pocketlm synth --list`; each exercises its family's own steps.
-const families = (process.env.PLM_FAMILIES ?? "test-llama-tiny,test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny,test-granite-tiny,test-phi3-tiny").split(",");
+const families = (process.env.PLM_FAMILIES ?? "test-llama-tiny,test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny,test-granite-tiny,test-phi3-tiny,test-qwen3moe-tiny,test-mixtral-tiny").split(",");
 const formats = [
   { name: "F32", tol: 0.01 },
   { name: "F16", tol: 0.01 },
   { name: "Q8_0", tol: 0.1 },
   { name: "Q4_K_M", tol: 0.15 },
 ];
+
+const MOE = new Set(["test-qwen3moe-tiny", "test-mixtral-tiny"]);
+const QUANT_VS = path.join(path.dirname(new URL(import.meta.url).pathname), "../../bench/quantize-vs-llamacpp.sh");
+
+// llama.cpp's quantizer against ours on one file and type (exit 0: identical).
+function sameQuantization(shape, file, type) {
+  const r = spawnSync(QUANT_VS, [file, type, "-t", "2", "-o", dir],
+                      { encoding: "utf8", env: { ...process.env, BUILD: path.dirname(BIN) } });
+  const last = (r.stdout ?? "").trim().split("\n").pop();
+  console.log(`${shape} quantize ${type}: ${last}`);
+  check(r.status === 0, `${shape} quantize ${type}: differs from llama.cpp's: ${last} ${r.stderr ?? ""}`);
+}
 
 // The files of one shape: F32 and F16 from synth, the others quantized from F32.
 function makeFiles(shape) {
@@ -84,10 +103,12 @@ function top2(x) {
   return [a, x[a] - x[b]];
 }
 
-// Our log-probabilities: dump_logits evaluates the tokens in one batch.
-function dumpOurs(file, tokens, nv) {
+// Our log-probabilities: dump_logits evaluates the tokens in one batch, or
+// in batches of `ubatch`.
+function dumpOurs(file, tokens, nv, ubatch) {
   const out = path.join(dir, "ours.f32");
-  const r = spawnSync(DUMP, [file, out, ...tokens.map(String)], { encoding: "utf8" });
+  const r = spawnSync(DUMP, [...(ubatch ? ["-u", String(ubatch)] : []), file, out, ...tokens.map(String)],
+                      { encoding: "utf8" });
   if (r.error || r.status !== 0) return { err: r.error?.message ?? r.stderr };
   const buf = readFileSync(out);
   const all = new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4);
@@ -104,28 +125,33 @@ try {
   await m0.dispose();
   for (const shape of families) {
     const files = makeFiles(shape);
+    if (MOE.has(shape) && files.F32 && process.arch === "x64")
+      for (const type of ["Q4_K_M", "Q3_K_M"]) sameQuantization(shape, files.F32, type);
     let clear = 0;
     for (const f of formats) {
       if (!files[f.name]) continue;
       const want = await theirs(files[f.name], tokens);
       const nv = want[0].length;
-      const got = dumpOurs(files[f.name], tokens, nv);
-      check(!got.err, `${shape} ${f.name}: dump_logits: ${got.err}`);
-      if (got.err) continue;
-      let worst = 0, checked = 0, flips = 0;
-      for (let i = 0; i < tokens.length; i++) {
-        for (let j = 0; j < nv; j++) worst = Math.max(worst, Math.abs(got.rows[i][j] - want[i][j]));
-        const [t, gap] = top2(want[i]);
-        if (gap > 2 * f.tol) {
-          checked++;
-          if (top2(got.rows[i])[0] !== t) flips++;
+      for (const ubatch of [0, 1]) {
+        const how = ubatch ? "one at a time" : "one batch";
+        const got = dumpOurs(files[f.name], tokens, nv, ubatch);
+        check(!got.err, `${shape} ${f.name} ${how}: dump_logits: ${got.err}`);
+        if (got.err) continue;
+        let worst = 0, checked = 0, flips = 0;
+        for (let i = 0; i < tokens.length; i++) {
+          for (let j = 0; j < nv; j++) worst = Math.max(worst, Math.abs(got.rows[i][j] - want[i][j]));
+          const [t, gap] = top2(want[i]);
+          if (gap > 2 * f.tol) {
+            checked++;
+            if (top2(got.rows[i])[0] !== t) flips++;
+          }
         }
+        console.log(`${shape} ${f.name} ${how}: max |dlogp| ${worst.toFixed(4)} (tol ${f.tol}), top-1 agrees ` +
+                    `${checked - flips}/${checked} clear positions of ${tokens.length}`);
+        check(worst <= f.tol, `${shape} ${f.name} ${how}: max log-prob difference ${worst} > ${f.tol}`);
+        check(flips === 0, `${shape} ${f.name} ${how}: top-1 differs at ${flips} of ${checked} clear positions`);
+        if (!ubatch) clear += checked;
       }
-      console.log(`${shape} ${f.name}: max |dlogp| ${worst.toFixed(4)} (tol ${f.tol}), top-1 agrees ` +
-                  `${checked - flips}/${checked} clear positions of ${tokens.length}`);
-      check(worst <= f.tol, `${shape} ${f.name}: max log-prob difference ${worst} > ${f.tol}`);
-      check(flips === 0, `${shape} ${f.name}: top-1 differs at ${flips} of ${checked} clear positions`);
-      clear += checked;
     }
     // An untied output of N(0, 0.02) (test-llama-tiny) spreads the logits
     // little: its quantized formats may have no clear position, but the

@@ -1,17 +1,25 @@
 /*
- * dump_logits MODEL.gguf OUT.f32 TOKEN...: evaluates the tokens in one batch
- * and writes the logits of every position (n_tokens x n_vocab float32, host
- * byte order) to OUT.f32.  The oracle tests compare them with llama.cpp's
- * distribution over the same file (tests/oracle/families.test.mjs).
+ * dump_logits [-u N] MODEL.gguf OUT.f32 TOKEN...: evaluates the tokens in one
+ * batch (or in batches of N: -u 1 decodes them one at a time) and writes the
+ * logits of every position (n_tokens x n_vocab float32, host byte order) to
+ * OUT.f32.  The oracle tests compare them with llama.cpp's distribution
+ * over the same file (tests/oracle/families.test.mjs).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pocketlm.h"
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: dump_logits MODEL.gguf OUT.f32 TOKEN...\n");
+    int ubatch = 0;  /* 0: all in one batch */
+    if (argc > 2 && !strcmp(argv[1], "-u")) {
+        ubatch = atoi(argv[2]);
+        argc -= 2;
+        argv += 2;
+    }
+    if (argc < 4 || ubatch < 0) {
+        fprintf(stderr, "usage: dump_logits [-u N] MODEL.gguf OUT.f32 TOKEN...\n");
         return 2;
     }
     const int n = argc - 3;
@@ -28,16 +36,21 @@ int main(int argc, char **argv) {
     if (plm_model_load(argv[1], &mp, &model, &err)) goto fail;
     plm_context_params cp = plm_context_default_params();
     cp.n_ctx = (uint32_t)(n < 64 ? 64 : n);
-    cp.n_batch = (uint32_t)n;
+    const int per = ubatch && ubatch < n ? ubatch : n;
+    cp.n_batch = (uint32_t)per;
     cp.logits_all = true;
-    if (plm_context_new(model, &cp, &ctx, &err) || plm_decode(ctx, toks, n, &err)) goto fail;
+    if (plm_context_new(model, &cp, &ctx, &err)) goto fail;
     if (!(out = fopen(argv[2], "wb"))) {
         fprintf(stderr, "dump_logits: cannot write %s\n", argv[2]);
         goto done;
     }
     const size_t nv = (size_t)plm_model_n_vocab(model);
-    for (int i = 0; i < n; i++)
-        if (fwrite(plm_get_logits(ctx, i), sizeof(float), nv, out) != nv) goto done;
+    for (int i0 = 0; i0 < n; i0 += per) {
+        const int m = n - i0 < per ? n - i0 : per;
+        if (plm_decode(ctx, toks + i0, m, &err)) goto fail;
+        for (int i = 0; i < m; i++)
+            if (fwrite(plm_get_logits(ctx, i), sizeof(float), nv, out) != nv) goto done;
+    }
     rc = 0;
     goto done;
 fail:

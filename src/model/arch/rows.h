@@ -28,6 +28,9 @@
 #define HP_CTX           {"context_length", PLM_HP_U32, HP(n_ctx_train), false, 2048}
 #define HP_RMS_EPS       {"attention.layer_norm_rms_epsilon", PLM_HP_F32, HP(rms_eps), false, 1e-5f}
 #define HP_ROPE_BASE     {"rope.freq_base", PLM_HP_F32, HP(rope_freq_base), false, 10000.0f}
+#define HP_EXPERTS       {"expert_count", PLM_HP_U32, HP(n_expert), true, 0}
+#define HP_EXPERTS_USED  {"expert_used_count", PLM_HP_U32, HP(n_expert_used), true, 0}
+#define HP_FF_EXP        {"expert_feed_forward_length", PLM_HP_U32, HP(n_ff_expert), false, NAN}
 #define HP_END           {NULL, 0, 0, false, 0}
 
 /* ---- tensors outside the blocks ------------------------------------------- */
@@ -56,6 +59,13 @@
 /* gate then up in one matrix of 2 x n_ff rows, bound into w_gate, w_up. */
 #define T_FFN_GATE_UP    {"blk.%d.ffn_up.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_FF2, LAYER(w_gate), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
 #define T_FFN_DOWN       {"blk.%d.ffn_down.weight", PLM_T_MATRIX, PLM_DIM_FF, PLM_DIM_EMBD, LAYER(w_down), PLM_REQUIRED, NULL, PLM_STEP_FFN_OUT}
+/* Mixture-of-Experts: the router, then one 3-D tensor per matrix kind with
+ * a matrix per expert, in the order llama.cpp's converter writes them. */
+#define T_FFN_GATE_INP   {"blk.%d.ffn_gate_inp.weight", PLM_T_ROUTER, PLM_DIM_EMBD, PLM_DIM_EXPERTS, LAYER(ffn_gate_inp), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
+#define T_FFN_GATE_EXPS  {"blk.%d.ffn_gate_exps.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_EXP_FF, LAYER(ffn_gate_exps), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
+#define T_FFN_DOWN_EXPS  {"blk.%d.ffn_down_exps.weight", PLM_T_MATRIX, PLM_DIM_FF_EXP, PLM_DIM_EXP_EMBD, LAYER(ffn_down_exps), PLM_REQUIRED, NULL, PLM_STEP_FFN_OUT}
+#define T_FFN_UP_EXPS    {"blk.%d.ffn_up_exps.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_EXP_FF, LAYER(ffn_up_exps), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
+#define T_MOE_FFN        T_FFN_NORM, T_FFN_GATE_INP, T_FFN_GATE_EXPS, T_FFN_DOWN_EXPS, T_FFN_UP_EXPS
 #define T_END            {NULL, 0, 0, 0, 0, 0, NULL, 0}
 
 /* ---- the llama block, which most families start from ------------------------ */
