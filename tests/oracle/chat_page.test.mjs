@@ -116,14 +116,16 @@ try {
   check(await evaluate("document.documentElement.scrollWidth <= window.innerWidth"),
         "the page fits a 390 px wide phone screen without horizontal scrolling");
 
-  // Greedy and N tokens, set through the settings fields as a user would.
-  await evaluate(`(() => {
-    for (const [id, v] of [["temperature", "0"], ["max_tokens", "${N}"]]) {
+  // Greedy and N tokens, set through the settings fields as a user would
+  // (kept per origin: a server on another port starts from the defaults).
+  const settings = (pairs) => evaluate(`(() => {
+    for (const [id, v] of ${JSON.stringify(pairs)}) {
       const el = document.getElementById(id);
       el.value = v;
       el.dispatchEvent(new Event("change"));
     }
   })()`);
+  await settings([["temperature", "0"], ["max_tokens", String(N)]]);
 
   // Types a message into the box and presses Enter; returns the answer bubble's
   // text and the number of streamed chunks once the page says it is done.
@@ -167,6 +169,26 @@ try {
     fs.writeFileSync(process.env.PLM_SCREENSHOT, Buffer.from(shot.data, "base64"));
     console.log(`screenshot: ${process.env.PLM_SCREENSHOT}`);
   }
+  // With --api-key the page itself stays public; its API calls carry the key typed into its settings.
+  const keyed = await startServer(["-m", MODEL, "-c", "1024", "-t", "1", "--api-key", "sesame"]);
+  const kbase = `http://127.0.0.1:${keyed.port}`;
+  check((await fetch(`${kbase}/`)).status === 200 && (await fetch(`${kbase}/v1/models`)).status === 401,
+        "GET / is public, the API is not");
+  await tab("Page.navigate", { url: `${kbase}/` });
+  await waitFor("document.readyState === 'complete' && !!document.getElementById('api_key') && " +
+                "document.querySelectorAll('.msg').length === 0", "the keyed page to load");
+  await settings([["temperature", "0"], ["max_tokens", String(N)], ["api_key", "sesame"]]);
+  const ak = await ask(Q1, 0);
+  check(ak.errors === 0 && ak.text === ref1, `with the key: ${show(ak)}`);
+  await settings([["api_key", "wrong"]]);
+  await evaluate("document.getElementById('input').focus()");
+  await tab("Input.insertText", { text: Q2 });
+  await evaluate("document.getElementById('form').requestSubmit()");
+  await waitFor("document.querySelectorAll('.msg.error').length === 1 && document.body.dataset.state === 'idle'",
+                "the error of a wrong key");
+  const errText = await evaluate("document.querySelector('.msg.error').textContent");
+  check(/API key/.test(errText), `a wrong key is shown as the server's error: ${show(errText)}`);
+
   const exited = new Promise((resolve) => browser.once("exit", resolve));
   await cdp.send("Browser.close").catch(() => {});
   await Promise.race([exited, sleep(5000)]);

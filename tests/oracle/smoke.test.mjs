@@ -51,6 +51,10 @@ check(/FAIL: mean KLD/.test(q2.stderr) && q2.md.includes("## Answers side by sid
 const kv = smoke(["-m", F16, "-ctk", "q4_0", "-ctv", "q4_0"]);
 check((kv.status === 0 || kv.status === 2) && kv.rep.meanKld > 0 && kv.md.includes("KV cache q4_0/q4_0"),
       `q4_0 cache candidate: ${kv.status} ${show(kv.rep.meanKld)} ${kv.stderr}`);
+// another kernel table: the reference kernels against the CPU's
+const ref = smoke(["-m", F16, "--kernels", "ref"]);
+check(ref.status === 0 && ref.md.includes("kernels ref") && ref.rep.meanKld < 1e-3 && ref.rep.top1 >= 90,
+      `reference kernels candidate: ${ref.status} ${show(ref.rep.meanKld)} ${ref.stderr}`);
 const thresholds = smoke(["-m", F16, "-ctk", "q4_0", "-ctv", "q4_0", "--max-kld", "0", "--min-top1", "1"]);
 check(thresholds.status === 2 && thresholds.rep.verdict === "FAIL", `stricter thresholds fail: ${thresholds.status}`);
 
