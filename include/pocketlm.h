@@ -482,7 +482,9 @@ PLM_API plm_status plm_spec_new(plm_context *target, plm_context *draft, const p
 PLM_API void plm_spec_free(plm_spec *spec);
 
 /* Starts a sequence: tokens[0..n) are what the target context holds now
- * (the prompt just decoded).  The draft context catches up by itself. */
+ * (the prompt just decoded), or only its newest n when the decoder followed
+ * the ones before (a chat turn that kept the cached start of the
+ * conversation).  The draft context catches up by itself. */
 PLM_API plm_status plm_spec_begin(plm_spec *spec, const plm_token *tokens, int n, plm_error *err);
 
 /* One step.  `last` is the newest token, sampled but not yet decoded.

@@ -201,7 +201,22 @@ typedef struct plm_plan {
     uint32_t n_expert, n_expert_used, n_ff_expert;
     uint64_t weight_bytes_active;
     bool moe_quantized;         /* the experts dot quantized activations (their input buffers are written) */
+
+    /* Speculative decoding (plm_plan_add_draft): the draft model's plan, kept
+     * so a new context length recomputes both, and its share of peak_rss
+     * (its weights, KV cache, buffers and tables; the target's logits for a
+     * verification of draft_max + 1 tokens).  0 / NULL without a draft. */
+    const struct plm_plan *draft;
+    int draft_max;
+    uint64_t draft_bytes;
+    uint64_t draft_anon_bytes;  /* the part of draft_bytes that cannot be paged back */
 } plm_plan;
+
+/* Adds a speculative draft model to a plan: `draft` planned from its own
+ * file with the same parameters; its KV cache takes the target's context
+ * length (plm_plan_set_ctx moves both), the process overhead counts once.
+ * The plan keeps the pointer: `draft` must outlive it. */
+PLM_API plm_status plm_plan_add_draft(plm_plan *target, const plm_plan *draft, int draft_max, plm_error *err);
 
 /* Plans `path` from its header (the tensor data is never read). */
 PLM_API plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *out,

@@ -205,14 +205,16 @@ static const char *prompt_path(void) {
 
 /* Runs `pocketlm run` to a full context; returns its peak RSS in bytes,
  * 0 when it failed, or -1 when it refused the options (not implemented). */
-static double measure(const char *model, int n_ctx, bool mmap, const char *kv, const char *prompt, bool *refused) {
+static double measure(const char *model, int n_ctx, bool mmap, const char *kv, const char *prompt, bool *refused,
+                      const char *extra) {
     static int have_time = -1;
     if (have_time < 0) have_time = access("/usr/bin/time", X_OK) == 0;
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "%s %s run -m %s -c %d -b 256 -t 1 -f %s -n 100000 --ignore-eos --temp 0 --no-display-prompt%s "
-             "--cache-type-k %s --cache-type-v %s 2>&1 >/dev/null",
-             have_time ? "/usr/bin/time -v" : "", PLM_BIN, model, n_ctx, prompt, mmap ? "" : " --no-mmap", kv, kv);
+             "--cache-type-k %s --cache-type-v %s %s 2>&1 >/dev/null",
+             have_time ? "/usr/bin/time -v" : "", PLM_BIN, model, n_ctx, prompt, mmap ? "" : " --no-mmap", kv, kv,
+             extra);
     FILE *p = popen(cmd, "r");
     if (!p) return 0;
     char line[1024];
@@ -244,7 +246,7 @@ static void check_accuracy(const char *model, int n_ctx, bool mmap, plm_kv_type 
      * the median of three is the measurement. */
     bool refused;
     double runs[3];
-    for (int i = 0; i < 3; i++) runs[i] = measure(model, n_ctx, mmap, plm_kv_type_name(kv), prompt, &refused);
+    for (int i = 0; i < 3; i++) runs[i] = measure(model, n_ctx, mmap, plm_kv_type_name(kv), prompt, &refused, "");
     double lo = fmin(runs[0], fmin(runs[1], runs[2])), hi = fmax(runs[0], fmax(runs[1], runs[2]));
     double got = runs[0] + runs[1] + runs[2] - lo - hi;
     if (lo <= 0) got = lo;  /* a failed run stays a failure */
@@ -389,6 +391,59 @@ static void test_accuracy(void) {
     unlink(prompt);
 }
 
+/* Speculative decoding: plan --draft-model's bill (plm_plan_add_draft) against
+ * the measured peak of `run --draft-model`, the draft drafting at every step
+ * (--draft-fixed, --draft-p-min 0) so its KV cache and buffers are all used. */
+static void check_accuracy_draft(const char *model, const char *draft, bool mmap, const char *prompt) {
+    plm_plan_params pp = plm_plan_default_params();
+    pp.n_ctx = 512;
+    pp.n_batch = 256;
+    pp.n_threads = 1;
+    pp.use_mmap = mmap;
+    plm_plan p, d, alone;
+    plm_error err;
+    REQUIRE_VOID(plm_plan_file(model, &pp, &p, &err) == PLM_OK && plm_plan_file(draft, &pp, &d, &err) == PLM_OK,
+                 "%s", err.message);
+    alone = p;
+    REQUIRE_VOID(plm_plan_add_draft(&p, &d, 16, &err) == PLM_OK, "%s", err.message);
+    CHECK(p.peak_rss == alone.peak_rss + p.draft_bytes && p.draft_bytes > d.kv_bytes + d.weights_resident,
+          "the draft's weights and KV cache are in the bill");
+    plm_plan_set_ctx(&p, 256);
+    plm_plan_set_ctx(&d, 256);
+    CHECK(p.draft_bytes < d.peak_rss && p.buf.kv_k == alone.buf.kv_k / 2, "a shorter context shrinks both");
+    plm_plan_set_ctx(&p, 512);
+    char extra[512];
+    snprintf(extra, sizeof extra, "--draft-model %s --draft-fixed --draft-p-min 0 --draft-max 16", draft);
+    bool refused;
+    double runs[3];
+    for (int i = 0; i < 3; i++) runs[i] = measure(model, 512, mmap, "f16", prompt, &refused, extra);
+    double lo = fmin(runs[0], fmin(runs[1], runs[2])), hi = fmax(runs[0], fmax(runs[1], runs[2]));
+    double got = lo <= 0 ? lo : runs[0] + runs[1] + runs[2] - lo - hi;
+    const char *name = strrchr(model, '/') + 1, *dname = strrchr(draft, '/') + 1;
+    REQUIRE_VOID(got > 0, "%s with draft %s: pocketlm run failed", name, dname);
+    double diff = ((double)p.peak_rss - got) / got;
+    printf("  %-30s + draft %-26s %-9s predicted %8.2f MiB  measured %8.2f MiB  %+5.2f%%\n", name, dname,
+           mmap ? "mmap" : "--no-mmap", p.peak_rss / 1048576.0, got / 1048576.0, diff * 100);
+    CHECK(fabs(diff) <= 0.05, "%s + draft %s: predicted %.2f MiB, measured %.2f MiB (%+.2f%%)", name, dname,
+          p.peak_rss / 1048576.0, got / 1048576.0, diff * 100);
+    /* without the draft the same run is measurably smaller: the test can tell */
+    double plain = measure(model, 512, mmap, "f16", prompt, &refused, "");
+    CHECK(plain > 0 && got - plain > 0.5 * (double)p.draft_bytes, "the draft's share shows in the measured RSS: "
+          "%.2f vs %.2f MiB", got / 1048576.0, plain / 1048576.0);
+}
+
+static void test_accuracy_draft(void) {
+    const char *prompt = prompt_path();
+    REQUIRE_VOID(prompt != NULL, "prompt file");
+    const char *q4km = SHARED("models/fixtures/fixture-llama-Q4_K_M.gguf");
+    const char *qwen2 = SHARED("models/fixtures/fixture-qwen2-f16.gguf");
+    const char *q2k = SHARED("models/fixtures/fixture-llama-pure-Q2_K.gguf");
+    check_accuracy_draft(q4km, SHARED("models/stories260K.gguf"), true, prompt);
+    check_accuracy_draft(qwen2, q2k, true, prompt);
+    check_accuracy_draft(qwen2, q2k, false, prompt);
+    unlink(prompt);
+}
+
 /* Sanitizer builds shadow every allocation: their RSS says nothing about ours. */
 #if defined(__SANITIZE_ADDRESS__)
 #define PLM_ASAN 1
@@ -417,6 +472,7 @@ int main(void) {
     else {
         test_accuracy();
         test_moe_pages();
+        test_accuracy_draft();
     }
     return test_summary();
 }

@@ -16,5 +16,6 @@ int cmd_tune(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_kld(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_smoke(int argc, char **argv);
 
 #endif

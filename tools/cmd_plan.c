@@ -12,7 +12,8 @@
 #include "pocketlm_plan.h"
 
 typedef struct plan_opts {
-    const char *model, *device, *ram, *type_k, *type_v, *output, *mem_limit;
+    const char *model, *device, *ram, *type_k, *type_v, *output, *mem_limit, *draft_model;
+    int draft_max;
     const char *params, *active, *quant;
     int n_ctx, n_batch, n_threads;
     int layers, kv_heads, head_dim, embd, heads, ff, vocab, at_tokens, at_batch;
@@ -101,6 +102,10 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
     line("tokenizer tables + parsed metadata", p->vocab_bytes);
     line("model tables, thread stacks", p->model_bytes);
     line("process overhead (code, libc, stack)", p->overhead_bytes);
+    if (p->draft) {
+        snprintf(what, sizeof what, "draft model, %u layers (+ %d logit rows)", p->draft->n_layer, p->draft_max + 1);
+        line(what, p->draft_bytes);
+    }
     printf("  %s\n", "--------------------------------------------------------------------------");
     line("predicted peak RSS", p->peak_rss);
     if (pp->use_mmap) line("  of which cannot be paged out (anonymous)", p->anon_bytes);
@@ -140,9 +145,10 @@ static void print_json(const plm_plan *p, const plm_device *d, const plm_plan_ve
            p->weight_bytes, p->bits_per_weight, p->file_bytes);
     printf("  \"bill\": {\"weights_resident\": %" PRIu64 ", \"kv\": %" PRIu64 ", \"kv_k\": %" PRIu64
            ", \"kv_v\": %" PRIu64 ", \"scratch\": %" PRIu64 ", \"vocab\": %" PRIu64 ", \"model\": %" PRIu64
-           ", \"overhead\": %" PRIu64 ", \"peak_rss\": %" PRIu64 ", \"anon\": %" PRIu64 "},\n",
+           ", \"overhead\": %" PRIu64 ", \"draft\": %" PRIu64 ", \"peak_rss\": %" PRIu64 ", \"anon\": %" PRIu64
+           "},\n",
            p->weights_resident, p->kv_bytes, p->buf.kv_k, p->buf.kv_v, p->scratch_bytes, p->vocab_bytes,
-           p->model_bytes, p->overhead_bytes, p->peak_rss, p->anon_bytes);
+           p->model_bytes, p->overhead_bytes, p->draft_bytes, p->peak_rss, p->anon_bytes);
     printf("  \"n_expert\": %u, \"n_expert_used\": %u, \"n_ff_expert\": %u, \"weight_bytes_active\": %" PRIu64 ",\n",
            p->n_expert, p->n_expert_used, p->n_ff_expert, p->weight_bytes_active);
     printf("  \"decode_bytes_per_token\": %" PRIu64 ", \"kv_read_full\": %" PRIu64, p->decode_bytes, p->kv_read_full);
@@ -226,6 +232,12 @@ static int run_plan(plan_opts *o) {
             return 1;
         }
     }
+    plm_plan draft;  /* p keeps a pointer to it */
+    if (o->draft_model && (plm_plan_file(o->draft_model, &pp, &draft, &err) ||
+                           plm_plan_add_draft(&p, &draft, o->draft_max, &err))) {
+        fprintf(stderr, "pocketlm plan: draft model %s: %s\n", o->draft_model, err.message);
+        return 1;
+    }
 
     plm_device dev;
     const plm_device *d = NULL;
@@ -296,7 +308,8 @@ static int run_plan(plan_opts *o) {
 }
 
 int cmd_plan(int argc, char **argv) {
-    plan_opts o = {.type_k = "f16", .type_v = "f16", .output = "text", .n_batch = 512, .quant = "Q4_K_M"};
+    plan_opts o = {.type_k = "f16", .type_v = "f16", .output = "text", .n_batch = 512, .quant = "Q4_K_M",
+                   .draft_max = plm_spec_default_params().draft_max};
     const arg_spec specs[] = {
         {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model: only its header is read"},
         {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = min(trained, 4096)"},
@@ -305,6 +318,9 @@ int cmd_plan(int argc, char **argv) {
         {NULL, "--cache-type-k", ARG_STR, &o.type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
         {NULL, "--cache-type-v", ARG_STR, &o.type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
         {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "plan for weights read into memory"},
+        {NULL, "--draft-model", ARG_STR, &o.draft_model, "PATH", "plan a speculative draft model beside it (both "
+         "weights, both KV caches)"},
+        {NULL, "--draft-max", ARG_INT, &o.draft_max, "N", "tokens drafted per verification (its logits)"},
         {NULL, "--device", ARG_STR, &o.device, "NAME", "a device profile (--list-devices) or 'this' (default)"},
         {NULL, "--ram", ARG_STR, &o.ram, "SIZE", "plan for a device with this much RAM (8G, 12GB, 7.5GiB)"},
         {NULL, "--bandwidth", ARG_FLOAT, &o.bandwidth, "GB/s", "memory bandwidth (overrides the profile/probe)"},

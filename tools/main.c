@@ -26,6 +26,7 @@ static const subcommand subcommands[] = {
     {"perplexity", cmd_perplexity, "score a text: perplexity, llama-perplexity style; --kld-save a base"},
     {"kld", cmd_kld, "KL divergence of a model or KV cache type against a saved base"},
     {"template", cmd_template, "render a chat template: the exact prompt for a conversation"},
+    {"smoke", cmd_smoke, "release check: a candidate's answers, top-1 agreement and KLD against its base"},
 };
 
 static void usage(FILE *out) {

@@ -220,6 +220,28 @@ static uint64_t buffers_touched(const plm_plan *p, uint64_t rows) {
     return s;
 }
 
+static void finish(plm_plan *p);
+
+/* The verification's logits: draft_max + 1 rows of the target's vocabulary. */
+static uint64_t verify_logits(const plm_plan *p) {
+    return alloc_resident((uint64_t)(p->draft_max + 1) * p->n_vocab * sizeof(float));
+}
+
+/* The draft at the target's context length, its overhead already counted. */
+static void add_draft_bill(plm_plan *p) {
+    p->draft_bytes = p->draft_anon_bytes = 0;
+    if (!p->draft) return;
+    plm_plan d = *p->draft;
+    d.draft = NULL;
+    d.params.n_ctx = p->params.n_ctx;
+    if (d.params.n_batch > d.params.n_ctx) d.params.n_batch = d.params.n_ctx;
+    finish(&d);
+    p->draft_bytes = d.peak_rss - d.overhead_bytes + verify_logits(p);
+    p->draft_anon_bytes = d.anon_bytes - d.overhead_bytes + verify_logits(p);
+    p->peak_rss += p->draft_bytes;
+    p->anon_bytes += p->draft_anon_bytes;
+}
+
 /* Facts about a plan that do not depend on the context: kept in the struct
  * so plm_plan_set_ctx can recompute the rest. */
 static void finish(plm_plan *p) {
@@ -254,6 +276,7 @@ static void finish(plm_plan *p) {
     p->peak_rss = p->weights_resident + p->kv_bytes + p->scratch_bytes + p->vocab_bytes + p->model_bytes +
                   p->overhead_bytes;
     p->anon_bytes = p->peak_rss - (pp->use_mmap ? p->weights_resident : 0);
+    add_draft_bill(p);
 
     /* Traffic per token: the active weights (a file's exact bytes; a shape's
      * share of its parameters), one row of an untied embedding. */
@@ -553,6 +576,17 @@ plm_status plm_plan_shape(const plm_shape *sh, const plm_plan_params *params, pl
     return st;
 }
 
+plm_status plm_plan_add_draft(plm_plan *target, const plm_plan *draft, int draft_max, plm_error *err) {
+    if (!target || !draft || draft == target || draft->draft)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_plan_add_draft needs a target and a plan without a draft");
+    if (draft_max < 1 || draft_max > 64)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "draft_max %d is outside 1..64", draft_max);
+    target->draft = draft;
+    target->draft_max = draft_max;
+    finish(target);
+    return PLM_OK;
+}
+
 /* ---- partly filled contexts ------------------------------------------------- */
 
 uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batch) {
@@ -589,7 +623,16 @@ uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batc
         uint64_t now = min_u64(p->embd_bytes, (uint64_t)n_tokens * per_row);
         w -= full - min_u64(full, now);
     }
-    return min_u64(p->peak_rss, w + kv + s + p->vocab_bytes + p->model_bytes + p->overhead_bytes);
+    uint64_t draft = 0;
+    if (p->draft) {  /* the draft has seen as many tokens, in batches as large */
+        plm_plan d = *p->draft;
+        d.draft = NULL;
+        d.params.n_ctx = pp->n_ctx;
+        if (d.params.n_batch > d.params.n_ctx) d.params.n_batch = d.params.n_ctx;
+        finish(&d);
+        draft = plm_plan_rss_at(&d, n_tokens, max_batch) - d.overhead_bytes + verify_logits(p);
+    }
+    return min_u64(p->peak_rss, w + kv + s + p->vocab_bytes + p->model_bytes + p->overhead_bytes + draft);
 }
 
 /* ---- verdicts ----------------------------------------------------------------- */
