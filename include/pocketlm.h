@@ -283,6 +283,21 @@ typedef struct plm_quantize_params {
     bool pure;      /* every 2-D weight matrix in the type's base format
                        (Q4_K for "Q4_K_M"), as llama-quantize --pure */
     int n_threads;  /* 0 = every online core; the output does not depend on it */
+    /* llama-quantize's options (see `pocketlm quantize --help`) */
+    const char *imatrix;                 /* importance matrix file (GGUF or legacy .dat) or NULL */
+    const char *const *include_weights;  /* use the imatrix only for tensors whose name contains one */
+    int n_include_weights;
+    const char *const *exclude_weights;  /* ... or not for those */
+    int n_exclude_weights;
+    const char *output_tensor_type;      /* "Q8_0", ...: output.weight's type, NULL = the rules' */
+    const char *token_embedding_type;    /* token_embd.weight's type, NULL = the rules' */
+    const char *const *tensor_types;     /* "REGEX=TYPE": the first match sets a matrix's type */
+    int n_tensor_types;
+    bool allow_requantize;               /* accept quantized input (else refused) */
+    bool dry_run;                        /* choose types and sizes, write nothing */
+    bool progress;                       /* tensor i/n, MB/s and ETA on stderr */
+    uint64_t *out_bytes;                 /* if set: the output's tensor bytes */
+    uint64_t *out_weights;               /* if set: the elements of the quantized matrices */
 } plm_quantize_params;
 
 PLM_API plm_quantize_params plm_quantize_default_params(void);
@@ -290,6 +305,7 @@ PLM_API plm_status plm_quantize_ex(const char *in_path, const char *out_path, co
                            const plm_quantize_params *params, plm_error *err);  /* params NULL: defaults */
 /* plm_quantize_ex with the default parameters. */
 PLM_API plm_status plm_quantize(const char *in_path, const char *out_path, const char *type, plm_error *err);
+
 
 /* ---- stop strings -----------------------------------------------------
  * Generated text arrives one token's bytes at a time and a stop string may
@@ -647,6 +663,36 @@ PLM_API plm_ppl_params plm_ppl_default_params(void);
  * the command does). */
 PLM_API plm_status plm_perplexity(plm_context *ctx, const plm_token *tokens, int n_tokens, const plm_ppl_params *params,
                           plm_ppl_result *out, plm_error *err);
+
+/* ---- importance matrix ----------------------------------------------------
+ * llama-imatrix's statistics: per weight matrix and input column, the sum
+ * of squared activations over a calibration text, and the token count;
+ * `quantize --imatrix` weights its fits by their ratio.  Files are read in
+ * llama.cpp's GGUF format or its legacy .dat format, written in either. */
+typedef struct plm_imatrix plm_imatrix;
+
+typedef struct plm_imatrix_params {
+    int n_chunks;              /* 0 = every whole chunk */
+    bool process_output;       /* also collect output.weight (llama-imatrix --process-output) */
+    plm_ppl_progress_fn progress;  /* after each chunk: the running perplexity */
+    void *user;
+} plm_imatrix_params;
+
+PLM_API plm_imatrix *plm_imatrix_new(uint32_t chunk_size);  /* empty; chunk_size = tokens per chunk */
+PLM_API void plm_imatrix_free(plm_imatrix *im);
+PLM_API plm_status plm_imatrix_load(const char *path, plm_imatrix **out, plm_error *err);
+PLM_API plm_status plm_imatrix_save(const plm_imatrix *im, const char *path, plm_error *err);      /* GGUF */
+PLM_API plm_status plm_imatrix_save_dat(const plm_imatrix *im, const char *path, plm_error *err);  /* legacy */
+PLM_API bool plm_imatrix_add_dataset(plm_imatrix *im, const char *dataset);
+PLM_API int plm_imatrix_n_entries(const plm_imatrix *im);
+PLM_API uint32_t plm_imatrix_chunk_count(const plm_imatrix *im);
+PLM_API const char *plm_imatrix_dataset(const plm_imatrix *im);  /* the first, or NULL */
+/* Evaluates the tokens as plm_perplexity does (chunks of the imatrix's
+ * chunk_size, each in a fresh cache from BOS; needs >= 2 chunks, a
+ * logits_all context) and adds every matrix input of at least 16 tokens
+ * (llama-imatrix's threshold) to im; *ppl gets the perplexity. */
+PLM_API plm_status plm_imatrix_collect(plm_context *ctx, plm_imatrix *im, const plm_token *tokens, int n_tokens,
+                                       const plm_imatrix_params *params, plm_ppl_result *ppl, plm_error *err);
 
 /* The distribution of a per-position statistic. */
 typedef struct plm_quantiles {
