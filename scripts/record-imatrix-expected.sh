@@ -1,0 +1,48 @@
+#!/bin/sh
+# Records the llama.cpp side of tests/test_imatrix.c into tests/data/imatrix/:
+# llama-imatrix's importance matrix of fixture-llama-f16 over the tinystories
+# text (GGUF and legacy .dat), ours of the same run, and the tensor hashes of
+# llama-quantize --imatrix with each of them (and without one, for the rules
+# of the non-K file types).  Rerun it after changing the fixtures.
+#
+#   scripts/record-imatrix-expected.sh LLAMA_CPP_BIN_DIR
+#
+# LLAMA_CPP_BIN_DIR holds llama-imatrix and llama-quantize, built from
+# llama.cpp's source, e.g.
+#   cmake -S llama.cpp -B lcpp-build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF
+#   cmake --build lcpp-build --target llama-quantize llama-imatrix   (bin: lcpp-build/bin)
+# Needs build/pocketlm and build/test_imatrix (for --hashes).
+set -eu
+bin=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+shared=${PLM_SHARED_DIR:-$root/../shared}
+cd "$root"
+data=tests/data/imatrix
+f16=$shared/models/fixtures/fixture-llama-f16.gguf
+text=tests/data/tinystories.txt   # relative: it is stored in the files as the dataset
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p $data
+
+"$bin/llama-imatrix" -m "$f16" -f $text -c 64 -b 64 --chunks 4 --no-ppl -o $data/llamacpp.imatrix.gguf
+"$bin/llama-imatrix" -m "$f16" -f $text -c 64 -b 64 --chunks 4 --no-ppl --output-format dat \
+    -o $data/llamacpp.imatrix.dat
+build/pocketlm imatrix -m "$f16" -f $text -c 64 --chunks 4 -o $data/pocketlm.imatrix.gguf
+
+out=$data/expected.txt
+{
+    echo "# IMATRIX TYPE TENSOR GGML_TYPE FNV1A64 of llama-quantize's tensor bytes, from"
+    echo "# llama-quantize [--imatrix $root/$data/IMATRIX.imatrix.gguf] fixture-llama-f16.gguf OUT TYPE"
+    echo "# by scripts/record-imatrix-expected.sh ($(cd "$bin" && ./llama-quantize --version 2>&1 | grep -m1 version || true))"
+} > $out
+for im in llamacpp pocketlm none; do
+    if [ $im = none ]; then types="Q4_0 Q5_0 IQ4_NL IQ4_XS Q8_0"; opt=""
+    else types="Q2_K Q3_K_S Q4_K_M Q5_K_M Q6_K Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS"
+         opt="--imatrix $root/$data/$im.imatrix.gguf"; fi
+    for t in $types; do
+        # shellcheck disable=SC2086
+        "$bin/llama-quantize" $opt "$f16" "$tmp/q.gguf" $t > "$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
+        build/test_imatrix --hashes "$tmp/q.gguf" | sed "s/^/$im $t /" >> $out
+    done
+done
+ls -l $data
