@@ -32,8 +32,8 @@ build/pocketlm imatrix -m "$f16" -f $text -c 64 --chunks 4 -o $data/pocketlm.ima
 out=$data/expected.txt
 {
     echo "# IMATRIX TYPE TENSOR GGML_TYPE FNV1A64 of llama-quantize's tensor bytes, from"
-    echo "# llama-quantize [--imatrix $root/$data/IMATRIX.imatrix.gguf] fixture-llama-f16.gguf OUT TYPE"
-    echo "# by scripts/record-imatrix-expected.sh ($(cd "$bin" && ./llama-quantize --version 2>&1 | grep -m1 version || true))"
+    echo "# llama-quantize [--imatrix $data/IMATRIX.imatrix.gguf] fixture-llama-f16.gguf OUT TYPE"
+    echo "# by scripts/record-imatrix-expected.sh, llama.cpp $("$bin/llama-imatrix" --version 2>&1 | grep -m1 version || true)"
 } > $out
 for im in llamacpp pocketlm none; do
     if [ $im = none ]; then types="Q4_0 Q5_0 IQ4_NL IQ4_XS Q8_0"; opt=""

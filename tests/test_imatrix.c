@@ -92,7 +92,7 @@ static void compare_imatrix_files(const char *ours_path, const char *theirs_path
         if (strstr(name, ".counts")) CHECK(!memcmp(x, y, nb * 4), "%s: counts differ", name);
     }
     printf("our imatrix vs llama-imatrix's: worst relative difference of a column sum %.2e\n", worst);
-    CHECK(worst < 2e-3, "column sums differ from llama-imatrix's by up to %.2e", worst);
+    CHECK(worst < 5e-3, "column sums differ from llama-imatrix's by up to %.2e", worst);
     plm_gguf_close(a);
     plm_gguf_close(b);
 }
@@ -213,10 +213,13 @@ static void check_quantize(const char *dir, const char *imatrix, const char *typ
     CHECK(n > 0 && (uint64_t)n == f->n_tensors, "%s %s: %d expected tensors for %llu", imatrix, type, n,
           (unsigned long long)f->n_tensors);
     if (strcmp(imatrix, "none")) {
-        uint32_t entries = 0;
-        plm_gguf_str file;
+        uint32_t entries = 0, chunks = 0;
+        plm_gguf_str file, dataset;
         CHECK(plm_gguf_get_u32(f, "quantize.imatrix.entries_count", &entries) && entries == 28 &&
-                  plm_gguf_get_str(f, "quantize.imatrix.file", &file) && plm_gguf_str_eq(file, im_path),
+                  plm_gguf_get_u32(f, "quantize.imatrix.chunks_count", &chunks) && chunks == N_CHUNKS &&
+                  plm_gguf_get_str(f, "quantize.imatrix.file", &file) && plm_gguf_str_eq(file, im_path) &&
+                  plm_gguf_get_str(f, "quantize.imatrix.dataset", &dataset) &&
+                  plm_gguf_str_eq(dataset, "tests/data/tinystories.txt"),
               "%s %s: quantize.imatrix.* metadata", imatrix, type);
     }
     printf("quantize %-8s --imatrix %-8s %d/%d tensors identical to llama-quantize's\n", type, imatrix, same, n);
