@@ -110,7 +110,7 @@ typedef struct quant_job {
     size_t in_row, out_row;
     atomic_llong next;         /* first row of the next chunk to hand out */
     /* progress */
-    uint64_t t0, done_bytes, total_bytes, n_weights;
+    uint64_t t0, done_bytes, total_bytes;
     uint64_t n_done, n_tensors;
 } quant_job;
 
