@@ -35,14 +35,21 @@ out=$data/expected.txt
     echo "# llama-quantize [--imatrix $data/IMATRIX.imatrix.gguf] fixture-llama-f16.gguf OUT TYPE"
     echo "# by scripts/record-imatrix-expected.sh, llama.cpp $("$bin/llama-imatrix" --version 2>&1 | grep -m1 version || true)"
 } > $out
-for im in llamacpp pocketlm none; do
-    if [ $im = none ]; then types="Q4_0 Q5_0 IQ4_NL IQ4_XS Q8_0"; opt=""
-    else types="Q2_K Q3_K_S Q4_K_M Q5_K_M Q6_K Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS"
-         opt="--imatrix $root/$data/$im.imatrix.gguf"; fi
-    for t in $types; do
-        # shellcheck disable=SC2086
-        "$bin/llama-quantize" $opt "$f16" "$tmp/q.gguf" $t > "$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
-        build/test_imatrix --hashes "$tmp/q.gguf" | sed "s/^/$im $t /" >> $out
+quantize() {  # CASE TYPE ARGS...: llama-quantize ARGS fixture OUT TYPE, hashed under CASE
+    case_=$1 t=$2
+    shift 2
+    "$bin/llama-quantize" "$@" "$f16" "$tmp/q.gguf" "$t" > "$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
+    build/test_imatrix --hashes "$tmp/q.gguf" | sed "s/^/$case_ $t /" >> $out
+}
+for im in llamacpp pocketlm; do
+    for t in Q2_K Q3_K_S Q4_K_M Q5_K_M Q6_K Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS; do
+        quantize $im $t --imatrix $data/$im.imatrix.gguf
     done
 done
+for t in Q4_0 Q5_0 IQ4_NL IQ4_XS Q8_0; do quantize none $t; done
+# llama-quantize's options (test_imatrix.c's table of cases holds the same arguments)
+quantize overrides Q4_K_M --imatrix $data/llamacpp.imatrix.gguf --exclude-weights attn_q --tensor-type "ffn_down=q8_0" \
+    --tensor-type "blk\.[12]\.attn_v=q5_k" --output-tensor-type q4_k --token-embedding-type q3_k
+quantize include Q2_K --imatrix $data/llamacpp.imatrix.gguf --include-weights ffn_ --include-weights attn_output
+quantize pure IQ4_XS --pure --imatrix $data/pocketlm.imatrix.gguf --tensor-type "attn_k=iq4_nl"
 ls -l $data

@@ -12,7 +12,10 @@
  *    and with ours, must write every tensor byte for byte as
  *    `llama-quantize --imatrix` did with the same file (expected.txt holds
  *    FNV-1a hashes of llama-quantize's tensors) — so llama-quantize accepts
- *    our file and we accept its — and the quantize.imatrix.* metadata.
+ *    our file and we accept its — and the quantize.imatrix.* metadata; so
+ *    must the non-K file types' rules without an imatrix, and
+ *    llama-quantize's options (--include/--exclude-weights, --tensor-type,
+ *    --output-tensor-type, --token-embedding-type, --pure).
  *
  * `test_imatrix --hashes FILE` prints a file's tensor hashes in
  * expected.txt's format (how the script records llama-quantize's output).
@@ -179,19 +182,51 @@ static void check_bad_files(const char *dir) {
     remove(bad);
 }
 
-/* One line of expected.txt: IMATRIX TYPE TENSOR GGML_TYPE HASH. */
+/* One line of expected.txt: CASE TYPE TENSOR GGML_TYPE HASH. */
 typedef struct expected_line {
     char imatrix[32], type[16], tensor[128], ggml_type[16];
     unsigned long long hash;
 } expected_line;
 
-static void check_quantize(const char *dir, const char *imatrix, const char *type, const expected_line *lines,
+/* The cases of expected.txt: quantize's arguments besides IN OUT TYPE, the
+ * same as scripts/record-imatrix-expected.sh gave llama-quantize. */
+typedef struct quant_args {
+    const char *name, *args;
+} quant_args;
+
+static const quant_args cases[] = {
+    {"llamacpp", "--imatrix " DATA "llamacpp.imatrix.gguf"},
+    {"pocketlm", "--imatrix " DATA "pocketlm.imatrix.gguf"},
+    {"none", ""},
+    {"overrides", "--imatrix " DATA "llamacpp.imatrix.gguf --exclude-weights attn_q --tensor-type 'ffn_down=q8_0' "
+                  "--tensor-type 'blk\\.[12]\\.attn_v=q5_k' --output-tensor-type q4_k --token-embedding-type q3_k"},
+    {"include", "--imatrix " DATA "llamacpp.imatrix.gguf --include-weights ffn_ --include-weights attn_output"},
+    {"pure", "--pure --imatrix " DATA "pocketlm.imatrix.gguf --tensor-type 'attn_k=iq4_nl'"},
+};
+
+/* What llama-quantize records of the imatrix for the two plain cases. */
+static void check_metadata(const plm_gguf_file *f, const char *case_name, const char *type) {
+    char im_path[512];
+    snprintf(im_path, sizeof im_path, DATA "%s.imatrix.gguf", case_name);
+    uint32_t entries = 0, chunks = 0;
+    plm_gguf_str file, dataset;
+    CHECK(plm_gguf_get_u32(f, "quantize.imatrix.entries_count", &entries) && entries == 28 &&
+              plm_gguf_get_u32(f, "quantize.imatrix.chunks_count", &chunks) && chunks == N_CHUNKS &&
+              plm_gguf_get_str(f, "quantize.imatrix.file", &file) && plm_gguf_str_eq(file, im_path) &&
+              plm_gguf_get_str(f, "quantize.imatrix.dataset", &dataset) &&
+              plm_gguf_str_eq(dataset, "tests/data/tinystories.txt"),
+          "%s %s: quantize.imatrix.* metadata", case_name, type);
+}
+
+static void check_quantize(const char *dir, const char *case_name, const char *type, const expected_line *lines,
                            int n_lines) {
-    char out[512], cmd[2048], im_path[512] = "";
-    snprintf(out, sizeof out, "%s/q-%s-%s.gguf", dir, imatrix, type);
-    if (strcmp(imatrix, "none")) snprintf(im_path, sizeof im_path, DATA "%s.imatrix.gguf", imatrix);
-    snprintf(cmd, sizeof cmd, "%s quantize -q %s%s %s %s %s 2>&1", PLM_BIN, im_path[0] ? "--imatrix " : "", im_path,
-             F16, out, type);
+    const quant_args *qa = NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (!strcmp(cases[i].name, case_name)) qa = &cases[i];
+    REQUIRE_VOID(qa != NULL, "expected.txt: unknown case %s", case_name);
+    char out[512], cmd[2048];
+    snprintf(out, sizeof out, "%s/q-%s-%s.gguf", dir, case_name, type);
+    snprintf(cmd, sizeof cmd, "%s quantize -q %s %s %s %s 2>&1", PLM_BIN, qa->args, F16, out, type);
     int status;
     char *text = test_capture(cmd, &status);
     CHECK(status == 0, "%s: %s", cmd, text ? text : "");
@@ -201,28 +236,19 @@ static void check_quantize(const char *dir, const char *imatrix, const char *typ
     REQUIRE_VOID(f != NULL, "%s: %s", out, err.message);
     int same = 0, n = 0;
     for (int i = 0; i < n_lines; i++) {
-        if (strcmp(lines[i].imatrix, imatrix) || strcmp(lines[i].type, type)) continue;
+        if (strcmp(lines[i].imatrix, case_name) || strcmp(lines[i].type, type)) continue;
         n++;
         const plm_gguf_tensor *t = plm_gguf_find_tensor(f, lines[i].tensor);
         const bool ok = t && !strcmp(plm_gguf_tensor_type_name(t->type), lines[i].ggml_type) &&
                         fnv1a(t->data, t->nbytes) == lines[i].hash;
-        CHECK(ok, "--imatrix %s %s: %s differs from llama-quantize's (%s, expected %s)", imatrix, type,
-              lines[i].tensor, t ? plm_gguf_tensor_type_name(t->type) : "missing", lines[i].ggml_type);
+        CHECK(ok, "%s %s: %s differs from llama-quantize's (%s, expected %s)", case_name, type, lines[i].tensor,
+              t ? plm_gguf_tensor_type_name(t->type) : "missing", lines[i].ggml_type);
         same += ok;
     }
-    CHECK(n > 0 && (uint64_t)n == f->n_tensors, "%s %s: %d expected tensors for %llu", imatrix, type, n,
+    CHECK(n > 0 && (uint64_t)n == f->n_tensors, "%s %s: %d expected tensors for %llu", case_name, type, n,
           (unsigned long long)f->n_tensors);
-    if (strcmp(imatrix, "none")) {
-        uint32_t entries = 0, chunks = 0;
-        plm_gguf_str file, dataset;
-        CHECK(plm_gguf_get_u32(f, "quantize.imatrix.entries_count", &entries) && entries == 28 &&
-                  plm_gguf_get_u32(f, "quantize.imatrix.chunks_count", &chunks) && chunks == N_CHUNKS &&
-                  plm_gguf_get_str(f, "quantize.imatrix.file", &file) && plm_gguf_str_eq(file, im_path) &&
-                  plm_gguf_get_str(f, "quantize.imatrix.dataset", &dataset) &&
-                  plm_gguf_str_eq(dataset, "tests/data/tinystories.txt"),
-              "%s %s: quantize.imatrix.* metadata", imatrix, type);
-    }
-    printf("quantize %-8s --imatrix %-8s %d/%d tensors identical to llama-quantize's\n", type, imatrix, same, n);
+    if (!strcmp(case_name, "llamacpp") || !strcmp(case_name, "pocketlm")) check_metadata(f, case_name, type);
+    printf("quantize %-8s %-9s %d/%d tensors identical to llama-quantize's\n", type, case_name, same, n);
     plm_gguf_close(f);
     remove(out);
 }
