@@ -18,6 +18,7 @@ static const subcommand subcommands[] = {
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"quantize", cmd_quantize, "re-encode the weight matrices: Q8_0, Q4_0, Q5_0, IQ4_NL, F16..."},
+    {"imatrix", cmd_imatrix, "importance matrix from a calibration text, for quantize --imatrix"},
     {"synth", cmd_synth, "write a random-weight GGUF of a real model's shape"},
     {"plan", cmd_plan, "will a model fit a device: memory bill, verdict, speed ceilings"},
     {"probe", cmd_probe, "measure this device: cores, RAM, memory bandwidth, file read speed"},

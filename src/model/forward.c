@@ -193,6 +193,7 @@ static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, 
         rows += w[i]->rows;
     }
     prepare_inputs(ctx, &j, norm, x, n, x_stride);
+    for (int i = 0; ctx->observe && i < n_w; i++) ctx->observe(ctx->observe_user, w[i], x, n, x_stride);
     /* About four chunks per thread balances uneven cores without making
      * chunks so small that the per-chunk overhead shows. */
     const int nth = plm_pool_size(ctx->pool);

@@ -54,6 +54,31 @@ void plm_quantize_row_q4_K(const float *x, void *y, int64_t n);
 void plm_quantize_row_q5_K(const float *x, void *y, int64_t n);
 void plm_quantize_row_q6_K(const float *x, void *y, int64_t n);
 
+/* IQ4_XS (quantize_weighted.c): IQ4_NL's fit on 8 sub-blocks of 32 with
+ * 6-bit sub-block scales, as llama-quantize writes it. */
+void plm_quantize_row_iq4_xs(const float *x, void *y, int64_t n);
+
+/* ---- importance-weighted quantizers (quantize_weighted.c) ----------------
+ * What llama-quantize --imatrix writes: qw holds one importance per column
+ * (n of them; an importance matrix row, see model/imatrix.h).  qw NULL
+ * gives what llama-quantize writes without one.  x must be exactly one row:
+ * the 32-element formats take their scale of spread from the whole row. */
+typedef void (*plm_quantize_weighted_fn)(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q4_0_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q4_1_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q5_0_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q5_1_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q2_K_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q3_K_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q4_K_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q5_K_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q6_K_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_iq4_nl_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_iq4_xs_w(const float *x, void *y, int64_t n, const float *qw);
+/* The weighted quantizer of a type; NULL where importances change nothing
+ * (Q8_0, F16, ...) or the type has no quantizer. */
+plm_quantize_weighted_fn plm_get_quantize_weighted(plm_type type);
+
 /* The reference functions of a type (its plm_type_info entry); NULL when
  * the type has no such function or is unknown. */
 plm_dequantize_fn plm_get_dequantize(plm_type type);

@@ -49,7 +49,7 @@ static const plm_type_info type_table[PLM_TYPE_COUNT] = {
     T(PLM_TYPE_IQ3_S, "IQ3_S", 256, 110, false, PLM_TYPE_Q8_K, NULL, NULL),
     T(PLM_TYPE_IQ2_S, "IQ2_S", 256, 82, false, PLM_TYPE_Q8_K, NULL, NULL),
     T(PLM_TYPE_IQ4_XS, "IQ4_XS", 256, 136, true, PLM_TYPE_Q8_K,
-      NULL, plm_dequantize_row_iq4_xs),
+      plm_quantize_row_iq4_xs, plm_dequantize_row_iq4_xs),
     T(PLM_TYPE_I8, "I8", 1, 1, false, PLM_TYPE_I8, NULL, NULL),
     T(PLM_TYPE_I16, "I16", 1, 2, false, PLM_TYPE_I16, NULL, NULL),
     T(PLM_TYPE_I32, "I32", 1, 4, false, PLM_TYPE_I32, NULL, NULL),
