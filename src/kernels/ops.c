@@ -42,6 +42,21 @@ void plm_swiglu(float *g, const float *u, int n) {
     for (int i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* ggml's GELU on the CPU is a table of f16 inputs to f16 outputs: the
+ * tanh formula at x rounded to f16, the result rounded to f16; 0 below -10
+ * and x above 10. */
+static float gelu_f16_table(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = plm_fp16_to_fp32(plm_fp32_to_fp16(x));
+    const float y = 0.5f * h * (1.0f + tanhf(0.79788456080286535588f * h * (1.0f + 0.044715f * h * h)));
+    return plm_fp16_to_fp32(plm_fp32_to_fp16(y));
+}
+
+void plm_geglu(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) g[i] = gelu_f16_table(g[i]) * u[i];
+}
+
 float plm_dot_f16(const uint16_t *a, const uint16_t *b, int n) {
     float sum = 0.0f;
     for (int i = 0; i < n; i++) sum += plm_fp16_to_fp32(a[i]) * plm_fp16_to_fp32(b[i]);

@@ -45,6 +45,12 @@ typedef struct plm_hparams {
     float logit_scale;           /* logits are divided by this (granite) */
     int n_expert, n_expert_used; /* Mixture-of-Experts; 0 = dense */
     int n_ff_expert;
+    float rope_freq_scale_swa;   /* RoPE frequency scale of windowed layers (gemma3: 1) */
+    /* LongRoPE (phi3): rope_factors_long applies when a sequence may hold
+     * more than n_ctx_orig positions, rope_factors_short otherwise; the
+     * RoPE'd q and k are multiplied by rope_attn_factor (1 = none). */
+    int n_ctx_orig;              /* rope.scaling.original_context_length; 0 = n_ctx_train */
+    float rope_attn_factor;
 } plm_hparams;
 
 typedef enum { PLM_HP_U32, PLM_HP_F32 } plm_hp_kind;
@@ -147,6 +153,10 @@ typedef struct plm_arch {
      * experts, top n_expert_used, their weights renormalized to sum 1 or
      * not, as each model defines. */
     bool moe_norm_topk;
+    /* Values llama.cpp derives in code rather than reading a key (gemma's
+     * query scale, its windowed layers' RoPE base); NULL = none.  Runs after
+     * the keys are read and the shared defaults derived. */
+    void (*derive)(plm_hparams *hp);
 } plm_arch;
 
 /* The registry: every descriptor, in the order errors list them. */
@@ -156,6 +166,7 @@ const plm_arch *const *plm_arch_all(int *n);
 void plm_arch_names(char *buf, size_t size);
 
 extern const plm_arch plm_arch_llama, plm_arch_qwen2, plm_arch_qwen3, plm_arch_granite, plm_arch_phi3;
+extern const plm_arch plm_arch_gemma2, plm_arch_gemma3;
 
 /* Reads arch's hyperparameter keys from f into hp (hp->arch and name too,
  * n_vocab from token_embd.weight's rows when present), checks them, and
