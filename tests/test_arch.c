@@ -192,8 +192,8 @@ static void check_family_errors(const char *dir) {
     CHECK(plm_model_load(src, NULL, &pm, &perr) == PLM_OK, "LongRoPE phi3 loads: %s", perr.message);
     if (pm)
         CHECK(pm->rope_long && pm->rope_short && pm->rope_long[15] > pm->rope_short[15] &&
-                  pm->hp.n_ctx_orig == 128 && pm->hp.n_ctx_train == 8192 &&
-                  fabsf(pm->hp.rope_attn_factor - sqrtf(1.0f + logf(64.0f) / logf(128.0f))) < 1e-6f,
+                  pm->hp.n_ctx_orig == 512 && pm->hp.n_ctx_train == 8192 &&
+                  fabsf(pm->hp.rope_attn_factor - sqrtf(1.0f + logf(16.0f) / logf(512.0f))) < 1e-6f,
               "LongRoPE: orig %d, attn_factor %g", pm->hp.n_ctx_orig, pm->hp.rope_attn_factor);
     plm_model_free(pm);
     pm = NULL;

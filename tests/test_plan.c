@@ -260,6 +260,33 @@ static void check_accuracy(const char *model, int n_ctx, bool mmap, plm_kv_type 
           mmap ? "mmap" : "no-mmap", p.peak_rss / 1048576.0, got / 1048576.0, diff * 100);
 }
 
+/* A sliding-window model (gemma3's block and 5 local : 1 global pattern,
+ * small widths so that filling 8k positions stays quick) at 8k context:
+ * the windowed layers' caches hold their window, a batch and the window's
+ * mirror instead of 8k positions, and the prediction still holds to 5%. */
+static void check_window_accuracy(const char *prompt) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/plm_plan_gemma3_%d.gguf", (int)getpid());
+    plm_synth_params sp = {"test-gemma3-tiny", SHARED("models/stories260K.gguf"), path, false, 1};
+    plm_error err;
+    REQUIRE_VOID(plm_synth(&sp, &err) == PLM_OK, "synth: %s", err.message);
+    plm_plan_params pp = plm_plan_default_params();
+    pp.n_ctx = 8192;
+    pp.n_batch = 256;
+    pp.n_threads = 1;
+    plm_plan p;
+    REQUIRE_VOID(plm_plan_file(path, &pp, &p, &err) == PLM_OK, "%s", err.message);
+    /* every layer's keys and values at 8k positions, 2 KV heads x 64, f16 */
+    const uint64_t full = 7ull * 8192 * 128 * 2 * 2;
+    printf("  gemma3 shape, 6 of 7 layers windowed (8): KV cache %.2f MiB, %.2f MiB without windows\n",
+           p.kv_bytes / 1048576.0, full / 1048576.0);
+    CHECK(p.n_swa == 8 && p.n_layer_swa == 6, "plan's window %u on %u layers", p.n_swa, p.n_layer_swa);
+    CHECK(p.kv_bytes < full / 5, "windowed KV cache %llu bytes of %llu", (unsigned long long)p.kv_bytes,
+          (unsigned long long)full);
+    check_accuracy(path, 8192, true, PLM_KV_F16, prompt);
+    unlink(path);
+}
+
 static void test_accuracy(void) {
     const char *prompt = prompt_path();
     REQUIRE_VOID(prompt != NULL, "prompt file");
@@ -272,6 +299,7 @@ static void test_accuracy(void) {
     for (size_t i = 0; i < 2; i++)
         for (int mm = 1; mm >= 0; mm--)
             for (size_t k = 0; k < 3; k++) check_accuracy(fix[i], 512, mm, kvs[k], prompt);
+    check_window_accuracy(prompt);
     unlink(prompt);
 }
 

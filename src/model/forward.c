@@ -1,17 +1,21 @@
 /*
  * The forward pass of the decoder-only transformers the descriptors in
- * model/arch/ describe (llama, qwen2, qwen3, granite, phi3):
+ * model/arch/ describe (llama, qwen2, qwen3, granite, phi3, gemma2, gemma3):
  *
- *   x = embed(tokens) * embd_scale
+ *   x = embed(tokens) * embd_scale                       (gemma: sqrt(n_embd))
  *   for each layer:
  *       attention step:  h = rmsnorm(x) * attn_norm
  *                        q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv)
- *                        q, k = per-head rmsnorm (qwen3);  rope(q, k) (/ rope_freqs)
- *                        x += residual_scale * Wo attention(q, cache(k), cache(v))
- *                                             (causal, grouped-query, scores x attn_scale)
+ *                        q, k = per-head rmsnorm (qwen3, gemma3);  rope(q, k)
+ *                               (the layer's base and scale; / rope_freqs or LongRoPE's factors)
+ *                        y = Wo attention(q, cache(k), cache(v))
+ *                               (causal, grouped-query, scores x attn_scale, soft-capped
+ *                                (gemma2), over the layer's window if it has one)
+ *                        x += residual_scale * rmsnorm(y) * post_attn_norm   (norm: gemma)
  *       FFN step:        h = rmsnorm(x) * ffn_norm
- *                        x += residual_scale * Wdown (silu(Wgate h) * Wup h)   (dense; MoE later)
- *   logits = Woutput (rmsnorm(x) * output_norm) / logit_scale
+ *                        y = Wdown (act(Wgate h) * Wup h)   (act: SiLU, or GELU for gemma; MoE later)
+ *                        x += residual_scale * rmsnorm(y) * post_ffn_norm    (norm: gemma)
+ *   logits = Woutput (rmsnorm(x) * output_norm) / logit_scale, soft-capped (gemma2)
  *
  * The scales are granite's (1 elsewhere); phi3's fused matrices are bound as
  * their parts (bind.c), so they need no step of their own.

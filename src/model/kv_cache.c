@@ -75,7 +75,10 @@ plm_status plm_kv_init(plm_kv_cache *kv, const plm_kv_spec *s, plm_error *err) {
         kv->first_cell[il] = first;
         kv->cells[il] = plm_kv_layer_cells(s, il);
         kv->ring[il] = ring_of(s, il);
-        kv->window[il] = kv->ring[il] ? plm_arch_layer_window(s->arch, s->hp, il) : 0;
+        /* a window as long as the context changes nothing; a shorter one
+         * applies whether or not a ring saves memory */
+        const uint32_t w = plm_arch_layer_window(s->arch, s->hp, il);
+        kv->window[il] = w < s->n_ctx ? w : 0;
         first += (uint64_t)kv->n_seq * kv->cells[il];
     }
     kv->k = malloc(size.k_bytes);
@@ -209,7 +212,7 @@ static uint64_t release_pages(uint8_t *p, size_t n) {
 uint64_t plm_kv_release_unused(plm_kv_cache *kv) {
     uint64_t n = 0;
     for (int il = 0; il < kv->n_layer; il++) {
-        if (kv->window[il]) continue;  /* a windowed layer's cells wrap: all may be live */
+        if (kv->ring[il]) continue;  /* a ring's cells wrap: all may be live */
         for (uint32_t seq = 0; seq < kv->n_seq; seq++) {
             const uint32_t len = kv->len[seq], unused = kv->cells[il] - len;
             n += release_pages(plm_kv_keys(kv, il, (plm_kv_seq)seq, len), (size_t)unused * kv->k_row);

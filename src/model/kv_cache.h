@@ -60,7 +60,8 @@ typedef struct plm_kv_cache {
     uint64_t *first_cell;    /* [n_layer]: where layer il's streams start */
     uint32_t *cells;         /* [n_layer]: cells of one stream of layer il (ring and mirror) */
     uint32_t *window;        /* [n_layer]: positions a layer sees, 0 = all */
-    uint32_t *ring;          /* [n_layer]: positions a windowed layer holds, 0 = all */
+    uint32_t *ring;          /* [n_layer]: positions a windowed layer holds, 0 = all (no ring:
+                                the window is too long for one to save memory) */
     uint32_t *len;           /* [n_seq]: positions each sequence holds */
 } plm_kv_cache;
 

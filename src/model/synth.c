@@ -118,10 +118,11 @@ static const synth_shape shapes[] = {
     /* Mistral-style: a window of 8 that llama.cpp ignores for llama */
     {"test-mistral-tiny", &plm_arch_llama, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3, NO_GRANITE,
      {8, 0, 0, 0, 0, 0}},
-    /* LongRoPE beyond an original context of 128: factors that differ
-     * between long and short; attention factor sqrt(1 + ln 64 / ln 128) */
+    /* LongRoPE beyond an original context of 512 (above the 256 llama.cpp
+     * pads a small context to): factors that differ between long and
+     * short; attention factor sqrt(1 + ln 16 / ln 512) */
     {"test-phi3-longrope-tiny", &plm_arch_phi3, 2, 256, 8, 2, 512, 8192, 10000.0f, 1e-5f, true, 0, NO_LLAMA3,
-     NO_GRANITE, {0, 0, 0, 0, 0, 128}},
+     NO_GRANITE, {0, 0, 0, 0, 0, 512}},
     /* gemma2: window 8 on layer 0 (layer 1 global), soft-caps small enough
      * to bend the scores and the logits */
     {"test-gemma2-tiny", &plm_arch_gemma2, 2, 256, 4, 2, 512, 256, 10000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE,

@@ -13,9 +13,12 @@
 // Runs: every shape is evaluated in one batch with a 64-token context; some
 // are evaluated again where their own choices show (`runs` below): the
 // windowed shapes (gemma2/3: window 8, prompt of ~20 tokens) in batches of
-// 3, so that each window wraps around its ring of cells and its mirror, and
-// LongRoPE (test-phi3-longrope-tiny, original context 128) with a 1024-token
-// context, where llama.cpp switches to rope_factors_long.
+// 3, so that each window wraps around its ring of cells and its mirror (and
+// gemma3 with a 32-token context, too short for a ring to save memory: the
+// window still applies), and
+// LongRoPE (test-phi3-longrope-tiny, original context 512) with a 1024-token
+// context, where llama.cpp switches to rope_factors_long (at 64, which it
+// pads to 256, it keeps rope_factors_short).
 //
 // Tolerances as test_logits: 0.01 for F32/F16 (summation order only); 0.1
 // for Q8_0 and 0.15 for Q4_K_M, where activations are quantized too and an
@@ -37,7 +40,7 @@ const l = await llama();
 const families = (process.env.PLM_FAMILIES ?? "test-llama-tiny,test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny,test-granite-tiny,test-phi3-tiny,test-mistral-tiny,test-phi3-longrope-tiny,test-gemma2-tiny,test-gemma3-tiny").split(",");
 const runs = {
   "test-gemma2-tiny": [{ ctx: 64 }, { ctx: 64, batch: 3 }],
-  "test-gemma3-tiny": [{ ctx: 64 }, { ctx: 64, batch: 3 }],
+  "test-gemma3-tiny": [{ ctx: 64 }, { ctx: 64, batch: 3 }, { ctx: 32 }],  // 32: a window but no ring
   "test-phi3-longrope-tiny": [{ ctx: 64 }, { ctx: 1024 }],
 };
 const runsOf = (shape) => runs[shape] ?? [{ ctx: 64 }];
