@@ -92,7 +92,7 @@ typedef enum {
     PLM_T_MATRIX,    /* matrix, N(0, 0.02) */
     PLM_T_NORM,      /* vector, 1.0 */
     PLM_T_BIAS,      /* vector, N(0, 0.02) */
-    PLM_T_ROPE_FACTORS, /* vector dividing RoPE's frequencies; synth: the llama3 scaling */
+    PLM_T_ROPE_FACTORS, /* vector dividing RoPE's frequencies; synth: the llama3 scaling, or LongRoPE's */
 } plm_tensor_kind;
 
 typedef enum {
