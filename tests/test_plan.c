@@ -234,7 +234,7 @@ static double measure(const char *model, int n_ctx, bool mmap, const char *kv, c
     return kb > 0 ? kb * 1024 : mib * 1048576;
 }
 
-static void check_accuracy(const char *model, int n_ctx, bool mmap, plm_kv_type kv, const char *prompt) {
+static void check_accuracy(const char *model, int n_ctx, bool mmap, plm_kv_type kv, const char *prompt, int n_runs) {
     plm_plan_params pp = plm_plan_default_params();
     pp.n_ctx = (uint32_t)n_ctx;
     pp.n_batch = 256;
@@ -245,10 +245,12 @@ static void check_accuracy(const char *model, int n_ctx, bool mmap, plm_kv_type 
     plm_error err;
     REQUIRE_VOID(plm_plan_file(model, &pp, &p, &err) == PLM_OK, "%s", err.message);
     /* Identical runs differ by ~±80 KiB (allocator and page-cache timing):
-     * the median of three is the measurement. */
+     * the median of three is the measurement, where that matters (n_runs 3;
+     * 1 for a model whose bill is big enough for 80 KiB not to). */
     bool refused;
     double runs[3];
-    for (int i = 0; i < 3; i++) runs[i] = measure(model, n_ctx, mmap, plm_kv_type_name(kv), prompt, &refused);
+    for (int i = 0; i < n_runs; i++) runs[i] = measure(model, n_ctx, mmap, plm_kv_type_name(kv), prompt, &refused);
+    for (int i = n_runs; i < 3; i++) runs[i] = runs[0];
     double lo = fmin(runs[0], fmin(runs[1], runs[2])), hi = fmax(runs[0], fmax(runs[1], runs[2]));
     double got = runs[0] + runs[1] + runs[2] - lo - hi;
     if (lo <= 0) got = lo;  /* a failed run stays a failure */
@@ -293,7 +295,7 @@ static void check_window_accuracy(void) {
     CHECK(p.n_swa == 8 && p.n_layer_swa == 6, "plan's window %u on %u layers", p.n_swa, p.n_layer_swa);
     CHECK(p.kv_bytes < full / 5, "windowed KV cache %llu bytes of %llu", (unsigned long long)p.kv_bytes,
           (unsigned long long)full);
-    check_accuracy(path, 8192, true, PLM_KV_F16, prompt);
+    check_accuracy(path, 8192, true, PLM_KV_F16, prompt, 1);  /* 18 MiB: 80 KiB is 0.4% */
     unlink(path);
     unlink(prompt);
 }
@@ -303,13 +305,13 @@ static void test_accuracy(void) {
     REQUIRE_VOID(prompt != NULL, "prompt file");
     const char *stories = SHARED("models/stories260K.gguf");
     for (int c = 512; c <= 2048; c *= 4)
-        for (int mm = 1; mm >= 0; mm--) check_accuracy(stories, c, mm, PLM_KV_F16, prompt);
+        for (int mm = 1; mm >= 0; mm--) check_accuracy(stories, c, mm, PLM_KV_F16, prompt, 3);
     const char *fix[] = {SHARED("models/fixtures/fixture-llama-Q4_K_M.gguf"),
                          SHARED("models/fixtures/fixture-qwen2-f16.gguf")};
     const plm_kv_type kvs[] = {PLM_KV_F16, PLM_KV_Q8_0, PLM_KV_Q4_0};
     for (size_t i = 0; i < 2; i++)
         for (int mm = 1; mm >= 0; mm--)
-            for (size_t k = 0; k < 3; k++) check_accuracy(fix[i], 512, mm, kvs[k], prompt);
+            for (size_t k = 0; k < 3; k++) check_accuracy(fix[i], 512, mm, kvs[k], prompt, 3);
     check_window_accuracy();
     unlink(prompt);
 }

@@ -471,7 +471,10 @@ void plm_forward_rerotate(void *state, plm_kv_cache *kv, plm_kv_seq seq, uint32_
  * post_attention_norm, post_ffw_norm): y = rmsnorm(y) * w, row by row. */
 static void post_norm(const plm_hparams *hp, float *y, const float *w, int n_rows) {
     if (!w) return;
-    for (int t = 0; t < n_rows; t++) plm_rmsnorm(y + (int64_t)t * hp->n_embd, y + (int64_t)t * hp->n_embd, w, hp->n_embd, hp->rms_eps);
+    for (int t = 0; t < n_rows; t++) {
+        float *row = y + (int64_t)t * hp->n_embd;
+        plm_rmsnorm(row, row, w, hp->n_embd, hp->rms_eps);
+    }
 }
 
 /* The residual add of a block's output y, scaled first (granite). */
@@ -551,5 +554,6 @@ void plm_forward(plm_forward_state *ctx, const plm_ubatch *b, int first_logit, f
         plm_scale(out_logits, 1.0f / m->hp.logit_scale, (int)((int64_t)n_out * output->rows));
     const float cap = m->hp.final_softcap;  /* gemma2: cap * tanh(logit / cap) */
     if (cap != 0.0f)
-        for (int64_t i = 0; i < (int64_t)n_out * output->rows; i++) out_logits[i] = cap * tanhf(out_logits[i] * (1.0f / cap));
+        for (int64_t i = 0; i < (int64_t)n_out * output->rows; i++)
+            out_logits[i] = cap * tanhf(out_logits[i] * (1.0f / cap));
 }
