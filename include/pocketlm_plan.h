@@ -167,6 +167,8 @@ typedef struct plm_plan {
     plm_plan_params params;  /* resolved: n_ctx, n_batch, n_threads filled in */
     uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train;
     bool tied_output;     /* output matrix is token_embd */
+    uint32_t n_swa;       /* sliding window (gemma2/3), 0 = none */
+    uint32_t n_layer_swa; /* layers attending only to it: their KV cache holds the window */
     uint64_t n_params, n_params_active;  /* active: per token (MoE); dense = all */
     double bits_per_weight;              /* weight_bytes * 8 / n_params */
     int n_types;

@@ -97,6 +97,10 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
     snprintf(what, sizeof what, "KV cache (K %s %s + V %s %s)", plm_kv_type_name(pp->type_k),
              human(p->buf.kv_k, a, sizeof a), plm_kv_type_name(pp->type_v), human(p->buf.kv_v, b, sizeof b));
     line(what, p->kv_bytes);
+    if (p->n_layer_swa) {  /* a windowed layer's cache: its window, one batch and the window's mirror */
+        snprintf(what, sizeof what, "  %u of %u layers hold a %u-token window", p->n_layer_swa, p->n_layer, p->n_swa);
+        printf("  %s\n", what);
+    }
     snprintf(what, sizeof what, "scratch, logits, kernel stacks (batch %u)", pp->n_batch);
     line(what, p->scratch_bytes);
     line("tokenizer tables + parsed metadata", p->vocab_bytes);
@@ -134,6 +138,7 @@ static void print_json(const plm_plan *p, const plm_device *d, const plm_plan_ve
            p->from_shape ? "true" : "false", p->arch, p->n_params, p->n_params_active);
     printf("  \"n_layer\": %u, \"n_embd\": %u, \"n_head\": %u, \"n_head_kv\": %u, \"head_dim\": %u, \"n_ff\": %u, "
            "\"n_vocab\": %u,\n", p->n_layer, p->n_embd, p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab);
+    printf("  \"n_swa\": %u, \"n_layer_swa\": %u,\n", p->n_swa, p->n_layer_swa);
     printf("  \"n_ctx\": %u, \"n_batch\": %u, \"n_threads\": %u, \"type_k\": \"%s\", \"type_v\": \"%s\", "
            "\"use_mmap\": %s,\n", pp->n_ctx, pp->n_batch, pp->n_threads, plm_kv_type_name(pp->type_k),
            plm_kv_type_name(pp->type_v), pp->use_mmap ? "true" : "false");

@@ -12,7 +12,7 @@
 #include "core/error.h"
 
 static const plm_arch *const registry[] = {&plm_arch_llama, &plm_arch_qwen2, &plm_arch_qwen3, &plm_arch_granite,
-                                           &plm_arch_phi3, &plm_arch_qwen3moe};
+                                           &plm_arch_phi3, &plm_arch_qwen3moe, &plm_arch_gemma2, &plm_arch_gemma3};
 enum { N_ARCH = sizeof registry / sizeof registry[0] };
 
 const plm_arch *const *plm_arch_all(int *n) {
@@ -82,7 +82,8 @@ uint32_t plm_arch_layer_window(const plm_arch *arch, const plm_hparams *hp, int 
 static void neutral(plm_hparams *hp) {
     hp->attn_scale = 0.0f;
     hp->embd_scale = hp->residual_scale = hp->logit_scale = 1.0f;
-    hp->rope_freq_scale = 1.0f;
+    hp->rope_freq_scale = hp->rope_freq_scale_swa = 1.0f;
+    hp->rope_attn_factor = 1.0f;
 }
 
 static plm_status read_key(const plm_hp_key *k, const plm_gguf_file *f, plm_hparams *hp, plm_error *err) {
@@ -171,6 +172,7 @@ static plm_status derive_and_check(plm_hparams *hp, plm_error *err) {
     if (hp->n_ctx_train <= 0) hp->n_ctx_train = 2048;
     plm_status st = derive_experts(hp, err);
     if (st) return st;
+    if (hp->n_ctx_orig <= 0) hp->n_ctx_orig = hp->n_ctx_train;
     if (hp->logit_scale == 0.0f) return plm_fail(err, PLM_ERR_FORMAT, "%s.logit_scale is 0", a);
     return PLM_OK;
 }
@@ -186,6 +188,8 @@ plm_status plm_hparams_read(const plm_arch *arch, const plm_gguf_file *f, plm_hp
         if ((st = read_key(k, f, hp, err))) return st;
     if ((st = derive_and_check(hp, err)) || (st = read_rope_scaling(f, hp, err))) return st;
     hp->rope_type = arch->rope;
+    if (arch->embd_scale_sqrt) hp->embd_scale = sqrtf((float)hp->n_embd);
+    if (arch->derive) arch->derive(hp);
     const plm_gguf_tensor *te = plm_gguf_find_tensor(f, "token_embd.weight");
     if (te && te->n_dims == 2 && te->ne[1] <= INT32_MAX) hp->n_vocab = (int)te->ne[1];
     return PLM_OK;

@@ -45,6 +45,12 @@ typedef struct plm_hparams {
     float logit_scale;           /* logits are divided by this (granite) */
     int n_expert, n_expert_used; /* Mixture-of-Experts; 0 = dense */
     int n_ff_expert;             /* rows of one expert's gate and up matrices */
+    float rope_freq_scale_swa;   /* RoPE frequency scale of windowed layers (gemma3: 1) */
+    /* LongRoPE (phi3): rope_factors_long applies when a sequence may hold
+     * more than n_ctx_orig positions, rope_factors_short otherwise; the
+     * RoPE'd q and k are multiplied by rope_attn_factor (1 = none). */
+    int n_ctx_orig;              /* rope.scaling.original_context_length; 0 = n_ctx_train */
+    float rope_attn_factor;
 } plm_hparams;
 
 /* llama.cpp's LLAMA_MAX_EXPERTS: bounds expert_count (and the router's
@@ -97,7 +103,7 @@ typedef enum {
     PLM_T_MATRIX,    /* matrix, N(0, 0.02) */
     PLM_T_NORM,      /* vector, 1.0 */
     PLM_T_BIAS,      /* vector, N(0, 0.02) */
-    PLM_T_ROPE_FACTORS, /* vector dividing RoPE's frequencies; synth: the llama3 scaling */
+    PLM_T_ROPE_FACTORS, /* vector dividing RoPE's frequencies; synth: the llama3 scaling, or LongRoPE's */
     PLM_T_ROUTER,    /* MoE router (ffn_gate_inp): a matrix the converter writes in F32 and
                         llama.cpp's quantizer never converts; N(0, 0.02) in synth */
 } plm_tensor_kind;
@@ -163,6 +169,10 @@ typedef struct plm_arch {
     /* The descriptor for a file of this architecture name whose
      * expert_count is above 0 (Mixtral's GGUFs say "llama"), or NULL. */
     const struct plm_arch *with_experts;
+    /* Values llama.cpp derives in code rather than reading a key (gemma's
+     * query scale, its windowed layers' RoPE base); NULL = none.  Runs after
+     * the keys are read and the shared defaults derived. */
+    void (*derive)(plm_hparams *hp);
 } plm_arch;
 
 /* The registry: every descriptor, in the order errors list them. */
@@ -172,7 +182,7 @@ const plm_arch *const *plm_arch_all(int *n);
 void plm_arch_names(char *buf, size_t size);
 
 extern const plm_arch plm_arch_llama, plm_arch_qwen2, plm_arch_qwen3, plm_arch_granite, plm_arch_phi3;
-extern const plm_arch plm_arch_qwen3moe, plm_arch_llama_moe;
+extern const plm_arch plm_arch_qwen3moe, plm_arch_llama_moe, plm_arch_gemma2, plm_arch_gemma3;
 
 /* The descriptor for file f of architecture a: a->with_experts when the
  * file's ARCH.expert_count is above 0, else a. */

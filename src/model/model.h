@@ -60,6 +60,7 @@ struct plm_model {
     plm_weight tok_embd, output;  /* output may alias tok_embd (tied) */
     const float *output_norm;
     const float *rope_freqs;      /* [n_rot / 2] or NULL: RoPE frequency i is divided by rope_freqs[i] */
+    const float *rope_long, *rope_short; /* [n_rot / 2] or NULL: LongRoPE's factors (phi3), by context length */
     plm_layer *layers;
     float *owned_f32;  /* norms/biases converted to f32 at load, if stored otherwise */
     uint64_t n_params, weight_bytes;

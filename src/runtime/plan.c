@@ -193,6 +193,7 @@ static plm_hparams plan_hparams(const plm_plan *p) {
     hp.n_expert = (int)p->n_expert;
     hp.n_expert_used = (int)p->n_expert_used;
     hp.n_ff_expert = (int)p->n_ff_expert;
+    hp.n_swa = (int)p->n_swa;
     return hp;
 }
 
@@ -288,9 +289,15 @@ static void finish(plm_plan *p) {
         p->decode_bytes = (uint64_t)((double)(p->tied_output ? p->weight_bytes
                                                              : p->weight_bytes - p->embd_bytes + p->embd_row_bytes) *
                                      active);
-    p->kv_read_full = b->kv_k + b->kv_v;  /* every cell of every layer */
-    p->decode_flops = 2.0 * (double)p->n_params_active +
-                      4.0 * p->n_layer * (double)pp->n_ctx * p->n_head * p->head_dim;
+    /* A full context: each layer reads the positions it sees (a windowed
+     * layer: its window) of keys and values. */
+    uint64_t seen = 0;
+    for (uint32_t il = 0; il < p->n_layer; il++) {
+        const uint32_t w = plm_arch_layer_window(kv.arch, &hp, (int)il);
+        seen += w && w < pp->n_ctx ? w : pp->n_ctx;
+    }
+    p->kv_read_full = seen * (b->kv_row_k + b->kv_row_v);
+    p->decode_flops = 2.0 * (double)p->n_params_active + 4.0 * (double)seen * p->n_head * p->head_dim;
 }
 
 static plm_status check_kv(const plm_plan *p, plm_error *err) {
@@ -450,6 +457,8 @@ static plm_status plan_hparams_from_file(plm_plan *p, const char *path, const pl
     p->n_expert = (uint32_t)hp->n_expert;
     p->n_expert_used = (uint32_t)hp->n_expert_used;
     p->n_ff_expert = (uint32_t)hp->n_ff_expert;
+    p->n_swa = (uint32_t)hp->n_swa;
+    for (int il = 0; il < hp->n_layer; il++) p->n_layer_swa += plm_arch_layer_window(*arch, hp, il) != 0;
     return PLM_OK;
 }
 
