@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 extern const uint8_t plm_iq2_signs[128];     /* 7 sign bits -> 8, even parity */
+extern const uint64_t plm_iq2_sign_masks[128]; /* the same as bytes: 0xff = negative */
 extern const uint64_t plm_iq2xxs_grid[256];  /* values 8, 25, 43 */
 extern const uint64_t plm_iq2xs_grid[512];
 extern const uint64_t plm_iq2s_grid[1024];

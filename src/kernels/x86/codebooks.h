@@ -5,11 +5,13 @@
  * constant at every call.
  *
  * A 256-element super-block is read 32 elements at a time (cb_weights32):
- * grid rows fetched by index (four 8-byte or eight 4-byte rows a vector),
- * their signs applied from a 32-bit mask, so a sub-block becomes 32 signed
- * bytes, |w| <= 62, and a 16-lane int16 scale vector (lanes 0-7 scale
- * elements 0-15, lanes 8-15 elements 16-31, vpmaddubsw's pair layout).
- * The dot is the sign trick (x86.h) then vpmaddwd by the scales, so each
+ * grid rows fetched by index (four 8-byte or eight 4-byte rows a vector)
+ * are the magnitudes, <= 62, and the stored signs become a vector of +-1
+ * bytes put on the activations (vpsignb), with a 16-lane int16 scale
+ * vector (lanes 0-7 scale elements 0-15, lanes 8-15 elements 16-31,
+ * vpmaddubsw's pair layout).  The formats stored as signed values (IQ1's
+ * 8 * grid +- 1, the ternary ones) use the sign trick of x86.h, which is
+ * the same dot.  vpmaddubsw, then vpmaddwd by the scales, so each
  * block total is the reference's exact integer (iq_unpack.h has the same
  * numbers in scalar form: x = d * ls * q * post).  TQ1_0's base-3 bytes
  * are decoded by the scalar decoder, its dot is the same.
@@ -18,16 +20,18 @@
 
 X86_INL bool is_codebook(plm_type type) { return plm_iq_unpacker(type) != NULL; }
 
-/* 32 sign bits (bit j: element j negative) applied to 32 magnitudes. */
-X86_INL __m256i apply_signs(__m256i g, uint32_t signs) {
-    const __m256i neg = bits32((const uint8_t *)&signs);
-    return _mm256_sign_epi8(g, _mm256_or_si256(neg, _mm256_set1_epi8(1)));
+/* The sign vector of 32 bits (bit j: element j negative): -1 or +1 bytes. */
+X86_INL __m256i signs_of_bits(const uint8_t *bits) {
+    return _mm256_or_si256(bits32(bits), _mm256_set1_epi8(1));
 }
 
-/* Four IQ2 sign codes (7 bits each, low first) expanded to 32 sign bits. */
-X86_INL uint32_t iq2_signs4(uint32_t codes) {
-    return (uint32_t)plm_iq2_signs[codes & 127] | (uint32_t)plm_iq2_signs[(codes >> 7) & 127] << 8 |
-           (uint32_t)plm_iq2_signs[(codes >> 14) & 127] << 16 | (uint32_t)plm_iq2_signs[(codes >> 21) & 127] << 24;
+/* The sign vector of four IQ2 sign codes (7 bits each, low first). */
+X86_INL __m256i signs_of_codes(uint32_t codes) {
+    const __m256i m = _mm256_set_epi64x((long long)plm_iq2_sign_masks[(codes >> 21) & 127],
+                                        (long long)plm_iq2_sign_masks[(codes >> 14) & 127],
+                                        (long long)plm_iq2_sign_masks[(codes >> 7) & 127],
+                                        (long long)plm_iq2_sign_masks[codes & 127]);
+    return _mm256_or_si256(m, _mm256_set1_epi8(1));
 }
 
 X86_INL __m256i grid8x4(const uint64_t *grid, int i0, int i1, int i2, int i3) {
@@ -54,50 +58,62 @@ X86_INL __m256i iq1_weights(const uint64_t *grid, const int idx[4], const int sh
     return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), sh);
 }
 
-/* Sub-block j (elements 32j..32j+31) of super-block blk: signed weights,
- * and their scale vector in *sc.  (TQ1_0 goes through cb_codes instead.) */
-X86_INL __m256i cb_weights32(plm_type type, const void *blk, int j, __m256i *sc) {
+/* A signed sub-block as magnitudes and the signs to put on the activations. */
+X86_INL __m256i mag_of(__m256i w, __m256i *sgn) {
+    *sgn = w;
+    return _mm256_abs_epi8(w);
+}
+
+/* Sub-block j (elements 32j..32j+31) of super-block blk as unsigned
+ * magnitudes (returned) and a sign vector *sgn (negative, zero or positive
+ * bytes: the weight is magnitude * sign), with its scale vector in *sc.
+ * The dot is then vpmaddubsw(magnitudes, vpsignb(a, sgn)): the IQ2/IQ3
+ * signs go on the activations, never on the weights.  (TQ1_0 goes through
+ * cb_decode's scalar decoder instead.) */
+X86_INL __m256i cb_weights32(plm_type type, const void *blk, int j, __m256i *sc, __m256i *sgn) {
     switch (type) {
     case PLM_TYPE_IQ2_XXS: {
         const uint8_t *q = (const uint8_t *)((const block_iq2_xxs *)blk)->qs + 8 * j;
         const uint32_t aux = iq_u32(q + 4);
-        const int ls = (int)(2 * (aux >> 28) + 1);
-        *sc = _mm256_set1_epi16((short)ls);
-        return apply_signs(grid8x4(plm_iq2xxs_grid, q[0], q[1], q[2], q[3]), iq2_signs4(aux));
+        *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+        *sgn = signs_of_codes(aux);
+        return grid8x4(plm_iq2xxs_grid, q[0], q[1], q[2], q[3]);
     }
     case PLM_TYPE_IQ2_XS: {
         const block_iq2_xs *b = blk;
         const uint16_t *q = b->qs + 4 * j;
         *sc = scale_pair(2 * (b->scales[j] & 15) + 1, 2 * (b->scales[j] >> 4) + 1);
-        const uint32_t codes = (uint32_t)(q[0] >> 9) | (uint32_t)(q[1] >> 9) << 7 | (uint32_t)(q[2] >> 9) << 14 |
-                               (uint32_t)(q[3] >> 9) << 21;
-        return apply_signs(grid8x4(plm_iq2xs_grid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511), iq2_signs4(codes));
+        *sgn = signs_of_codes((uint32_t)(q[0] >> 9) | (uint32_t)(q[1] >> 9) << 7 | (uint32_t)(q[2] >> 9) << 14 |
+                              (uint32_t)(q[3] >> 9) << 21);
+        return grid8x4(plm_iq2xs_grid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
     }
     case PLM_TYPE_IQ2_S: {
         const block_iq2_s *b = blk;
         const uint8_t *q = b->qs + 4 * j;
         const int h = b->qh[j];
         *sc = scale_pair(2 * (b->scales[j] & 15) + 1, 2 * (b->scales[j] >> 4) + 1);
-        const __m256i g = grid8x4(plm_iq2s_grid, q[0] | (h << 8 & 0x300), q[1] | (h << 6 & 0x300),
-                                  q[2] | (h << 4 & 0x300), q[3] | (h << 2 & 0x300));
-        return apply_signs(g, iq_u32(b->qs + QK_K / 8 + 4 * j));
+        *sgn = signs_of_bits(b->qs + QK_K / 8 + 4 * j);
+        return grid8x4(plm_iq2s_grid, q[0] | (h << 8 & 0x300), q[1] | (h << 6 & 0x300), q[2] | (h << 4 & 0x300),
+                       q[3] | (h << 2 & 0x300));
     }
     case PLM_TYPE_IQ3_XXS: {
         const block_iq3_xxs *b = blk;
         const uint8_t *q = b->qs + 8 * j;
         const uint32_t aux = iq_u32(b->qs + QK_K / 4 + 4 * j);
         *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+        *sgn = signs_of_codes(aux);
         const int idx[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
-        return apply_signs(grid4x8(plm_iq3xxs_grid, idx), iq2_signs4(aux));
+        return grid4x8(plm_iq3xxs_grid, idx);
     }
     case PLM_TYPE_IQ3_S: {
         const block_iq3_s *b = blk;
         const uint8_t *q = b->qs + 8 * j;
         const int h = b->qh[j];  /* bit i: ninth bit of index i */
         *sc = _mm256_set1_epi16((short)(2 * ((b->scales[j / 2] >> (4 * (j % 2))) & 15) + 1));
+        *sgn = signs_of_bits(b->signs + 4 * j);
         int idx[8];
         for (int i = 0; i < 8; i++) idx[i] = q[i] | ((h << (8 - i)) & 256);
-        return apply_signs(grid4x8(plm_iq3s_grid, idx), iq_u32(b->signs + 4 * j));
+        return grid4x8(plm_iq3s_grid, idx);
     }
     case PLM_TYPE_IQ1_S: {
         const block_iq1_s *b = blk;
@@ -108,7 +124,7 @@ X86_INL __m256i cb_weights32(plm_type type, const void *blk, int j, __m256i *sc)
         const int idx[4] = {q[0] | (h << 8 & 0x700), q[1] | (h << 5 & 0x700), q[2] | (h << 2 & 0x700),
                             q[3] | (h >> 1 & 0x700)};
         const int shift[4] = {s, s, s, s};
-        return iq1_weights(plm_iq1s_grid, idx, shift);
+        return mag_of(iq1_weights(plm_iq1s_grid, idx, shift), sgn);
     }
     case PLM_TYPE_IQ1_M: {
         const block_iq1_m *b = blk;
@@ -120,13 +136,13 @@ X86_INL __m256i cb_weights32(plm_type type, const void *blk, int j, __m256i *sc)
         const int idx[4] = {q[0] | (h0 << 8 & 0x700), q[1] | (h0 << 4 & 0x700), q[2] | (h1 << 8 & 0x700),
                             q[3] | (h1 << 4 & 0x700)};
         const int shift[4] = {h0 & 0x08 ? -1 : 1, h0 & 0x80 ? -1 : 1, h1 & 0x08 ? -1 : 1, h1 & 0x80 ? -1 : 1};
-        return iq1_weights(plm_iq1s_grid, idx, shift);
+        return mag_of(iq1_weights(plm_iq1s_grid, idx, shift), sgn);
     }
     default: { /* TQ2_0: element 128h + 32l + m is bits 2l of qs[32h + m] */
         const block_tq2_0 *b = blk;
         *sc = _mm256_set1_epi16(1);
         const __m256i q = _mm256_srli_epi16(loadu256(b->qs + 32 * (j / 4)), 2 * (j % 4));
-        return _mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(3)), _mm256_set1_epi8(1));
+        return mag_of(_mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(3)), _mm256_set1_epi8(1)), sgn);
     }
     }
 }
@@ -150,10 +166,10 @@ X86_INL float cb_d(plm_type type, const void *blk) {
     }
 }
 
-/* A decoded super-block: 8 sub-blocks of signed weights, their magnitudes
- * and scale vectors, and d. */
+/* A decoded super-block: 8 sub-blocks of magnitudes, sign vectors and
+ * scale vectors, and d. */
 typedef struct {
-    __m256i w[8], wabs[8], sc[8];
+    __m256i mag[8], sgn[8], sc[8];
     float d;
 } cbdec;
 
@@ -162,14 +178,13 @@ X86_INL void cb_decode(plm_type type, const void *blk, cbdec *u) {
         plm_iq_codes c;
         u->d = plm_unpack_tq1_0(blk, &c);
         for (int j = 0; j < 8; j++) {
-            u->w[j] = loadu256(c.q + 32 * j);
+            u->mag[j] = mag_of(loadu256(c.q + 32 * j), &u->sgn[j]);
             u->sc[j] = _mm256_set1_epi16(1);
         }
     } else {
-        for (int j = 0; j < 8; j++) u->w[j] = cb_weights32(type, blk, j, &u->sc[j]);
+        for (int j = 0; j < 8; j++) u->mag[j] = cb_weights32(type, blk, j, &u->sc[j], &u->sgn[j]);
         u->d = cb_d(type, blk);
     }
-    for (int j = 0; j < 8; j++) u->wabs[j] = _mm256_abs_epi8(u->w[j]);
 }
 
 /* sum_j sc_j * dot(w_j, a_j) as 8 int32 lanes (pairs never saturate:
@@ -177,8 +192,8 @@ X86_INL void cb_decode(plm_type type, const void *blk, cbdec *u) {
 X86_INL __m256i cb_dot(const cbdec *u, const int8_t *a) {
     __m256i s0 = _mm256_setzero_si256(), s1 = s0;
     for (int j = 0; j < 8; j += 2) {
-        const __m256i p0 = _mm256_maddubs_epi16(u->wabs[j], _mm256_sign_epi8(loadu256(a + 32 * j), u->w[j]));
-        const __m256i p1 = _mm256_maddubs_epi16(u->wabs[j + 1], _mm256_sign_epi8(loadu256(a + 32 * j + 32), u->w[j + 1]));
+        const __m256i p0 = _mm256_maddubs_epi16(u->mag[j], _mm256_sign_epi8(loadu256(a + 32 * j), u->sgn[j]));
+        const __m256i p1 = _mm256_maddubs_epi16(u->mag[j + 1], _mm256_sign_epi8(loadu256(a + 32 * j + 32), u->sgn[j + 1]));
         s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, u->sc[j]));
         s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, u->sc[j + 1]));
     }
