@@ -14,7 +14,7 @@
  * the same dot.  vpmaddubsw, then vpmaddwd by the scales, so each
  * block total is the reference's exact integer (iq_unpack.h has the same
  * numbers in scalar form: x = d * ls * q * post).  TQ1_0's base-3 bytes
- * are decoded by the scalar decoder, its dot is the same.
+ * are decoded 32 trits at a time by 16-bit multiplies (tq1_trits).
  */
 #include "quant/iq_unpack.h"
 
@@ -68,8 +68,7 @@ X86_INL __m256i mag_of(__m256i w, __m256i *sgn) {
  * magnitudes (returned) and a sign vector *sgn (negative, zero or positive
  * bytes: the weight is magnitude * sign), with its scale vector in *sc.
  * The dot is then vpmaddubsw(magnitudes, vpsignb(a, sgn)): the IQ2/IQ3
- * signs go on the activations, never on the weights.  (TQ1_0 goes through
- * cb_decode's scalar decoder instead.) */
+ * signs go on the activations, never on the weights.  (TQ1_0: tq1_decode.) */
 X86_INL __m256i cb_weights32(plm_type type, const void *blk, int j, __m256i *sc, __m256i *sgn) {
     switch (type) {
     case PLM_TYPE_IQ2_XXS: {
@@ -173,14 +172,45 @@ typedef struct {
     float d;
 } cbdec;
 
+/* Trits of TQ1_0 bytes: each byte is a base-3 fraction scaled to 256, so
+ * (byte * 3^n mod 256) * 3 >> 8 is its trit n; pow holds 3^n per 16-bit
+ * lane (both bytes).  Even and odd bytes are multiplied apart so that no
+ * carry crosses a byte.  Returns trit - 1, in -1..1. */
+X86_INL __m256i tq1_trits(__m256i b, __m256i pow) {
+    const __m256i lo8 = _mm256_set1_epi16(0x00ff), hi8 = _mm256_set1_epi16((short)0xff00);
+    const __m256i three = _mm256_set1_epi16(3);
+    const __m256i prod = _mm256_or_si256(_mm256_and_si256(_mm256_mullo_epi16(b, pow), lo8),
+                                         _mm256_mullo_epi16(_mm256_and_si256(b, hi8), pow));
+    const __m256i even = _mm256_mulhi_epu16(_mm256_slli_epi16(prod, 8), three);
+    const __m256i odd = _mm256_slli_epi16(_mm256_mulhi_epu16(_mm256_and_si256(prod, hi8), three), 8);
+    return _mm256_sub_epi8(_mm256_or_si256(even, odd), _mm256_set1_epi8(1));
+}
+
+/* TQ1_0's 8 sub-blocks: trits 0-4 of qs[0..31] are elements 0-159, trits
+ * 0-4 of qs[32..47] elements 160-239 (16 a trit), trits 0-3 of qh[0..3]
+ * the last 16 (4 a trit). */
+X86_INL void tq1_decode(const block_tq1_0 *b, __m256i w[8]) {
+    const __m256i q = loadu256(b->qs);
+    for (int n = 0; n < 5; n++) {
+        static const short pow3[5] = {1, 3, 9, 27, 81};
+        w[n] = tq1_trits(q, _mm256_set1_epi16(pow3[n]));
+    }
+    const __m256i t = _mm256_broadcastsi128_si256(loadu128(b->qs + 32));
+    w[5] = tq1_trits(t, _mm256_setr_m128i(_mm_set1_epi16(1), _mm_set1_epi16(3)));
+    w[6] = tq1_trits(t, _mm256_setr_m128i(_mm_set1_epi16(9), _mm_set1_epi16(27)));
+    const __m256i last = _mm256_setr_m128i(loadu128(b->qs + 32), _mm_set1_epi32((int)iq_u32(b->qh)));
+    w[7] = tq1_trits(last, _mm256_setr_m128i(_mm_set1_epi16(81), _mm_setr_epi16(1, 1, 3, 3, 9, 9, 27, 27)));
+}
+
 X86_INL void cb_decode(plm_type type, const void *blk, cbdec *u) {
     if (type == PLM_TYPE_TQ1_0) {
-        plm_iq_codes c;
-        u->d = plm_unpack_tq1_0(blk, &c);
+        __m256i w[8];
+        tq1_decode(blk, w);
         for (int j = 0; j < 8; j++) {
-            u->mag[j] = mag_of(loadu256(c.q + 32 * j), &u->sgn[j]);
+            u->mag[j] = mag_of(w[j], &u->sgn[j]);
             u->sc[j] = _mm256_set1_epi16(1);
         }
+        u->d = h2f(((const block_tq1_0 *)blk)->d);
     } else {
         for (int j = 0; j < 8; j++) u->mag[j] = cb_weights32(type, blk, j, &u->sc[j], &u->sgn[j]);
         u->d = cb_d(type, blk);
