@@ -31,6 +31,17 @@ void plm_dequantize_row_q6_K(const void *x, float *y, int64_t n);
 void plm_dequantize_row_q8_K(const void *x, float *y, int64_t n);
 void plm_dequantize_row_iq4_nl(const void *x, float *y, int64_t n);
 void plm_dequantize_row_iq4_xs(const void *x, float *y, int64_t n);
+/* the codebook formats and MXFP4 (dequantize_iq.c) */
+void plm_dequantize_row_iq2_xxs(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq2_xs(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq2_s(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq3_xxs(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq3_s(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq1_s(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq1_m(const void *x, float *y, int64_t n);
+void plm_dequantize_row_tq1_0(const void *x, float *y, int64_t n);
+void plm_dequantize_row_tq2_0(const void *x, float *y, int64_t n);
+void plm_dequantize_row_mxfp4(const void *x, float *y, int64_t n);
 
 /* ---- quantize: n floats -> row of blocks ---------------------------------
  * Bit-identical to ggml's reference quantizers without an importance matrix,
