@@ -104,7 +104,7 @@ function makeFiles(shape) {
 // llama.cpp's log-probabilities at every position of `tokens`.
 async function theirs(file, tokens, ctx) {
   const model = await l.loadModel({ modelPath: file });
-  const context = await model.createContext({ contextSize: ctx, flashAttention: false });
+  const context = await model.createContext({ contextSize: ctx, flashAttention: false, threads: 1 });
   const seq = context.getSequence();
   const res = await seq.controlledEvaluate(tokens.map((t) => [t, { generateNext: { probabilities: true } }]));
   const out = res.map((r) => {

@@ -15,7 +15,7 @@ const input = [model.tokens.bos, ...model.tokenize(prompt)];
 // llama.cpp's text with and without its flash attention; ours runs the
 // matching mode (default: the exact two-pass softmax; -fa: one pass).
 async function greedy(flashAttention) {
-  const context = await model.createContext({ contextSize: 256, flashAttention });
+  const context = await model.createContext({ contextSize: 256, flashAttention, threads: 1 });
   const seq = context.getSequence();
   const out = [];
   for await (const t of seq.evaluate(input, { temperature: 0 })) {

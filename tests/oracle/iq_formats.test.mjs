@@ -67,7 +67,7 @@ const tables = ["ref", "avx2", "avx512", "avxvnni"];
 
 async function theirs(file, tokens) {
   const model = await l.loadModel({ modelPath: file });
-  const context = await model.createContext({ contextSize: 128, flashAttention: false });
+  const context = await model.createContext({ contextSize: 128, flashAttention: false, threads: 1 });
   const seq = context.getSequence();
   const res = await seq.controlledEvaluate(tokens.map((t) => [t, { generateNext: { probabilities: true } }]));
   const out = res.map((r) => {

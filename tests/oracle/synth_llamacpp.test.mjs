@@ -57,7 +57,7 @@ async function checkShape({ shape, arch, layers, embd, heads, kv, ff, ctx, tied,
   }
 
   // Evaluate a few tokens: the distribution must be finite and complete.
-  const context = await model.createContext({ contextSize: 64 });
+  const context = await model.createContext({ contextSize: 64, threads: 1 });
   const seq = context.getSequence();
   const input = [model.tokens.bos ?? 1, ...model.tokenize("Once upon a time")];
   let n = 0, ok = true;
