@@ -28,4 +28,7 @@ struct plm_context {
 plm_status plm_decode_tail(plm_context *ctx, const plm_token *tokens, int n, int n_logits,
                            plm_error *err);
 
+/* plm_decode in sequence seq. */
+plm_status plm_decode_in_seq(plm_context *ctx, plm_seq_id seq, const plm_token *tokens, int n, plm_error *err);
+
 #endif
