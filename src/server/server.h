@@ -66,6 +66,7 @@ typedef struct srv_metrics {
     double prompt_seconds, generate_seconds;
     double last_decode_tps;
     uint64_t jobs_done, jobs_cancelled;
+    uint64_t decode_steps, decode_step_tokens;  /* forward passes of generation steps, tokens in them */
 } srv_metrics;
 
 void metrics_init(srv_metrics *m);

@@ -115,7 +115,7 @@ static bool check_opts(const serve_opts *o) {
     const char *bad = NULL;
     if (o->port < 0 || o->port > 65535) bad = "--port must be in [0, 65535] (0 = any free port)";
     else if (o->n_ctx < 0 || o->n_batch < 0 || o->n_threads < 0) bad = "-c, -b and -t must be >= 0";
-    else if (o->parallel < 1) bad = "--parallel must be >= 1";
+    else if (o->parallel < 1 || o->parallel > 256) bad = "--parallel must be 1..256";
     else if (o->queue < 1) bad = "--queue must be >= 1";
     else if (o->max_body_kib < 1) bad = "--max-body must be >= 1 (KiB)";
     else if (o->max_prompt < 0 || o->max_tokens < 0) bad = "--max-prompt and --max-tokens must be >= 0";
@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
         {"-ctk", "--cache-type-k", ARG_STR, &o.cache_type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
         {"-ctv", "--cache-type-v", ARG_STR, &o.cache_type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
         {"-fa", "--flash-attn", ARG_FLAG, &o.flash_attn, NULL, "one-pass (flash) attention"},
-        {"-np", "--parallel", ARG_INT, &o.parallel, "N", "slots (sequences served at once); 1 for now"},
+        {"-np", "--parallel", ARG_INT, &o.parallel, "N", "slots: requests served at once, batched into one forward pass (each slot holds -c tokens)"},
         {NULL, "--queue", ARG_INT, &o.queue, "N", "requests that may wait for a slot; more get 503"},
         {NULL, "--max-body", ARG_INT, &o.max_body_kib, "KIB", "largest request body; larger get 413"},
         {NULL, "--max-prompt", ARG_INT, &o.max_prompt, "N", "most prompt tokens, 0 = the context length - 1"},
