@@ -10,6 +10,8 @@
 //
 //   node bench/serve-load.mjs -m MODEL.gguf [--parallel 8] [--levels 1,4,16,64]
 //        [--requests 64] [--max-tokens 32] [--warmup N] [-t THREADS] [-c CTX] [--json]
+//        [--batch-invariant]   (the server's: needed for identical answers on a random-weights
+//                               model, whose near-ties flip with the last bits of a batched sum)
 //
 // Each level sends max(--requests, clients) requests, from `clients`
 // concurrent clients that each send their next request when the last ends.
@@ -38,6 +40,7 @@ function parseArgs(argv) {
     else if (a === "--timeout") o.timeoutS = Number(v());
     else if (a === "--warmup") o.warmup = Number(v());
     else if (a === "--json") o.json = true;
+    else if (a === "--batch-invariant") o.invariant = true;
     else throw new Error(`unknown argument ${a} (see the comment at the top of ${path.basename(process.argv[1])})`);
   }
   if (!o.model) throw new Error("-m MODEL.gguf is required");
@@ -53,7 +56,8 @@ const PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went to the
 function startServer(o) {
   const queue = Math.max(...o.levels) + 8;  // every client of the largest level waits instead of a 503
   const args = ["serve", "--port", "0", "-m", o.model, "-c", String(o.ctx), "--parallel", String(o.parallel),
-                "--queue", String(queue), ...(o.threads ? ["-t", String(o.threads)] : [])];
+                "--queue", String(queue), ...(o.threads ? ["-t", String(o.threads)] : []),
+                ...(o.invariant ? ["--batch-invariant"] : [])];
   return new Promise((resolve, reject) => {
     const proc = spawn(BIN, args, { stdio: ["ignore", "ignore", "pipe"] });
     let log = "";

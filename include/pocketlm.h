@@ -276,12 +276,10 @@ PLM_API plm_status plm_generate(plm_context *ctx, const plm_token *prompt, int n
  *
  * plm_gen runs plm_generate's loop one step at a time, so a caller (a
  * server's slots) can run several generations, each in its own sequence,
- * with the tokens of all of them evaluated in one forward pass: the weights
- * are read once for all.  Text, stop strings, limits and callbacks behave
- * exactly as in plm_generate.  A batch that holds one token per sequence
- * (a decode step) is computed row by row with the single-token kernels, so
- * each sequence's logits are bit-identical to decoding it alone: an answer
- * does not depend on what else runs beside it. */
+ * with the tokens of all of them (the next token of those generating, a
+ * piece of the prompt of those starting) evaluated in one forward pass: the
+ * weights are read once for all.  Text, stop strings, limits and callbacks
+ * behave exactly as in plm_generate. */
 
 typedef int32_t plm_seq_id;
 
@@ -299,6 +297,14 @@ PLM_API plm_status plm_seq_copy(plm_context *ctx, plm_seq_id src, plm_seq_id dst
 PLM_API plm_status plm_decode_seqs(plm_context *ctx, const plm_token *tokens, const plm_seq_id *seqs, int n,
                                    int n_logits, plm_error *err);
 
+/* Batch invariance: every forward pass row by row with the single-token
+ * kernels (prompts too, at some cost in prefill speed), so a token's
+ * results never depend on how its sequence was split into batches — by a
+ * reused cached prefix, or by what else shared the pass.  Off by default:
+ * a batched prompt is then summed in another order, which changes the last
+ * bits and, at a near tie, a greedy choice. */
+PLM_API void plm_context_set_batch_invariant(plm_context *ctx, bool on);
+
 typedef struct plm_gen plm_gen;
 
 /* Starts a generation in sequence seq: the prompt is appended at the
@@ -309,16 +315,14 @@ typedef struct plm_gen plm_gen;
 PLM_API plm_status plm_gen_new(plm_context *ctx, plm_seq_id seq, const plm_token *prompt, int n_prompt,
                                plm_sampler *sampler, const plm_generate_params *params, plm_piece_cb on_piece,
                                plm_generate_result *result, plm_gen **out, plm_error *err);
-/* Evaluates the next n_batch piece of the prompt (abort polled first);
- * after the last piece the generation is ready to step. */
-PLM_API plm_status plm_gen_prefill(plm_gen *g, plm_error *err);
-PLM_API bool plm_gen_ready(const plm_gen *g);   /* prompt evaluated, not done */
-PLM_API bool plm_gen_done(const plm_gen *g);
-/* One step of n ready generations of one context: each samples its next
- * token, streams its text and ends or goes on; the tokens of those that go
- * on are evaluated in one forward pass.  Generations that are not ready
- * are skipped.  On an error every generation of the step is left done. */
+/* One step of n generations of one context, in one forward pass of up to
+ * n_batch tokens: each generation whose prompt is evaluated samples its
+ * next token, streams its text and ends or goes on (its token joins the
+ * pass); the others add the next piece of their prompt that fits (abort is
+ * polled first).  Done generations are skipped.  On an error every
+ * generation of the pass is left done. */
 PLM_API plm_status plm_gen_step(plm_gen *const *gens, int n, plm_error *err);
+PLM_API bool plm_gen_done(const plm_gen *g);
 PLM_API void plm_gen_free(plm_gen *g);
 
 /* ---- quantization -------------------------------------------------------

@@ -121,6 +121,7 @@ static void check_gen(plm_model *model, const char *name, const plm_token *promp
         plm_context *ctx = NULL;
         plm_sampler *smp = plm_sampler_new(model, &sp);
         REQUIRE_VOID(smp && plm_context_new(model, &cp, &ctx, &err) == PLM_OK, "setup");
+        plm_context_set_batch_invariant(ctx, true);
         const plm_generate_params gp = gen_params(&alone[i], max_tok[i], i == 2 ? stop : NULL, i == 2);
         CHECK(plm_generate(ctx, prompt, lens[i], smp, &gp, on_piece, &r_alone[i], &err) == PLM_OK, "%s", err.message);
         plm_context_free(ctx);
@@ -145,14 +146,12 @@ static void check_gen(plm_model *model, const char *name, const plm_token *promp
         REQUIRE_VOID(plm_gen_new(ctx, i, prompt, lens[i], smp[i], &gp[i], on_piece, &r_batched[i], &g[i], &err) ==
                          PLM_OK, "%s", err.message);
     }
+    plm_context_set_batch_invariant(ctx, true);
     int steps = 0;
     for (bool any = true; any && steps < 1000; steps++) {
-        any = false;
-        for (int i = 0; i < N_GEN; i++) {
-            CHECK(plm_gen_prefill(g[i], &err) == PLM_OK, "prefill: %s", err.message);
-            any = any || !plm_gen_done(g[i]);
-        }
         CHECK(plm_gen_step(g, N_GEN, &err) == PLM_OK, "step: %s", err.message);
+        any = false;
+        for (int i = 0; i < N_GEN; i++) any = any || !plm_gen_done(g[i]);
     }
     for (int i = 0; i < N_GEN; i++) {
         CHECK(plm_gen_done(g[i]), "%s: generation %d ended", name, i);

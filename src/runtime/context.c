@@ -139,6 +139,8 @@ enum { SEQ = 0 };
 uint32_t plm_context_n_ctx(const plm_context *c) { return c->fwd.kv.n_ctx; }
 uint32_t plm_context_n_past(const plm_context *c) { return plm_kv_seq_len(&c->fwd.kv, SEQ); }
 
+void plm_context_set_batch_invariant(plm_context *c, bool on) { c->batch_invariant = on; }
+
 int plm_context_n_seq(const plm_context *c) { return (int)c->fwd.kv.n_seq; }
 
 static bool seq_known(const plm_context *c, plm_seq_id seq) { return seq >= 0 && (uint32_t)seq < c->fwd.kv.n_seq; }
@@ -180,16 +182,6 @@ typedef struct decode_job {
     int n, n_logits;
 } decode_job;
 
-/* Whether no two tokens of a chunk share a sequence: a decode step of
- * several sequences.  Those run row by row (see pocketlm.h). */
-static bool one_per_sequence(const plm_seq_id *seqs, int m) {
-    if (!seqs || m < 2) return false;
-    for (int i = 1; i < m; i++)
-        for (int k = 0; k < i; k++)
-            if (seqs[i] == seqs[k]) return false;
-    return true;
-}
-
 /* A chunk's batch: positions follow each token's sequence. */
 static plm_ubatch chunk_batch(const decode_job *j, int i, int m) {
     const plm_kv_cache *kv = &j->c->fwd.kv;
@@ -223,7 +215,7 @@ static void decode_chunks(void *arg, int ith, int nth) {
         float *dst = first < m ? c->logits + (size_t)(i + first - first_kept) * n_vocab : c->logits;
         const plm_ubatch b = chunk_batch(j, i, m);
         const bool rowwise = c->fwd.rowwise_matmul;
-        c->fwd.rowwise_matmul = rowwise || one_per_sequence(b.seq, m);
+        c->fwd.rowwise_matmul = rowwise || c->batch_invariant;
         plm_forward(&c->fwd, &b, first, dst);
         c->fwd.rowwise_matmul = rowwise;
         plm_kv_commit(&c->fwd.kv, &b);

@@ -19,6 +19,7 @@ struct plm_context {
     float *logits;           /* [logits_cap][n_vocab] */
     int logits_cap, n_logits;/* rows allocated / rows valid from the last decode */
     int logits_first;        /* batch index of logits row 0 */
+    bool batch_invariant;    /* every pass row by row (plm_context_set_batch_invariant) */
     char *poisoned;          /* set when a decode lost its weights (SIGBUS): why; no decode runs after */
 };
 

@@ -2,9 +2,9 @@
  * plm_gen: plm_generate's loop a step at a time, so that several
  * generations, each in its own sequence of one context, share every forward
  * pass (a server's slots).  The pieces are generate.c's (runtime/gen.h); this
- * file only keeps each generation's own logits row between steps (another
- * generation's prefill overwrites the context's) and gathers the tokens of
- * a step into one batch.
+ * file gathers a step's tokens into one batch (the generating sequences'
+ * next tokens and pieces of the prompts being read) and keeps each
+ * generation's own logits row between steps.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +60,6 @@ void plm_gen_free(plm_gen *x) {
     if (x) gen_free_parts(x);
 }
 
-bool plm_gen_ready(const plm_gen *x) { return x->ready && !x->g.done; }
 bool plm_gen_done(const plm_gen *x) { return x->g.done; }
 
 static void keep_logits(plm_gen *x, int row) {
@@ -69,71 +68,128 @@ static void keep_logits(plm_gen *x, int row) {
     x->g.logits = x->logits;
 }
 
-plm_status plm_gen_prefill(plm_gen *x, plm_error *err) {
-    gen *g = &x->g;
-    if (g->done || x->ready || gen_aborted(g)) return PLM_OK;
-    const int B = (int)g->ctx->params.n_batch, left = x->n_prompt - x->n_fed, m = left < B ? left : B;
-    const double t0 = gen_now();
-    plm_status st = gen_decode_prompt(g, x->prompt + x->n_fed, m, err);
-    g->r->t_prompt_s += gen_now() - t0;
-    if (st) {
-        g->done = true;
-        return st;
-    }
-    x->n_fed += m;
-    if (x->n_fed < x->n_prompt) return PLM_OK;
-    keep_logits(x, -1);
-    x->ready = true;
-    if (x->params.max_tokens == 0) gen_finish(g, PLM_FINISH_LENGTH);
-    return PLM_OK;
-}
-
 /* The generation ends here: what is held goes out, the clock stops. */
 static void end_gen(plm_gen *x, plm_status st) {
     x->g.done = true;
-    if (st == PLM_OK) gen_flush_text(&x->g);
-    x->g.r->t_gen_s = gen_now() - x->t0;
+    if (st == PLM_OK && x->ready) gen_flush_text(&x->g);
+    if (x->stepped) x->g.r->t_gen_s = gen_now() - x->t0;
 }
 
-/* Samples x's next token; true (and *t) when it goes on and needs *t
- * evaluated, false when the generation ended. */
-static bool step_one(plm_gen *x, plm_token *t, plm_status *st, plm_error *err) {
+/* Samples x's next token; true (and *next) when it goes on and needs it
+ * evaluated, false (*next untouched) when the generation ended. */
+static bool next_of(plm_gen *x, plm_token *next, plm_status *st, plm_error *err) {
     gen *g = &x->g;
     if (!x->stepped) x->t0 = gen_now(), x->stepped = true;
-    *t = gen_next_token(g);
-    if (g->done || !gen_take_token(g, *t, st, err) || (*st = gen_make_room(g, err)) || g->done ||
+    const plm_token t = gen_next_token(g);
+    if (g->done || !gen_take_token(g, t, st, err) || (*st = gen_make_room(g, err)) || g->done ||
         gen_aborted(g)) {
         end_gen(x, *st);
         return false;
     }
+    *next = t;
     return true;
+}
+
+/* One pass under construction.  Tokens that need logits go last (the pass
+ * keeps the logits of its last rows): a prompt's final token, then the
+ * generating sequences' tokens; each sequence's tokens stay in order. */
+typedef struct pass {
+    plm_token *tok;
+    plm_seq_id *seq;
+    plm_gen **who;    /* [i]: whose token i is, for the rows with logits */
+    int n;
+} pass;
+
+static void add(pass *p, plm_gen *x, plm_token t) {
+    p->tok[p->n] = t;
+    p->seq[p->n] = x->g.seq;
+    p->who[p->n++] = x;
+}
+
+/* Prompt pieces first (all but each completing prompt's last token), then
+ * those last tokens, then the generating sequences' tokens. */
+static void build(pass *p, plm_gen *const *gens, int n, const plm_token *next, int *piece) {
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < piece[i] - (gens[i]->n_fed + piece[i] == gens[i]->n_prompt); k++)
+            add(p, gens[i], gens[i]->prompt[gens[i]->n_fed + k]);
+    for (int i = 0; i < n; i++)
+        if (piece[i] && gens[i]->n_fed + piece[i] == gens[i]->n_prompt)
+            add(p, gens[i], gens[i]->prompt[gens[i]->n_prompt - 1]);
+    for (int i = 0; i < n; i++)
+        if (next[i] >= 0) add(p, gens[i], next[i]);
+}
+
+/* After the pass: prompts advance (and become ready when whole), every row
+ * with logits keeps its own. */
+static void absorb(pass *p, plm_gen *const *gens, int n, const int *piece, int n_logits, double seconds) {
+    for (int i = 0; i < n; i++) {
+        if (!piece[i]) continue;
+        gens[i]->n_fed += piece[i];
+        gens[i]->g.r->n_prompt += piece[i];
+        gens[i]->g.r->t_prompt_s += seconds;
+    }
+    for (int r = p->n - n_logits; r < p->n; r++) {
+        plm_gen *x = p->who[r];
+        keep_logits(x, r);
+        if (!x->ready) {
+            x->ready = true;
+            if (x->params.max_tokens == 0) gen_finish(&x->g, PLM_FINISH_LENGTH);
+        }
+    }
+}
+
+static plm_status run_pass(plm_gen *const *gens, int n, int *piece, plm_token *next, pass *p, plm_error *err) {
+    plm_context *ctx = NULL;
+    plm_status st = PLM_OK;
+    int budget = 0, n_next = 0, n_final = 0;
+    for (int i = 0; i < n; i++) next[i] = -1, piece[i] = 0;
+    for (int i = 0; i < n && !st; i++) {  /* the generating ones first: their tokens always fit */
+        plm_gen *x = gens[i];
+        if (x->g.done) continue;
+        if (ctx && x->g.ctx != ctx)
+            return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_gen_step: generations of two contexts");
+        ctx = x->g.ctx;
+        budget = (int)ctx->params.n_batch;
+        if (x->ready && next_of(x, &next[i], &st, err)) n_next++;
+    }
+    if (st || !ctx) return st;
+    budget -= n_next;
+    for (int i = 0; i < n && budget > 0; i++) {  /* then prompt pieces, in order, while they fit */
+        plm_gen *x = gens[i];
+        if (x->g.done || x->ready || gen_aborted(&x->g)) continue;
+        const int left = x->n_prompt - x->n_fed;
+        piece[i] = left < budget ? left : budget;
+        budget -= piece[i];
+        n_final += x->n_fed + piece[i] == x->n_prompt;
+    }
+    build(p, gens, n, next, piece);
+    if (p->n == 0) return PLM_OK;
+    const double t0 = gen_now();
+    const int n_logits = n_final + n_next;  /* a pass of unfinished prompt pieces still computes one row */
+    st = plm_decode_seqs(ctx, p->tok, p->seq, p->n, n_logits ? n_logits : 1, err);
+    if (!st) absorb(p, gens, n, piece, n_logits, gen_now() - t0);
+    return st;
 }
 
 plm_status plm_gen_step(plm_gen *const *gens, int n, plm_error *err) {
     if (n <= 0) return PLM_OK;
-    plm_token *tokens = malloc((size_t)n * sizeof *tokens);
-    plm_seq_id *seqs = malloc((size_t)n * sizeof *seqs);
-    plm_gen **who = malloc((size_t)n * sizeof *who);
-    plm_status st = PLM_OK;
-    if (!tokens || !seqs || !who) st = plm_fail(err, PLM_ERR_NOMEM, "out of memory for a step's batch");
-    plm_context *ctx = NULL;
-    int m = 0;
-    for (int i = 0; i < n && !st; i++) {
-        plm_gen *x = gens[i];
-        if (!plm_gen_ready(x)) continue;
-        if (ctx && x->g.ctx != ctx) st = plm_fail(err, PLM_ERR_INVALID_ARG, "plm_gen_step: generations of two contexts");
-        else if (step_one(x, &tokens[m], &st, err)) ctx = x->g.ctx, seqs[m] = x->g.seq, who[m++] = x;
-    }
-    if (!st && m > 0) st = plm_decode_seqs(ctx, tokens, seqs, m, m, err);
-    for (int k = 0; k < m; k++) {
-        if (st) end_gen(who[k], st);
-        else keep_logits(who[k], k);
-    }
-    if (st)
+    int cap = n;  /* every generation's token, and prompt pieces up to n_batch */
+    for (int i = 0; i < n; i++)
+        if ((int)gens[i]->g.ctx->params.n_batch + n > cap) cap = (int)gens[i]->g.ctx->params.n_batch + n;
+    pass p = {.tok = malloc((size_t)cap * sizeof *p.tok), .seq = malloc((size_t)cap * sizeof *p.seq),
+              .who = malloc((size_t)cap * sizeof *p.who)};
+    int *piece = malloc((size_t)n * sizeof *piece);
+    plm_token *next = malloc((size_t)n * sizeof *next);
+    plm_status st = !p.tok || !p.seq || !p.who || !piece || !next
+                        ? plm_fail(err, PLM_ERR_NOMEM, "out of memory for a step's batch")
+                        : run_pass(gens, n, piece, next, &p, err);
+    if (st)  /* the pass failed: every generation in it ends */
         for (int i = 0; i < n; i++)
-            if (plm_gen_ready(gens[i])) end_gen(gens[i], st);
-    free(tokens);
-    free(seqs);
-    free(who);
+            if (!gens[i]->g.done && next && piece && (next[i] >= 0 || piece[i] > 0)) end_gen(gens[i], st);
+    free(p.tok);
+    free(p.seq);
+    free(p.who);
+    free(piece);
+    free(next);
     return st;
 }

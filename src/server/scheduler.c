@@ -55,25 +55,24 @@ static int admit(srv_sched *s, srv_slot **started) {
     return n;
 }
 
-/* One round: a prompt piece for every slot still reading its prompt, then
- * one step of every slot that is generating. */
+/* One round: one forward pass with the next token of every generating
+ * slot and the next prompt piece of those still reading their prompt. */
 static void run_round(srv_sched *s) {
     int n = 0;
     for (int i = 0; i < s->n_slots; i++) {
         srv_slot *sl = &s->slots[i];
-        if (!sl->job) continue;
-        slot_prefill(sl);
-        if (sl->gen && plm_gen_ready(sl->gen)) s->step[n++] = sl->gen;
+        sl->generating = slot_generating(sl);
+        if (sl->gen && !plm_gen_done(sl->gen)) s->step[n++] = sl->gen;
     }
     if (n == 0) return;
     plm_error err;
     plm_status st = plm_gen_step(s->step, n, &err);
-    int evaluated = 0;  /* generations that went on: their tokens were in the pass */
-    for (int k = 0; k < n; k++) evaluated += plm_gen_ready(s->step[k]);
-    if (evaluated) {
+    int decoded = 0;  /* generating slots that went on: their tokens were in the pass */
+    for (int i = 0; i < s->n_slots; i++) decoded += s->slots[i].generating && !plm_gen_done(s->slots[i].gen);
+    if (decoded) {
         pthread_mutex_lock(&s->env.metrics->mu);
         s->env.metrics->decode_steps++;
-        s->env.metrics->decode_step_tokens += (uint64_t)evaluated;
+        s->env.metrics->decode_step_tokens += (uint64_t)decoded;
         pthread_mutex_unlock(&s->env.metrics->mu);
     }
     for (int i = 0; st && i < s->n_slots; i++)  /* a failed forward pass ends every generation in it */
@@ -146,6 +145,7 @@ plm_status sched_new(plm_model *model, const plm_context_params *cp, const srv_c
         return st;
     }
     s->n_ctx = plm_context_n_ctx(s->env.ctx);
+    plm_context_set_batch_invariant(s->env.ctx, cfg->batch_invariant);
     s->queue_cap = cfg->queue_size > 0 ? cfg->queue_size : 1;
     s->queue = calloc((size_t)s->queue_cap, sizeof *s->queue);
     s->n_slots = cfg->n_parallel;

@@ -46,6 +46,7 @@ typedef struct srv_config {
     const char *model_path;
     const char *model_name;    /* id in /v1/models and /api/tags */
     int n_parallel;            /* slots */
+    bool batch_invariant;      /* plm_context_set_batch_invariant */
     int queue_size;            /* jobs waiting beyond the slots; more get 503 */
     size_t max_body_bytes;     /* larger request bodies get 413 */
     int max_prompt_tokens;     /* 0 = the context length - 1 */

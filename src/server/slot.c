@@ -119,10 +119,8 @@ void slot_start(srv_slot *sl, srv_job *j, uint64_t now) {
                              &sl->result, &sl->gen, &sl->err);
 }
 
-void slot_prefill(srv_slot *sl) {
-    if (!sl->gen || plm_gen_done(sl->gen) || plm_gen_ready(sl->gen)) return;
-    plm_status st = plm_gen_prefill(sl->gen, &sl->err);
-    if (st) sl->status = st;
+bool slot_generating(const srv_slot *sl) {
+    return sl->gen && !plm_gen_done(sl->gen) && sl->result.n_prompt == sl->job->n_prompt - sl->job->n_cached;
 }
 
 bool slot_done(const srv_slot *sl) { return !sl->gen || plm_gen_done(sl->gen); }

@@ -28,6 +28,7 @@ typedef struct srv_slot {
     plm_sampler *smp;
     plm_gen *gen;
     plm_generate_result result;
+    bool generating;           /* its prompt is evaluated (as a round began) */
     plm_status status;         /* of the job's generation so far */
     plm_error err;
 } srv_slot;
@@ -38,8 +39,8 @@ srv_slot *slot_pick(srv_slot *slots, int n, const srv_job *j);
 /* Starts j in sl: keeps the common prefix of the slot's cache, evaluates
  * nothing yet.  A job that cannot start is done at once (slot_done). */
 void slot_start(srv_slot *sl, srv_job *j, uint64_t now);
-/* Evaluates the next piece of the job's prompt, if it has one left. */
-void slot_prefill(srv_slot *sl);
+/* Its generation has evaluated the prompt and runs. */
+bool slot_generating(const srv_slot *sl);
 /* The job's generation has ended (or never started): slot_finish. */
 bool slot_done(const srv_slot *sl);
 /* Reports the job's end to its waiter, accounts it and keeps what the

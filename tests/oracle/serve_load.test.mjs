@@ -10,7 +10,7 @@ import { SHARED, check, finish } from "./lib.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const r = spawnSync("node", [path.join(here, "../../bench/serve-load.mjs"), "-m", path.join(SHARED, "models/stories260K.gguf"),
-                             "--parallel", "4", "--levels", "1,4", "--requests", "16", "--max-tokens", "64", "-t", "1", "--json",
+                             "--parallel", "4", "--levels", "1,4", "--requests", "16", "--max-tokens", "64", "-t", "1", "--json", "--batch-invariant",
                              "--timeout", "120"],
                     { encoding: "utf8", env: { ...process.env, POCKETLM_BIN: process.env.POCKETLM_BIN } });
 check(r.status === 0, `serve-load exited ${r.status}: ${r.stdout}${r.stderr}`);

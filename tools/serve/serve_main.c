@@ -24,7 +24,7 @@ typedef struct serve_opts {
     int port, n_ctx, n_batch, n_threads, parallel, queue, max_prompt, max_tokens, timeout, max_conn;
     int max_body_kib;
     float grace;
-    bool no_mmap, mlock, flash_attn;
+    bool no_mmap, mlock, flash_attn, batch_invariant;
 } serve_opts;
 
 /* "260K", "1.1B": Ollama's parameter_size. */
@@ -147,6 +147,8 @@ int main(int argc, char **argv) {
         {"-ctk", "--cache-type-k", ARG_STR, &o.cache_type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
         {"-ctv", "--cache-type-v", ARG_STR, &o.cache_type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
         {"-fa", "--flash-attn", ARG_FLAG, &o.flash_attn, NULL, "one-pass (flash) attention"},
+        {NULL, "--batch-invariant", ARG_FLAG, &o.batch_invariant, NULL,
+         "answers bit-identical however prompts are split or batched (slower prompts)"},
         {"-np", "--parallel", ARG_INT, &o.parallel, "N", "slots: requests served at once, batched into one forward pass (each slot holds -c tokens)"},
         {NULL, "--queue", ARG_INT, &o.queue, "N", "requests that may wait for a slot; more get 503"},
         {NULL, "--max-body", ARG_INT, &o.max_body_kib, "KIB", "largest request body; larger get 413"},
@@ -186,7 +188,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     srv->cfg = (srv_config){.host = o.host, .port = o.port, .api_key = o.api_key, .model_path = o.model,
-                            .n_parallel = o.parallel, .queue_size = o.queue,
+                            .n_parallel = o.parallel, .batch_invariant = o.batch_invariant, .queue_size = o.queue,
                             .max_body_bytes = (size_t)o.max_body_kib * 1024, .max_prompt_tokens = o.max_prompt,
                             .max_tokens = o.max_tokens, .timeout_s = o.timeout, .max_connections = o.max_conn,
                             .grace_s = o.grace, .sampling = plm_sampler_default_params()};
