@@ -55,8 +55,10 @@ const PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went to the
 
 function startServer(o) {
   const queue = Math.max(...o.levels) + 8;  // every client of the largest level waits instead of a 503
+  // --timeout: a client waiting in the queue sends and receives nothing;
+  // the default idle timeout (30 s) would close it at the larger levels.
   const args = ["serve", "--port", "0", "-m", o.model, "-c", String(o.ctx), "--parallel", String(o.parallel),
-                "--queue", String(queue), ...(o.threads ? ["-t", String(o.threads)] : []),
+                "--queue", String(queue), "--timeout", String(o.timeoutS), ...(o.threads ? ["-t", String(o.threads)] : []),
                 ...(o.invariant ? ["--batch-invariant"] : [])];
   return new Promise((resolve, reject) => {
     const proc = spawn(BIN, args, { stdio: ["ignore", "ignore", "pipe"] });
