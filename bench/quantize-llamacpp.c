@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "pocketlm.h"
+#include "pocketlm_tools.h"
 #include "pocketlm_gguf.h"
 
 /* llama_model_quantize_params as llama.h lays it out (2024 on): int32

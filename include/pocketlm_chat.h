@@ -55,7 +55,7 @@ typedef struct plm_chat_params {
 } plm_chat_params;
 
 /* Renders the template.  On success *out is a malloc'd NUL-terminated
- * string (free() it) of *out_len bytes.  PLM_ERR_INVALID_ARG for bad JSON
+ * string (plm_free() it) of *out_len bytes.  PLM_ERR_INVALID_ARG for bad JSON
  * input, PLM_ERR_FORMAT for a template error (raise_exception included),
  * PLM_ERR_NOMEM when a limit was reached. */
 PLM_API plm_status plm_chat_render(const plm_chat_template *t, const plm_chat_params *params, char **out,

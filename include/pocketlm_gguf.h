@@ -100,6 +100,9 @@ typedef struct plm_gguf_file {
     bool locked;           /* use_mlock was asked and mlock succeeded; a failed
                               mlock is not an error, callers may warn */
     struct plm_gguf_lookup *lookup; /* private name index; NULL = linear search */
+    const void *map_base;  /* private: the mapping to release (image may start
+                              inside it: an image at an offset in a file) */
+    uint64_t map_size;
 } plm_gguf_file;
 
 typedef struct plm_gguf_open_params {

@@ -12,6 +12,8 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
+#include "pocketlm_tools.h"
 #include "pocketlm_gguf.h"
 #include "test.h"
 

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 #include "test.h"
 
 #define SIM PLM_SOURCE_DIR "/scripts/phone-sim.sh"

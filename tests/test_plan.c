@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 #include "pocketlm_gguf.h"
 #include "test.h"
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 #include "test.h"
 
 static uint64_t meminfo_kb(const char *key) {

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "pocketlm.h"
+#include "pocketlm_eval.h"
 #include "runtime/quality.h"
 #include "expected.h"
 #include "test.h"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "pocketlm.h"
+#include "pocketlm_tools.h"
 #include "pocketlm_gguf.h"
 #include "test.h"
 

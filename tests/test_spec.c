@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "pocketlm.h"
+#include "pocketlm_tools.h"
 #include "runtime/context.h"
 #include "test.h"
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "pocketlm.h"
+#include "pocketlm_tools.h"
 #include "test.h"
 
 #define STORIES SHARED("models/stories260K.gguf")

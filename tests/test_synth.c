@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "pocketlm_gguf.h"
+#include "pocketlm_tools.h"
 #include "quant/fp16.h"
 #include "quant/types.h"
 #include "test.h"

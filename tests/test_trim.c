@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 #include "test.h"
 
 #define STORIES SHARED("models/stories260K.gguf")

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "measure.h"
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 #include "pocketlm_gguf.h"
 
 #define MAX_LIST 64

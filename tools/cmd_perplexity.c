@@ -18,6 +18,8 @@
 #include "fit.h"
 #include "measure.h"
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
+#include "pocketlm_eval.h"
 
 typedef struct quality_opts {
     const char *model, *text, *kld_save, *base, *cache_type_k, *cache_type_v, *mem_limit;

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "units.h"
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 
 typedef struct plan_opts {
     const char *model, *device, *ram, *type_k, *type_v, *output, *mem_limit;

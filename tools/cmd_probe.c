@@ -8,6 +8,7 @@
 #include "args.h"
 #include "cli.h"
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 
 typedef struct probe_opts {
     const char *output, *file;

@@ -4,6 +4,7 @@
 #include "args.h"
 #include "cli.h"
 #include "pocketlm.h"
+#include "pocketlm_tools.h"
 
 int cmd_quantize(int argc, char **argv) {
     plm_quantize_params p = plm_quantize_default_params();

@@ -6,6 +6,7 @@
 #include "args.h"
 #include "cli.h"
 #include "pocketlm.h"
+#include "pocketlm_tools.h"
 
 static void list_shapes(FILE *out) {
     for (const char *const *s = plm_synth_shapes(); *s; s++)

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "measure.h"
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 
 enum { MAX_GRID = 32 };
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 
 bool config_path(char *buf, size_t size) {
     const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");

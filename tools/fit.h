@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 
 /* What the plan said, for the run's telemetry to quote when decode pages. */
 typedef struct fit_info {

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 plm_status plm_fail(plm_error *err, plm_status code, const char *fmt, ...) {
     if (err) {
@@ -30,6 +31,11 @@ const char *plm_status_name(plm_status s) {
     case PLM_ERR_NOMEM: return "out of memory";
     case PLM_ERR_INVALID_ARG: return "invalid argument";
     case PLM_ERR_CONTEXT_FULL: return "context full";
+    case PLM_ERR_ABORTED: return "aborted";
     }
     return "unknown error";
 }
+
+const char *plm_version(void) { return PLM_VERSION; }
+
+void plm_free(void *p) { free(p); }

@@ -11,6 +11,24 @@
  * so the depth is bounded to keep a hostile file from exhausting the stack. */
 #define PLM_GGUF_MAX_NESTING 8
 
+/* Where a GGUF image comes from: a file by path or by descriptor (its bytes
+ * [offset, offset + length); length 0 = to the end), or memory (data, length;
+ * not copied).  `name` is what messages call it.  progress (optional) gets
+ * the fraction read while a file is read into memory; false = stop
+ * (PLM_ERR_ABORTED). */
+typedef struct plm_gguf_source {
+    const char *name;
+    const char *path;
+    int fd;
+    uint64_t offset, length;
+    const void *data;
+    bool (*progress)(void *user, float fraction);
+    void *user;
+} plm_gguf_source;
+
+plm_gguf_file *plm_gguf_open_source(const plm_gguf_source *src, const plm_gguf_open_params *params,
+                                    plm_error *err);
+
 /* Bytes of one scalar value of type t; 0 for strings, arrays and unknown ids. */
 size_t plm_gguf_scalar_size(uint32_t t);
 

@@ -508,13 +508,12 @@ plm_gguf_file *plm_gguf_parse(const void *image, uint64_t size, plm_error *err) 
 
 /* ---- files --------------------------------------------------------------- */
 
-static void release_image(const uint8_t *image, uint64_t size, bool mapped, bool locked) {
-    if (!image || !size) return;
-    if (mapped) {
-        munmap((void *)image, (size_t)size); /* also drops any lock */
-    } else {
-        if (locked) munlock(image, (size_t)size);
-        free((void *)image);
+static void release_image(const plm_gguf_file *f) {
+    if (f->map_base) {
+        munmap((void *)f->map_base, (size_t)f->map_size); /* also drops any lock */
+    } else if (f->image && f->size) {
+        if (f->locked) munlock(f->image, (size_t)f->size);
+        free((void *)f->image);
     }
 }
 
@@ -529,94 +528,133 @@ void plm_gguf_close(plm_gguf_file *f) {
         free(f->lookup->tensors.slots);
         free(f->lookup);
     }
-    if (f->owns_image) release_image(f->image, f->size, f->mapped, f->locked);
+    if (f->owns_image) release_image(f);
     free(f);
 }
 
-static bool read_all(int fd, uint8_t *dst, uint64_t size) {
-    uint64_t done = 0;
-    while (done < size) {
-        size_t chunk = size - done > (1u << 30) ? (1u << 30) : (size_t)(size - done);
-        ssize_t n = read(fd, dst + done, chunk);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            if (n == 0) errno = EIO; /* the file shrank under us */
-            return false;
-        }
-        done += (uint64_t)n;
-    }
-    return true;
+/* The image as it came: where it lies and who releases it. */
+typedef struct image {
+    const uint8_t *bytes;
+    uint64_t size;
+    const void *map_base; /* an mmap to release, or NULL */
+    uint64_t map_size;
+    bool owned;           /* malloc'd: free it */
+} image;
+
+static void image_release(image *im) {
+    if (im->map_base) munmap((void *)im->map_base, (size_t)im->map_size);
+    else if (im->owned) free((void *)im->bytes);
 }
 
-/* Maps or reads the whole file; *image stays NULL for an empty file. */
-static plm_status load_image(const char *path, bool use_mmap, const uint8_t **image,
-                             uint64_t *size, bool *mapped, plm_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return plm_fail(err, PLM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return plm_fail(err, PLM_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+/* Reads bytes [offset, offset + size) of fd, telling `progress`. */
+static plm_status read_range(const plm_gguf_source *src, int fd, uint8_t *dst, uint64_t size, plm_error *err) {
+    const uint64_t chunk_max = 16u << 20; /* progress every 16 MiB */
+    uint64_t done = 0;
+    while (done < size) {
+        size_t chunk = size - done > chunk_max ? (size_t)chunk_max : (size_t)(size - done);
+        ssize_t n = pread(fd, dst + done, chunk, (off_t)(src->offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return plm_fail(err, PLM_ERR_IO, "%s: read failed: %s", src->name,
+                            n == 0 ? "the file shrank while it was read" : strerror(errno));
+        done += (uint64_t)n;
+        if (src->progress && !src->progress(src->user, (float)((double)done / (double)size)))
+            return plm_fail(err, PLM_ERR_ABORTED, "%s: loading was cancelled", src->name);
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return plm_fail(err, PLM_ERR_IO, "%s: not a regular file", path);
-    }
-    *size = (uint64_t)st.st_size;
-    if (*size > SIZE_MAX) {
-        close(fd);
-        return plm_fail(err, PLM_ERR_NOMEM, "%s: %" PRIu64 " bytes do not fit in the address space", path, *size);
-    }
-    if (use_mmap && *size) {
-        void *p = mmap(NULL, (size_t)*size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p != MAP_FAILED) { /* else fall back to reading: some filesystems cannot map */
-            *image = p;
-            *mapped = true;
-        }
-    }
-    if (!*mapped && *size) {
-        uint8_t *buf = malloc((size_t)*size);
-        if (!buf) {
-            close(fd);
-            return plm_fail(err, PLM_ERR_NOMEM, "%s: cannot allocate %" PRIu64 " bytes to read it", path, *size);
-        }
-        if (!read_all(fd, buf, *size)) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return plm_fail(err, PLM_ERR_IO, "%s: read failed: %s", path, strerror(e));
-        }
-        *image = buf;
-    }
-    close(fd);
     return PLM_OK;
 }
 
-plm_gguf_file *plm_gguf_open(const char *path, const plm_gguf_open_params *params, plm_error *err) {
+/* Maps or reads the image's bytes of an open file; im->bytes stays NULL for
+ * an empty one. */
+static plm_status load_fd(const plm_gguf_source *src, int fd, bool use_mmap, image *im, plm_error *err) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return plm_fail(err, PLM_ERR_IO, "%s: cannot stat: %s", src->name, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return plm_fail(err, PLM_ERR_IO, "%s: not a regular file", src->name);
+    const uint64_t file_size = (uint64_t)st.st_size;
+    if (src->offset > file_size)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "%s: offset %" PRIu64 " is past the end of the %" PRIu64 "-byte file",
+                        src->name, src->offset, file_size);
+    im->size = src->length ? src->length : file_size - src->offset;
+    if (im->size > file_size - src->offset)
+        return plm_fail(err, PLM_ERR_INVALID_ARG,
+                        "%s: %" PRIu64 " bytes at offset %" PRIu64 " run past the end of the %" PRIu64 "-byte file",
+                        src->name, im->size, src->offset, file_size);
+    if (im->size > SIZE_MAX / 2)
+        return plm_fail(err, PLM_ERR_NOMEM, "%s: %" PRIu64 " bytes do not fit in the address space", src->name,
+                        im->size);
+    if (!im->size) return PLM_OK;
+    if (use_mmap) {
+        /* mmap wants a page-aligned file offset: map from the page the image
+         * starts in. */
+        const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+        const uint64_t lead = src->offset % page;
+        void *p = mmap(NULL, (size_t)(im->size + lead), PROT_READ, MAP_PRIVATE, fd, (off_t)(src->offset - lead));
+        if (p != MAP_FAILED) { /* else fall back to reading: some filesystems cannot map */
+            im->map_base = p;
+            im->map_size = im->size + lead;
+            im->bytes = (const uint8_t *)p + lead;
+            return PLM_OK;
+        }
+    }
+    uint8_t *buf = malloc((size_t)im->size);
+    if (!buf)
+        return plm_fail(err, PLM_ERR_NOMEM, "%s: cannot allocate %" PRIu64 " bytes to read it", src->name, im->size);
+    plm_status s = read_range(src, fd, buf, im->size, err);
+    if (s) {
+        free(buf);
+        return s;
+    }
+    im->bytes = buf;
+    im->owned = true;
+    return PLM_OK;
+}
+
+static plm_status load_image(const plm_gguf_source *src, bool use_mmap, image *im, plm_error *err) {
+    if (src->data || (!src->path && src->fd < 0)) {
+        if (!src->data && src->length)
+            return plm_fail(err, PLM_ERR_INVALID_ARG, "%s: NULL image of %" PRIu64 " bytes", src->name, src->length);
+        im->bytes = src->data;
+        im->size = src->length;
+        return PLM_OK;
+    }
+    if (!src->path) return load_fd(src, src->fd, use_mmap, im, err);
+    int fd = open(src->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return plm_fail(err, PLM_ERR_IO, "%s: cannot open: %s", src->name, strerror(errno));
+    plm_status s = load_fd(src, fd, use_mmap, im, err);
+    close(fd);
+    return s;
+}
+
+plm_gguf_file *plm_gguf_open_source(const plm_gguf_source *src, const plm_gguf_open_params *params,
+                                    plm_error *err) {
     plm_gguf_open_params p = params ? *params : (plm_gguf_open_params){.use_mmap = true};
+    image im = {0};
+    if (load_image(src, p.use_mmap, &im, err) != PLM_OK) return NULL;
+
+    plm_error perr;
+    plm_gguf_file *f = plm_gguf_parse(im.bytes, im.size, &perr);
+    if (!f) {
+        image_release(&im);
+        plm_fail(err, perr.code, "%s: %s", src->name, perr.message);
+        return NULL;
+    }
+    f->image = im.bytes ? im.bytes : f->image;
+    f->mapped = im.map_base != NULL;
+    f->map_base = im.map_base;
+    f->map_size = im.map_size;
+    f->owns_image = im.map_base || im.owned;
+    /* Only after validation: no point pinning a file we reject. */
+    f->locked = f->owns_image && p.use_mlock && im.size && mlock(im.bytes, (size_t)im.size) == 0;
+    return f;
+}
+
+plm_gguf_file *plm_gguf_open(const char *path, const plm_gguf_open_params *params, plm_error *err) {
     if (!path) {
         plm_fail(err, PLM_ERR_INVALID_ARG, "plm_gguf_open: NULL path");
         return NULL;
     }
-    const uint8_t *image = NULL;
-    uint64_t size = 0;
-    bool mapped = false;
-    if (load_image(path, p.use_mmap, &image, &size, &mapped, err) != PLM_OK) return NULL;
-
-    plm_error perr;
-    plm_gguf_file *f = plm_gguf_parse(image, size, &perr);
-    if (!f) {
-        release_image(image, size, mapped, false);
-        plm_fail(err, perr.code, "%s: %s", path, perr.message);
-        return NULL;
-    }
-    f->image = image ? image : f->image;
-    f->mapped = mapped;
-    f->owns_image = image != NULL;
-    /* Only after validation: no point pinning a file we reject. */
-    f->locked = p.use_mlock && size && mlock(image, (size_t)size) == 0;
-    return f;
+    const plm_gguf_source src = {.name = path, .path = path, .fd = -1};
+    return plm_gguf_open_source(&src, params, err);
 }
 
 /* ---- lookups ------------------------------------------------------------ */

@@ -429,14 +429,17 @@ static void layer_forward(plm_forward_state *ctx, int il, const plm_ubatch *b) {
     }
 }
 
-void plm_forward(plm_forward_state *ctx, const plm_ubatch *b, int first_logit, float *out_logits) {
+bool plm_forward(plm_forward_state *ctx, const plm_ubatch *b, int first_logit, float *out_logits) {
     const plm_model *m = ctx->model;
     const int E = m->hp.n_embd, n = b->n;
     plm_scratch *s = &ctx->s;
 
     embed(ctx, b->tokens, n);
-    for (int il = 0; il < m->hp.n_layer; il++) layer_forward(ctx, il, b);
-    if (first_logit >= n) return;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        if (ctx->abort && ctx->abort(ctx->abort_user)) return false;
+        layer_forward(ctx, il, b);
+    }
+    if (first_logit >= n) return true;
 
     const int n_out = n - first_logit;
     const row_norm out_norm = {s->x + (int64_t)first_logit * E, m->output_norm, m->hp.rms_eps};
@@ -444,4 +447,5 @@ void plm_forward(plm_forward_state *ctx, const plm_ubatch *b, int first_logit, f
     matmul_step(ctx, &out_norm, s->xn, n_out, E, false, 1, &output, &out_logits);
     if (m->hp.logit_scale != 1.0f)  /* granite: logits / logit_scale, as a product like llama.cpp's */
         plm_scale(out_logits, 1.0f / m->hp.logit_scale, (int)((int64_t)n_out * output->rows));
+    return true;
 }

@@ -45,6 +45,8 @@ typedef struct plm_forward_state {
     bool rowwise_matmul; /* each token of a batch by the single-token kernel, so its logits are
                             bit-identical to decoding it alone (the batched gemm sums in another
                             order): speculative verification sets it */
+    bool (*abort)(void *user); /* polled before each layer; true = stop (optional) */
+    void *abort_user;
 } plm_forward_state;
 
 /* Fails, naming the choice, when arch selects a step or option this forward
@@ -56,8 +58,10 @@ plm_status plm_forward_check(const plm_arch *arch, plm_error *err);
  * its sequence: plm_kv_check_batch), storing their keys and values in the
  * cache; each token attends causally to its own sequence.  Writes logits
  * for tokens from `first_logit` on into out_logits ([n - first_logit][n_vocab]).
- * The caller then commits the batch to the cache (plm_kv_commit). */
-void plm_forward(plm_forward_state *st, const plm_ubatch *b, int first_logit, float *out_logits);
+ * The caller then commits the batch to the cache (plm_kv_commit).
+ * Returns false, with no logits and nothing to commit, when `abort` asked
+ * to stop. */
+bool plm_forward(plm_forward_state *st, const plm_ubatch *b, int first_logit, float *out_logits);
 
 /* The cache's re-rotation hook (plm_kv_rerotate_fn; user = the state):
  * rotates sequence seq's cached keys at positions [first, first + n) of

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "model/quantize_rules.h"
 #include "pocketlm_gguf.h"
+#include "pocketlm_tools.h"
 #include "quant/quant.h"
 #include "quant/types.h"
 #include "core/threadpool.h"

@@ -39,6 +39,7 @@
 #include "core/rng.h"
 #include "model/arch.h"
 #include "pocketlm_gguf.h"
+#include "pocketlm_tools.h"
 #include "quant/fp16.h"
 #include "quant/types.h"
 

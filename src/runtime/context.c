@@ -8,12 +8,19 @@
 
 #include "core/error.h"
 #include "core/fault_guard.h"
+#include "core/params.h"
 #include "runtime/plan.h"
 #include "core/threadpool.h"
 
-plm_context_params plm_context_default_params(void) {
-    return (plm_context_params){.n_ctx = 0, .n_batch = 512, .n_threads = 0, .logits_all = false,
-                                .type_k = PLM_KV_F16, .type_v = PLM_KV_F16, .flash_attn = false, .n_seq = 1};
+static plm_context_params context_defaults(void) {
+    return (plm_context_params){.struct_size = sizeof(plm_context_params), .n_ctx = 0, .n_batch = 512,
+                                .n_threads = 0, .logits_all = false, .type_k = PLM_KV_F16, .type_v = PLM_KV_F16,
+                                .flash_attn = false, .n_seq = 1};
+}
+
+void plm_context_params_init(plm_context_params *p, size_t struct_size) {
+    plm_context_params d = context_defaults();
+    plm_params_give(p, struct_size, &d, sizeof d);
 }
 
 static void scratch_free(plm_scratch *s) {
@@ -78,7 +85,9 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     *out = NULL;
     if (!model || !model->layers)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "a context needs a model loaded with weights");
-    plm_context_params p = params ? *params : plm_context_default_params();
+    plm_context_params p = context_defaults();
+    plm_status st = plm_params_take(&p, sizeof p, params, "plm_context_params", err);
+    if (st) return st;
     const plm_hparams *hp = &model->hp;
     if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train < 4096 ? (uint32_t)hp->n_ctx_train : 4096;
     if (p.n_ctx > (1u << 24)) return plm_fail(err, PLM_ERR_INVALID_ARG, "context length %u is too large", p.n_ctx);
@@ -99,8 +108,10 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     if (p.n_threads > 256) p.n_threads = 256;
     c->params = p;
     c->fwd.flash_attn = p.flash_attn;
+    c->fwd.abort = p.abort;
+    c->fwd.abort_user = p.abort_user;
     plm_plan_buffers b;
-    plm_status st = plan_buffers(model, &p, &b, err);
+    st = plan_buffers(model, &p, &b, err);
     if (!st) {
         c->fwd.pool = plm_pool_shared((int)p.n_threads);  /* one set of workers for every context */
         if (!c->fwd.pool) st = plm_fail(err, PLM_ERR_NOMEM, "cannot start %u threads", p.n_threads);
@@ -180,6 +191,8 @@ typedef struct decode_job {
     const plm_seq_id *seqs;  /* NULL: every token in sequence 0 */
     uint32_t *pos;           /* [n_batch] positions of a chunk with seqs */
     int n, n_logits;
+    int n_done;              /* tokens evaluated and committed */
+    bool aborted;            /* the abort callback stopped it */
 } decode_job;
 
 /* A chunk's batch: positions follow each token's sequence. */
@@ -216,9 +229,14 @@ static void decode_chunks(void *arg, int ith, int nth) {
         const plm_ubatch b = chunk_batch(j, i, m);
         const bool rowwise = c->fwd.rowwise_matmul;
         c->fwd.rowwise_matmul = rowwise || c->batch_invariant;
-        plm_forward(&c->fwd, &b, first, dst);
+        const bool done = plm_forward(&c->fwd, &b, first, dst);  /* polls abort before each layer */
         c->fwd.rowwise_matmul = rowwise;
+        if (!done) {
+            j->aborted = true;
+            return;
+        }
         plm_kv_commit(&c->fwd.kv, &b);
+        j->n_done += m;
     }
 }
 
@@ -289,7 +307,7 @@ plm_status plm_decode_seqs(plm_context *c, const plm_token *tokens, const plm_se
      * of killing the process. */
     uint32_t *pos = seqs ? malloc(c->params.n_batch * sizeof *pos) : NULL;
     if (seqs && !pos) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a batch's positions");
-    decode_job job = {c, tokens, seqs, pos, n, n_logits};
+    decode_job job = {c, tokens, seqs, pos, n, n_logits, 0, false};
     const void *addr = NULL;
     const bool ok = plm_fault_guard_call(decode_chunks, &job, 0, 1, &addr);
     free(pos);
@@ -299,6 +317,10 @@ plm_status plm_decode_seqs(plm_context *c, const plm_token *tokens, const plm_se
         c->poisoned = strdup(msg);
         c->n_logits = 0;
         return plm_fail(err, PLM_ERR_IO, "%s", msg);
+    }
+    if (job.aborted) {
+        c->n_logits = 0;
+        return plm_fail(err, PLM_ERR_ABORTED, "decode aborted after %d of %d tokens", job.n_done, n);
     }
     c->n_logits = n_logits;
     c->logits_first = first_kept;

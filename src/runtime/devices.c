@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 
 #define GB 1000000000ull
 #define GIB (1024ull * 1024ull * 1024ull)

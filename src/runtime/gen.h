@@ -35,6 +35,9 @@ typedef struct gen {
 } gen;
 
 double gen_now(void);
+/* The caller's plm_generate_params (any version of the struct; NULL:
+ * defaults) as this library's struct. */
+plm_status gen_take_params(plm_generate_params *dst, const plm_generate_params *src, plm_error *err);
 /* Checks the arguments (plm_generate's rules), sets up the stop matcher and
  * feeds the prompt to the sampler's penalty window.  gen_end frees. */
 plm_status gen_begin(gen *g, plm_context *ctx, plm_seq_id seq, const plm_token *prompt, int n_prompt,

@@ -34,12 +34,12 @@ plm_status plm_gen_new(plm_context *ctx, plm_seq_id seq, const plm_token *prompt
                        plm_sampler *sampler, const plm_generate_params *params, plm_piece_cb on_piece,
                        plm_generate_result *result, plm_gen **out, plm_error *err) {
     *out = NULL;
-    if (params && params->spec)
-        return plm_fail(err, PLM_ERR_UNSUPPORTED, "plm_gen: speculative decoding runs through plm_generate only");
     plm_gen *x = calloc(1, sizeof *x);
     if (!x) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a generation");
-    x->params = params ? *params : plm_generate_default_params();
-    plm_status st = gen_begin(&x->g, ctx, seq, prompt, n_prompt, sampler, &x->params, on_piece, result, err);
+    plm_status st = gen_take_params(&x->params, params, err);
+    if (!st && x->params.spec)
+        st = plm_fail(err, PLM_ERR_UNSUPPORTED, "plm_gen: speculative decoding runs through plm_generate only");
+    if (!st) st = gen_begin(&x->g, ctx, seq, prompt, n_prompt, sampler, &x->params, on_piece, result, err);
     if (st) {
         gen_free_parts(x);
         return st;

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/params.h"
 #include "runtime/gen.h"
 
 /* Bytes of the character a lead byte begins: 1..4, or 0 for a continuation
@@ -218,12 +219,23 @@ static plm_status generate_loop(gen *g, plm_error *err) {
     return st;
 }
 
-plm_generate_params plm_generate_default_params(void) {
+static plm_generate_params generate_defaults(void) {
     plm_generate_params p;
     memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
     p.max_tokens = -1;
     p.n_keep = -1;
     return p;
+}
+
+void plm_generate_params_init(plm_generate_params *p, size_t struct_size) {
+    plm_generate_params d = generate_defaults();
+    plm_params_give(p, struct_size, &d, sizeof d);
+}
+
+plm_status gen_take_params(plm_generate_params *dst, const plm_generate_params *src, plm_error *err) {
+    *dst = generate_defaults();
+    return plm_params_take(dst, sizeof *dst, src, "plm_generate_params", err);
 }
 
 const char *plm_finish_reason_name(plm_finish_reason r) {
@@ -267,8 +279,7 @@ plm_status gen_begin(gen *g, plm_context *ctx, plm_seq_id seq, const plm_token *
     result->stop_index = -1;
     *g = (gen){.ctx = ctx, .model = ctx->model, .seq = seq, .smp = sampler, .p = params, .on_piece = on_piece,
                .r = result};
-    g->stop = plm_stop_new(params->stops, params->stops ? params->n_stops : 0);
-    if (!g->stop) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for the stop strings");
+    if ((st = plm_stop_create(params->stops, params->stops ? params->n_stops : 0, &g->stop, err))) return st;
     g->n_keep = params->n_keep >= 0 ? params->n_keep : (int)plm_seq_n_past(ctx, seq) + n_prompt;
     for (int i = 0; i < n_prompt; i++) plm_sampler_accept(sampler, prompt[i]);
     return PLM_OK;
@@ -284,10 +295,11 @@ void gen_end(gen *g) {
 plm_status plm_generate(plm_context *ctx, const plm_token *prompt, int n_prompt, plm_sampler *sampler,
                         const plm_generate_params *params, plm_piece_cb on_piece, plm_generate_result *result,
                         plm_error *err) {
-    plm_generate_params defaults = plm_generate_default_params();
+    plm_generate_params p;
     gen g;
-    plm_status st = gen_begin(&g, ctx, 0, prompt, n_prompt, sampler, params ? params : &defaults, on_piece, result,
-                              err);
+    memset(&g, 0, sizeof g);
+    plm_status st = gen_take_params(&p, params, err);
+    if (!st) st = gen_begin(&g, ctx, 0, prompt, n_prompt, sampler, &p, on_piece, result, err);
     if (st) {
         gen_end(&g);
         return st;

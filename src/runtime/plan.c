@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "pocketlm_gguf.h"
+#include "pocketlm_plan.h"
 #include "quant/types.h"
 
 /* Process baseline of `pocketlm run`, measured on x86_64 Linux (glibc) with

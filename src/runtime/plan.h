@@ -10,6 +10,7 @@
 
 #include "model/kv_cache.h"
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 
 /* Fills `out` with the byte size of every buffer plm_context_new allocates
  * for this KV cache spec (its model's hyperparameters, resolved n_ctx and

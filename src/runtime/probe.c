@@ -25,6 +25,7 @@
 
 #include "core/error.h"
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 
 #define SYS_CPU "/sys/devices/system/cpu"
 

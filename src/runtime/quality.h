@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "pocketlm.h"
+#include "pocketlm_eval.h"
 
 /* ln sum(exp(x)) over n values, in double: max + ln sum(exp(x - max)). */
 double plm_logsumexp(const float *x, int n);

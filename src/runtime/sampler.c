@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/params.h"
 #include "core/rng.h"
 
 /* top-p over more than TOP_P_BUCKET_MIN candidates narrows them with a
@@ -73,9 +74,10 @@ static double rng_uniform(uint64_t s[4]) {
 
 /* ---- parameters, creation ---------------------------------------------- */
 
-plm_sampler_params plm_sampler_default_params(void) {
+static plm_sampler_params sampler_defaults(void) {
     plm_sampler_params p;
     memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
     p.temperature = 0.8f;
     p.top_k = 40;
     p.top_p = 0.95f;
@@ -91,8 +93,12 @@ plm_sampler_params plm_sampler_default_params(void) {
 /* Ranges where every stage above is well defined: temperature <= 0 is greedy
  * (as in llama.cpp) but NaN or infinity would compare false everywhere; top_p/min_p are probabilities;
  * repeat_penalty divides logits. */
-plm_status plm_sampler_params_check(const plm_sampler_params *p, plm_error *err) {
-    if (!p) return plm_fail(err, PLM_ERR_INVALID_ARG, "sampler parameters are NULL");
+void plm_sampler_params_init(plm_sampler_params *p, size_t struct_size) {
+    plm_sampler_params d = sampler_defaults();
+    plm_params_give(p, struct_size, &d, sizeof d);
+}
+
+static plm_status check_fields(const plm_sampler_params *p, plm_error *err) {
     if (!isfinite(p->temperature))
         return plm_fail(err, PLM_ERR_INVALID_ARG, "temperature %g is out of range: it must be a finite number (<= 0 = greedy)",
                         (double)p->temperature);
@@ -119,29 +125,52 @@ plm_status plm_sampler_params_check(const plm_sampler_params *p, plm_error *err)
     return PLM_OK;
 }
 
-plm_sampler *plm_sampler_new_n_vocab(int n_vocab, const plm_sampler_params *params) {
-    if (n_vocab < 1) return NULL;
-    if (params && plm_sampler_params_check(params, NULL) != PLM_OK) return NULL;
+/* The caller's parameters (any release's struct size) in this library's
+ * struct, range-checked; NULL = the defaults. */
+static plm_status resolve(const plm_sampler_params *in, plm_sampler_params *out, plm_error *err) {
+    *out = sampler_defaults();
+    plm_status st = plm_params_take(out, sizeof *out, in, "plm_sampler_params", err);
+    return st ? st : check_fields(out, err);
+}
+
+plm_status plm_sampler_params_check(const plm_sampler_params *params, plm_error *err) {
+    if (!params) return plm_fail(err, PLM_ERR_INVALID_ARG, "sampler parameters are NULL");
+    plm_sampler_params p;
+    return resolve(params, &p, err);
+}
+
+static plm_status sampler_build(int n_vocab, const plm_sampler_params *params, plm_sampler **out,
+                                plm_error *err) {
+    *out = NULL;
+    if (n_vocab < 1) return plm_fail(err, PLM_ERR_INVALID_ARG, "a sampler needs a vocabulary (n_vocab %d)", n_vocab);
+    plm_sampler_params p;
+    plm_status st = resolve(params, &p, err);
+    if (st) return st;
     plm_sampler *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->p = params ? *params : plm_sampler_default_params();
+    if (!s) return plm_fail(err, PLM_ERR_NOMEM, "out of memory creating the sampler");
+    s->p = p;
     s->n_vocab = n_vocab;
     s->last_n = s->p.penalty_last_n < 0 ? PLM_SAMPLER_MAX_LAST_N : s->p.penalty_last_n;
     s->penalize = s->last_n > 0 &&
                   (s->p.repeat_penalty != 1.0f || s->p.frequency_penalty != 0.0f ||
                    s->p.presence_penalty != 0.0f);
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
-    if (!s->cand) goto oom;
-    if (s->penalize) {
+    if (s->cand && s->penalize) {
         s->ring = malloc((size_t)s->last_n * sizeof *s->ring);
         s->count = calloc((size_t)n_vocab, sizeof *s->count);
-        if (!s->ring || !s->count) goto oom;
+    }
+    if (!s->cand || (s->penalize && (!s->ring || !s->count))) {
+        plm_sampler_free(s);
+        return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a sampler over %d tokens", n_vocab);
     }
     rng_seed(s->rng, s->p.seed);
-    return s;
-oom:
-    plm_sampler_free(s);
-    return NULL;
+    *out = s;
+    return PLM_OK;
+}
+
+plm_sampler *plm_sampler_new_n_vocab(int n_vocab, const plm_sampler_params *params) {
+    plm_sampler *s;
+    return sampler_build(n_vocab, params, &s, NULL) == PLM_OK ? s : NULL;
 }
 
 plm_sampler *plm_sampler_new(const plm_model *model, const plm_sampler_params *params) {
@@ -154,11 +183,7 @@ plm_status plm_sampler_create(const plm_model *model, const plm_sampler_params *
     if (!out) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_sampler_create: out is NULL");
     *out = NULL;
     if (!model) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_sampler_create: model is NULL");
-    plm_sampler_params def = plm_sampler_default_params();
-    plm_status st = plm_sampler_params_check(params ? params : &def, err);
-    if (st != PLM_OK) return st;
-    *out = plm_sampler_new(model, params);
-    return *out ? PLM_OK : plm_fail(err, PLM_ERR_NOMEM, "out of memory creating the sampler");
+    return sampler_build(plm_model_n_vocab(model), params, out, err);
 }
 
 void plm_sampler_free(plm_sampler *s) {

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
+
 struct plm_stop {
     int n;            /* stop strings (empty ones dropped) */
     char **str;
@@ -25,8 +27,17 @@ struct plm_stop {
 };
 
 plm_stop *plm_stop_new(const char *const *stops, int n_stops) {
+    plm_stop *m;
+    return plm_stop_create(stops, n_stops, &m, NULL) == PLM_OK ? m : NULL;
+}
+
+plm_status plm_stop_create(const char *const *stops, int n_stops, plm_stop **out, plm_error *err) {
+    if (!out) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_stop_create: out is NULL");
+    *out = NULL;
+    if (n_stops > 0 && !stops)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_stop_create: %d stop strings but the array is NULL", n_stops);
     plm_stop *m = calloc(1, sizeof *m);
-    if (!m) return NULL;
+    if (!m) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for the stop strings");
     m->stopped = -1;
     if (n_stops > 0) {
         m->str = calloc((size_t)n_stops, sizeof *m->str);
@@ -50,10 +61,11 @@ plm_stop *plm_stop_new(const char *const *stops, int n_stops) {
     m->buf_cap = longest + 256;
     m->buf = malloc(m->buf_cap);
     if (!m->buf) goto oom;
-    return m;
+    *out = m;
+    return PLM_OK;
 oom:
     plm_stop_free(m);
-    return NULL;
+    return plm_fail(err, PLM_ERR_NOMEM, "out of memory for %d stop strings", n_stops);
 }
 
 void plm_stop_free(plm_stop *m) {

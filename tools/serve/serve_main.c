@@ -14,6 +14,7 @@
 #include "config.h"
 #include "fit.h"
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 #include "server/server.h"
 
 #define DEMO_MODEL "../shared/models/stories260K.gguf"
