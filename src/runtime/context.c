@@ -94,7 +94,8 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     if (p.n_batch == 0) p.n_batch = 512;
     if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
     if (p.n_seq == 0) p.n_seq = 1;
-    if (p.n_seq > PLM_MAX_SEQ) return plm_fail(err, PLM_ERR_INVALID_ARG, "%u sequences: at most %d", p.n_seq, PLM_MAX_SEQ);
+    if (p.n_seq > PLM_MAX_SEQ)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "%u sequences: at most %d", p.n_seq, PLM_MAX_SEQ);
 
     const plm_kernels *kt = plm_kernels_select(NULL);
     if (!kt) return plm_fail(err, PLM_ERR_INVALID_ARG, "PLM_KERNELS names a kernel set this CPU cannot run");
