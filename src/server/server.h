@@ -13,8 +13,10 @@
  *   stream.c     a job's output as SSE (`data:` chunks) or NDJSON
  *   job.c        one request's generation: inputs, the text and token
  *                records the worker appends, completion, cancellation
- *   scheduler.c  a bounded queue and N slots, each a sequence of one context
- *                owned by the worker thread; prefix reuse of a slot's cache
+ *   scheduler.c  a bounded queue and the worker thread that owns the context:
+ *                each round, one forward pass for every busy slot (plm_gen_step)
+ *   slot.c       one slot (a sequence of the context): prefix reuse of its
+ *                cache, its generation's callbacks, what the cache holds after
  *   metrics.c    counters and gauges in Prometheus text format
  *
  * The server is a static library linked into its own binary, pocketlm-serve
