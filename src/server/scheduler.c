@@ -2,11 +2,10 @@
  * The scheduler: requests wait in a bounded queue; a worker thread owns the
  * context, whose sequences are the slots (slot.c), and runs the jobs in
  * them.  Each round it gives queued jobs the idle slots with the longest
- * common prefix, evaluates one n_batch piece of every prompt still being
- * read, then makes one step of every generating slot: their tokens go
- * through one forward pass (plm_gen_step), so the weights are read once for
- * all of them.  A job whose client left is cancelled at the next round and
- * frees its slot.
+ * common prefix, then runs one forward pass (plm_gen_step) with the next
+ * token of every generating slot and the prompt pieces of the others that
+ * fit in n_batch, so the weights are read once for all of them.  A job whose
+ * client left is cancelled at the next round and frees its slot.
  */
 #include <stdlib.h>
 #include <string.h>
