@@ -73,7 +73,18 @@ static void fill(plm_type t, void *p, size_t bytes) {
     if (t == PLM_TYPE_Q2_K) off = 80;
     if (t == PLM_TYPE_Q3_K) off = 108;
     if (t == PLM_TYPE_Q6_K) off = 208;
+    if (t == PLM_TYPE_TQ1_0) off = 52;
+    if (t == PLM_TYPE_TQ2_0) off = 64;
     for (size_t b = 0; b + ti->type_size <= bytes; b += ti->type_size) {
+        if (t == PLM_TYPE_MXFP4) { /* an E8M0 exponent: 2^0 */
+            ((uint8_t *)p)[b] = 127;
+            continue;
+        }
+        if (t == PLM_TYPE_IQ1_M) { /* its f16 in the top nibbles of four u16 */
+            uint8_t *sc = (uint8_t *)p + b + 48;
+            for (int k = 0; k < 4; k++) sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0f) | ((h >> (4 * k)) & 15) << 4);
+            continue;
+        }
         memcpy((char *)p + b + off, &h, 2);
         if (t == PLM_TYPE_Q2_K || t == PLM_TYPE_Q4_K || t == PLM_TYPE_Q5_K || t == PLM_TYPE_Q4_1 ||
             t == PLM_TYPE_Q5_1)
@@ -182,6 +193,8 @@ static const plm_type formats[] = {
     PLM_TYPE_Q4_0, PLM_TYPE_Q8_0, PLM_TYPE_Q4_K, PLM_TYPE_Q6_K, PLM_TYPE_Q5_K,
     PLM_TYPE_Q5_0, PLM_TYPE_Q3_K, PLM_TYPE_Q2_K, PLM_TYPE_IQ4_NL, PLM_TYPE_IQ4_XS,
     PLM_TYPE_Q4_1, PLM_TYPE_Q5_1, PLM_TYPE_F16, PLM_TYPE_BF16, PLM_TYPE_F32,
+    PLM_TYPE_IQ2_XXS, PLM_TYPE_IQ2_XS, PLM_TYPE_IQ2_S, PLM_TYPE_IQ3_XXS, PLM_TYPE_IQ3_S,
+    PLM_TYPE_IQ1_S, PLM_TYPE_IQ1_M, PLM_TYPE_TQ1_0, PLM_TYPE_TQ2_0, PLM_TYPE_MXFP4,
 };
 
 enum { K = 4096, PF_ROWS = 5632, PF_K = 2048, PF_TOK = 64 };

@@ -115,12 +115,15 @@ PLM_API plm_status plm_model_load(const char *path, const plm_model_params *para
  * 0 = to the end): a model stored uncompressed inside an APK or an Android
  * asset (AssetFileDescriptor's fd, start offset and length).  The fd stays
  * the caller's; the library neither closes it nor needs it after the load
- * (a mapping keeps the file).  The offset need not be page-aligned. */
+ * (a mapping keeps the file).  The offset need not be page-aligned, but the
+ * weights are mapped only from an offset that is a multiple of 16; from any
+ * other they are read into memory (as with use_mmap false). */
 PLM_API plm_status plm_model_load_fd(int fd, uint64_t offset, uint64_t length, const plm_model_params *params,
                              plm_model **out, plm_error *err);
 /* The GGUF image in memory (AAsset_getBuffer, a download): not copied, so it
- * must stay valid and unchanged until plm_model_free.  use_mmap and
- * use_mlock do not apply. */
+ * must stay valid and unchanged until plm_model_free, unless it is not
+ * 16-byte aligned: then it is copied (the tensors are read in place).
+ * use_mmap and use_mlock do not apply. */
 PLM_API plm_status plm_model_load_memory(const void *data, size_t size, const plm_model_params *params,
                                  plm_model **out, plm_error *err);
 PLM_API void plm_model_free(plm_model *model);
@@ -133,6 +136,9 @@ PLM_API int plm_model_n_embd(const plm_model *model);
 PLM_API int plm_model_n_layer(const plm_model *model);
 PLM_API uint64_t plm_model_n_params(const plm_model *model);
 PLM_API uint64_t plm_model_weight_bytes(const plm_model *model);
+/* Weight bytes one generated token reads: all of them for a dense model;
+ * for a Mixture-of-Experts, the selected experts' share only. */
+PLM_API uint64_t plm_model_weight_bytes_active(const plm_model *model);
 
 /* ---- vocabulary ------------------------------------------------------- */
 
@@ -536,7 +542,9 @@ PLM_API plm_status plm_spec_new(plm_context *target, plm_context *draft, const p
 PLM_API void plm_spec_free(plm_spec *spec);
 
 /* Starts a sequence: tokens[0..n) are what the target context holds now
- * (the prompt just decoded).  The draft context catches up by itself. */
+ * (the prompt just decoded), or only its newest n when the decoder followed
+ * the ones before (a chat turn that kept the cached start of the
+ * conversation).  The draft context catches up by itself. */
 PLM_API plm_status plm_spec_begin(plm_spec *spec, const plm_token *tokens, int n, plm_error *err);
 
 /* One step.  `last` is the newest token, sampled but not yet decoded.

@@ -53,6 +53,36 @@ PLM_API plm_ppl_params plm_ppl_default_params(void);
 PLM_API plm_status plm_perplexity(plm_context *ctx, const plm_token *tokens, int n_tokens, const plm_ppl_params *params,
                           plm_ppl_result *out, plm_error *err);
 
+/* ---- importance matrix ----------------------------------------------------
+ * llama-imatrix's statistics: per weight matrix and input column, the sum
+ * of squared activations over a calibration text, and the token count;
+ * `quantize --imatrix` weights its fits by their ratio.  Files are read in
+ * llama.cpp's GGUF format or its legacy .dat format, written in either. */
+typedef struct plm_imatrix plm_imatrix;
+
+typedef struct plm_imatrix_params {
+    int n_chunks;              /* 0 = every whole chunk */
+    bool process_output;       /* also collect output.weight (llama-imatrix --process-output) */
+    plm_ppl_progress_fn progress;  /* after each chunk: the running perplexity */
+    void *user;
+} plm_imatrix_params;
+
+PLM_API plm_imatrix *plm_imatrix_new(uint32_t chunk_size);  /* empty; chunk_size = tokens per chunk */
+PLM_API void plm_imatrix_free(plm_imatrix *im);
+PLM_API plm_status plm_imatrix_load(const char *path, plm_imatrix **out, plm_error *err);
+PLM_API plm_status plm_imatrix_save(const plm_imatrix *im, const char *path, plm_error *err);      /* GGUF */
+PLM_API plm_status plm_imatrix_save_dat(const plm_imatrix *im, const char *path, plm_error *err);  /* legacy */
+PLM_API bool plm_imatrix_add_dataset(plm_imatrix *im, const char *dataset);
+PLM_API int plm_imatrix_n_entries(const plm_imatrix *im);
+PLM_API uint32_t plm_imatrix_chunk_count(const plm_imatrix *im);
+PLM_API const char *plm_imatrix_dataset(const plm_imatrix *im);  /* the first, or NULL */
+/* Evaluates the tokens as plm_perplexity does (chunks of the imatrix's
+ * chunk_size, each in a fresh cache from BOS; needs >= 2 chunks, a
+ * logits_all context) and adds every matrix input of at least 16 tokens
+ * (llama-imatrix's threshold) to im; *ppl gets the perplexity. */
+PLM_API plm_status plm_imatrix_collect(plm_context *ctx, plm_imatrix *im, const plm_token *tokens, int n_tokens,
+                                       const plm_imatrix_params *params, plm_ppl_result *ppl, plm_error *err);
+
 /* The distribution of a per-position statistic. */
 typedef struct plm_quantiles {
     double min, p0_1, p1, p5, p10, p25, median, p75, p90, p95, p99, p99_9, max;

@@ -150,6 +150,7 @@ typedef struct plm_plan_buffers {
     uint64_t act_row;             /* bytes of one quantized activation row */
     uint64_t act;                 /* each of PLM_PLAN_ACT_SLOTS slots: [n_batch][act_row] */
     uint64_t logits;              /* [logits_all ? n_batch : 1][n_vocab] f32 */
+    uint64_t moe;                 /* Mixture-of-Experts step's buffers (0 for a dense model) */
 } plm_plan_buffers;
 
 #define PLM_PLAN_ACT_SLOTS 3
@@ -167,6 +168,8 @@ typedef struct plm_plan {
     plm_plan_params params;  /* resolved: n_ctx, n_batch, n_threads filled in */
     uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train;
     bool tied_output;     /* output matrix is token_embd */
+    uint32_t n_swa;       /* sliding window (gemma2/3), 0 = none */
+    uint32_t n_layer_swa; /* layers attending only to it: their KV cache holds the window */
     uint64_t n_params, n_params_active;  /* active: per token (MoE); dense = all */
     double bits_per_weight;              /* weight_bytes * 8 / n_params */
     int n_types;
@@ -194,7 +197,29 @@ typedef struct plm_plan {
     uint64_t decode_bytes;      /* weights read per token (active ones, one embedding row) */
     uint64_t kv_read_full;      /* KV cache read per token at a full context */
     double decode_flops;        /* 2 x active parameters + attention at a full context */
+
+    /* Mixture-of-Experts (0 for a dense model): experts per layer, chosen
+     * per token, rows of one expert's gate/up; the weight bytes a generated
+     * token reads (every tensor but the unselected experts' share). */
+    uint32_t n_expert, n_expert_used, n_ff_expert;
+    uint64_t weight_bytes_active;
+    bool moe_quantized;         /* the experts dot quantized activations (their input buffers are written) */
+
+    /* Speculative decoding (plm_plan_add_draft): the draft model's plan, kept
+     * so a new context length recomputes both, and its share of peak_rss
+     * (its weights, KV cache, buffers and tables; the target's logits for a
+     * verification of draft_max + 1 tokens).  0 / NULL without a draft. */
+    const struct plm_plan *draft;
+    int draft_max;
+    uint64_t draft_bytes;
+    uint64_t draft_anon_bytes;  /* the part of draft_bytes that cannot be paged back */
 } plm_plan;
+
+/* Adds a speculative draft model to a plan: `draft` planned from its own
+ * file with the same parameters; its KV cache takes the target's context
+ * length (plm_plan_set_ctx moves both), the process overhead counts once.
+ * The plan keeps the pointer: `draft` must outlive it. */
+PLM_API plm_status plm_plan_add_draft(plm_plan *target, const plm_plan *draft, int draft_max, plm_error *err);
 
 /* Plans `path` from its header (the tensor data is never read). */
 PLM_API plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *out,

@@ -34,6 +34,21 @@ typedef struct plm_quantize_params {
     bool pure;      /* every 2-D weight matrix in the type's base format
                        (Q4_K for "Q4_K_M"), as llama-quantize --pure */
     int n_threads;  /* 0 = every online core; the output does not depend on it */
+    /* llama-quantize's options (see `pocketlm quantize --help`) */
+    const char *imatrix;                 /* importance matrix file (GGUF or legacy .dat) or NULL */
+    const char *const *include_weights;  /* use the imatrix only for tensors whose name contains one */
+    int n_include_weights;
+    const char *const *exclude_weights;  /* ... or not for those */
+    int n_exclude_weights;
+    const char *output_tensor_type;      /* "Q8_0", ...: output.weight's type, NULL = the rules' */
+    const char *token_embedding_type;    /* token_embd.weight's type, NULL = the rules' */
+    const char *const *tensor_types;     /* "REGEX=TYPE": the first match sets a matrix's type */
+    int n_tensor_types;
+    bool allow_requantize;               /* accept quantized input (else refused) */
+    bool dry_run;                        /* choose types and sizes, write nothing */
+    bool progress;                       /* tensor i/n, MB/s and ETA on stderr */
+    uint64_t *out_bytes;                 /* if set: the output's tensor bytes */
+    uint64_t *out_weights;               /* if set: the elements of the quantized matrices */
 } plm_quantize_params;
 
 PLM_API plm_quantize_params plm_quantize_default_params(void);

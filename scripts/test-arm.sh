@@ -2,6 +2,7 @@
 # Cross-builds pocketlm for 64-bit ARM into build-arm and tests it under
 # qemu-user with every optional CPU feature on (-cpu max), so the neon,
 # dotprod and i8mm kernel tables all run:
+#   0. test_exports on the arm64 libpocketlm.so (exports, stripped size <= 2 MiB);
 #   1. the C unit tests (not the node oracle tests, which need a native node);
 #   2. tests/test_logits (llama.cpp's fixture logits) once per ARM table,
 #      forced with PLM_KERNELS;
@@ -43,6 +44,12 @@ stamp() { echo "test-arm: $1 ($((SECONDS - start)) s)"; }
 cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-arm -j"$(nproc)"
 stamp "cross-built"
+
+# 0. the arm64 library's exports and its stripped size against the 2 MiB
+#    budget (test_exports does this for host builds; ctest skips it here)
+cmake -DLIB=build-arm/libpocketlm.so -DCHECK_SIZE=ON -DINCLUDE_DIR=include -DNM=aarch64-linux-gnu-nm \
+  -DSTRIP=aarch64-linux-gnu-strip -DOUT=build-arm/libpocketlm-stripped.so -P tests/cmake/exports.cmake
+stamp "arm64 exports and size"
 
 # 1. unit tests; ctest runs each through CMAKE_CROSSCOMPILING_EMULATOR.
 #    Not test_plan: it checks predicted against measured RSS, and under qemu

@@ -4,6 +4,7 @@
  * architecture and a missing tensor, and the KV cache's per-layer layout
  * for sliding-window layers.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,27 +166,108 @@ static void check_refused(const char *dir, const char *shape, const char *drop, 
     remove(cut);
 }
 
+/* A Mixtral file is a "llama" file with experts: it gets the MoE table,
+ * and each expert of a 3-D tensor is the next rows x row_bytes slice. */
+static void check_moe_binding(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/mixtral.gguf", dir);
+    plm_synth_params sp = {"test-mixtral-tiny", SHARED("models/stories260K.gguf"), path, false, 1};
+    plm_error err;
+    REQUIRE_VOID(plm_synth(&sp, &err) == PLM_OK, "synth: %s", err.message);
+    plm_model *m = NULL;
+    REQUIRE_VOID(plm_model_load(path, NULL, &m, &err) == PLM_OK, "mixtral loads: %s", err.message);
+    CHECK(m->arch == &plm_arch_llama_moe && m->arch->ffn == PLM_FFN_MOE && !strcmp(plm_model_arch(m), "llama"),
+          "llama with expert_count: the MoE descriptor");
+    CHECK(m->hp.n_expert == 8 && m->hp.n_expert_used == 2 && m->hp.n_ff_expert == 512, "experts %d/%d x %d",
+          m->hp.n_expert, m->hp.n_expert_used, m->hp.n_ff_expert);
+    const plm_weight *up = &m->layers[1].ffn_up_exps, *down = &m->layers[1].ffn_down_exps;
+    CHECK(up->experts == 8 && up->rows == 512 && up->cols == 256 && down->rows == 256 && down->cols == 512 &&
+              m->layers[1].ffn_gate_inp.rows == 8 && m->layers[1].ffn_gate_inp.type == PLM_TYPE_F32,
+          "3-D shapes; router in F32");
+    const plm_weight e3 = plm_weight_expert(up, 3);
+    CHECK(e3.data == (const char *)up->data + 3 * 512 * up->row_bytes && e3.experts == 0, "expert 3's slice");
+    CHECK(m->weight_bytes - m->weight_bytes_active == 2ull * 3 * 6 * 512 * 256 * 2, "6 of 8 experts idle per token");
+    plm_model_free(m);
+    remove(path);
+}
+
 /* What the new families require of a file. */
 static void check_family_errors(const char *dir) {
     check_refused(dir, "test-qwen3-tiny", "blk.1.attn_k_norm.weight", "'blk.1.attn_k_norm.weight' is missing");
     check_refused(dir, "test-granite-tiny", "granite.logit_scale", "missing metadata granite.logit_scale");
+    /* Mixture-of-Experts: the 3-D expert tensors, the router and the expert counts */
+    check_refused(dir, "test-qwen3moe-tiny", "blk.1.ffn_up_exps.weight", "'blk.1.ffn_up_exps.weight' is missing");
+    check_refused(dir, "test-qwen3moe-tiny", "qwen3moe.expert_count", "metadata qwen3moe.expert_count");
+    check_refused(dir, "test-mixtral-tiny", "blk.0.ffn_gate_inp.weight", "'blk.0.ffn_gate_inp.weight' is missing");
+    check_refused(dir, "test-mixtral-tiny", "llama.expert_used_count", "metadata llama.expert_used_count");
+    check_moe_binding(dir);
     /* phi3 with LongRoPE factors (the 128k models) is refused, by name. */
+    check_refused(dir, "test-gemma3-tiny", "blk.6.post_ffw_norm.weight", "'blk.6.post_ffw_norm.weight' is missing");
+    check_refused(dir, "test-gemma2-tiny", "blk.0.post_attention_norm.weight",
+                  "'blk.0.post_attention_norm.weight' is missing");
     char src[512], dst[512];
     snprintf(src, sizeof src, "%s/phi3.gguf", dir);
     snprintf(dst, sizeof dst, "%s/phi3-long.gguf", dir);
     plm_synth_params pp = {"test-phi3-tiny", SHARED("models/stories260K.gguf"), src, true, 1};
     plm_error perr;
     REQUIRE_VOID(plm_synth(&pp, &perr) == PLM_OK, "synth phi3: %s", perr.message);
-    REQUIRE_VOID(rewrite_add(src, dst, NULL, NULL, "rope_factors_long.weight"), "rewrite");
     plm_model *pm = NULL;
     CHECK(plm_model_load(src, NULL, &pm, &perr) == PLM_OK, "phi3 loads: %s", perr.message);
     if (pm) CHECK(pm->layers[0].wk.data == (const char *)pm->layers[0].wq.data + 256 * pm->layers[0].wq.row_bytes &&
                   pm->layers[0].wv.rows == 64 && pm->layers[0].w_up.rows == 512, "fused parts");
     plm_model_free(pm);
     pm = NULL;
-    CHECK(plm_model_load(dst, NULL, &pm, &perr) == PLM_ERR_UNSUPPORTED && !pm, "LongRoPE phi3 loads");
-    CHECK(strstr(perr.message, "rope_factors_long.weight") && strstr(perr.message, "LongRoPE"), "message: %s",
-          perr.message);
+    remove(src);
+
+    /* phi3 with LongRoPE (the 128k models): both factor tables bound, the
+     * original context and the converter's attention factor read. */
+    pp.shape = "test-phi3-longrope-tiny";
+    REQUIRE_VOID(plm_synth(&pp, &perr) == PLM_OK, "synth phi3 LongRoPE: %s", perr.message);
+    CHECK(plm_model_load(src, NULL, &pm, &perr) == PLM_OK, "LongRoPE phi3 loads: %s", perr.message);
+    if (pm)
+        CHECK(pm->rope_long && pm->rope_short && pm->rope_long[15] > pm->rope_short[15] &&
+                  pm->hp.n_ctx_orig == 512 && pm->hp.n_ctx_train == 8192 &&
+                  fabsf(pm->hp.rope_attn_factor - sqrtf(1.0f + logf(16.0f) / logf(512.0f))) < 1e-6f,
+              "LongRoPE: orig %d, attn_factor %g", pm->hp.n_ctx_orig, pm->hp.rope_attn_factor);
+    plm_model_free(pm);
+    pm = NULL;
+    remove(src);
+
+    /* gemma's defaults when the file leaves a key out, as llama.cpp's:
+     * gemma2's attention cap 50 and windowed RoPE base = the global one;
+     * gemma3's windowed RoPE base 10000 and no window without the key. */
+    pp.shape = "test-gemma2-tiny";
+    REQUIRE_VOID(plm_synth(&pp, &perr) == PLM_OK, "synth gemma2: %s", perr.message);
+    REQUIRE_VOID(rewrite(src, dst, "gemma2.attn_logit_softcapping", NULL), "rewrite");
+    CHECK(plm_model_load(dst, NULL, &pm, &perr) == PLM_OK, "gemma2 loads: %s", perr.message);
+    if (pm)
+        CHECK(pm->hp.attn_softcap == 50.0f && pm->hp.final_softcap == 5.0f && pm->hp.n_swa == 8 &&
+                  pm->hp.embd_scale == 16.0f && plm_arch_layer_window(pm->arch, &pm->hp, 0) == 8 &&
+                  plm_arch_layer_window(pm->arch, &pm->hp, 1) == 0,
+              "gemma2 defaults: cap %g, final %g, window %d", pm->hp.attn_softcap, pm->hp.final_softcap, pm->hp.n_swa);
+    plm_model_free(pm);
+    pm = NULL;
+    REQUIRE_VOID(rewrite(src, dst, "gemma2.rope.freq_base_swa", NULL), "rewrite");
+    CHECK(plm_model_load(dst, NULL, &pm, &perr) == PLM_OK, "gemma2 loads: %s", perr.message);
+    if (pm) CHECK(pm->hp.rope_freq_base_swa == pm->hp.rope_freq_base, "gemma2 SWA base %g", pm->hp.rope_freq_base_swa);
+    plm_model_free(pm);
+    pm = NULL;
+    pp.shape = "test-gemma3-tiny";
+    REQUIRE_VOID(plm_synth(&pp, &perr) == PLM_OK, "synth gemma3: %s", perr.message);
+    REQUIRE_VOID(rewrite(src, dst, "gemma3.rope.freq_base_swa", NULL), "rewrite");
+    CHECK(plm_model_load(dst, NULL, &pm, &perr) == PLM_OK, "gemma3 loads: %s", perr.message);
+    if (pm)
+        CHECK(pm->hp.rope_freq_base_swa == 10000.0f && pm->hp.rope_freq_base == 1e6f && pm->hp.attn_softcap == 0 &&
+                  pm->hp.final_softcap == 0 && plm_arch_layer_window(pm->arch, &pm->hp, 4) == 8 &&
+                  plm_arch_layer_window(pm->arch, &pm->hp, 5) == 0 && pm->layers[6].q_norm,
+              "gemma3: SWA base %g", pm->hp.rope_freq_base_swa);
+    plm_model_free(pm);
+    pm = NULL;
+    REQUIRE_VOID(rewrite(src, dst, "gemma3.attention.sliding_window", NULL), "rewrite");
+    CHECK(plm_model_load(dst, NULL, &pm, &perr) == PLM_OK, "gemma3 loads: %s", perr.message);
+    if (pm) CHECK(plm_arch_layer_window(pm->arch, &pm->hp, 0) == 0, "gemma3 without a window key: none");
+    plm_model_free(pm);
+    pm = NULL;
     remove(src);
     remove(dst);
 
@@ -208,20 +290,38 @@ static void check_window_layout(void) {
     a.swa_every = 3;
     plm_hparams hp = {.n_layer = 6, .n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_swa = 16};
     plm_kv_spec s = {&a, &hp, 256, 8, PLM_KV_F16, PLM_KV_F16, 1};
-    const uint32_t want[6] = {24, 24, 256, 24, 24, 256};  /* window 16 + batch 8; layers 2 and 5 global */
+    /* a ring of window 16 + batch 8 and a mirror of 15; layers 2 and 5 global */
+    const uint32_t want[6] = {39, 39, 256, 39, 39, 256};
     for (int il = 0; il < 6; il++)
         CHECK(plm_kv_layer_cells(&s, il) == want[il], "layer %d: %u cells", il, plm_kv_layer_cells(&s, il));
     plm_kv_size size;
     REQUIRE_VOID(plm_kv_size_of(&s, &size), "size");
-    CHECK(size.cells == 4 * 24 + 2 * 256 && size.k_bytes == size.cells * 32 * 2, "%llu cells, %llu bytes",
+    CHECK(size.cells == 4 * 39 + 2 * 256 && size.k_bytes == size.cells * 32 * 2, "%llu cells, %llu bytes",
           (unsigned long long)size.cells, (unsigned long long)size.k_bytes);
     plm_kv_cache kv;
     plm_error err;
     REQUIRE_VOID(plm_kv_init(&kv, &s, &err) == PLM_OK, "%s", err.message);
     /* Position 30 of a windowed layer wraps to cell 30 - 24; a global layer's is cell 30. */
     CHECK(plm_kv_keys(&kv, 0, 0, 30) == kv.k + 6 * kv.k_row, "windowed layer 0 wraps");
-    CHECK(plm_kv_keys(&kv, 3, 0, 30) == kv.k + (2 * 24 + 256 + 6) * kv.k_row, "windowed layer 3 wraps");
-    CHECK(plm_kv_keys(&kv, 2, 0, 30) == kv.k + (2 * 24 + 30) * kv.k_row, "global layer 2 does not");
+    CHECK(plm_kv_keys(&kv, 3, 0, 30) == kv.k + (2 * 39 + 256 + 6) * kv.k_row, "windowed layer 3 wraps");
+    CHECK(plm_kv_keys(&kv, 2, 0, 30) == kv.k + (2 * 39 + 30) * kv.k_row, "global layer 2 does not");
+    /* A token at 40 sees 25..40: from cell 1, 16 rows; one at 30 sees 15..30,
+     * from cell 15 into the mirror, which holds what cells 0..6 hold. */
+    CHECK(plm_kv_first_seen(&kv, 0, 40) == 25 && plm_kv_first_seen(&kv, 0, 10) == 0 &&
+              plm_kv_first_seen(&kv, 2, 40) == 0, "first positions seen");
+    const plm_kernels *kt = plm_kernels_ref();
+    float row[32], back[32];
+    for (uint32_t p = 0; p < 31; p++) {
+        for (int i = 0; i < 32; i++) row[i] = (float)p;
+        plm_ubatch b = {.n = 1, .pos0 = p};
+        plm_kv_store(&kv, kt, 0, &b, row, row);
+    }
+    bool mirrored = true;
+    for (uint32_t j = 0; j < 16; j++) {  /* positions 15..30, read as one run from position 15's cell */
+        kt->dequantize_row[PLM_TYPE_F16](plm_kv_keys(&kv, 0, 0, 15) + j * kv.k_row, back, 32);
+        mirrored &= back[0] == (float)(15 + j) && back[31] == (float)(15 + j);
+    }
+    CHECK(mirrored, "a wrapped window reads on into the mirror");
     kv.len[0] = 40;
     CHECK(plm_kv_seq_shift(&kv, 0, 4, 8, NULL, NULL, &err) == PLM_ERR_UNSUPPORTED, "shift refused with windows");
     plm_kv_free(&kv);

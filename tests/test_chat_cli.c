@@ -160,6 +160,68 @@ static void test_save_load(void) {
     free(err);
 }
 
+/* Speculative decoding in chat: greedy answers token for token the same as
+ * without it, over a multi-turn pipe (KV reuse on both sides), with a draft
+ * that agrees (the model itself), one that never does (a random-weight
+ * fixture of the same vocabulary), prompt lookup, an n-gram cache file that
+ * persists across processes, and /load (the decoder follows the restored
+ * cache).  --draft-fixed keeps speculation on where it does not pay. */
+static void test_speculative(void) {
+    int st;
+    char *plain = run(PLM_BIN " chat" GREEDY "-v < five.txt 2> plain.err", &st);
+    turn_log tp;
+    parse_turns("plain.err", &tp);
+    REQUIRE_VOID(st == 0 && plain && tp.n == 5, "plain chat");
+    const char *const ways[] = {
+        "--draft-model " STORIES " --draft-fixed --draft-p-min 0",
+        "--draft-model " SHARED("models/fixtures/fixture-llama-pure-Q2_K.gguf") " --draft-fixed --draft-p-min 0",
+        "--draft-model " STORIES,
+        "--lookup 2 --draft-fixed",
+        "--lookup-cache ngram.cache --draft-fixed",
+        "--lookup-cache ngram.cache --lookup 3 --draft-fixed",  /* the cache file from the run before */
+    };
+    for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, PLM_BIN " chat" GREEDY "-v %s < five.txt 2> spec.err", ways[i]);
+        char *out = run(cmd, &st);
+        char *err = run("grep -o 'verified [0-9]* proposals, [0-9.]*% accepted' spec.err", &st);
+        turn_log t;
+        parse_turns("spec.err", &t);
+        CHECK(out && !strcmp(out, plain), "%s: the answers differ:\n%s\nvs plain\n%s", ways[i], out ? out : "",
+              plain);
+        CHECK(err && strncmp(err, "verified 0 ", 11) && strstr(err, "accepted"), "%s: nothing verified: %s", ways[i],
+              err ? err : "");
+        /* a speculative batch may have evaluated the answer's last token too: one more reused */
+        bool reuse = t.n == tp.n;
+        for (int k = 0; reuse && k < t.n; k++)
+            reuse = t.prompt[k] == tp.prompt[k] && t.reused[k] + t.evaluated[k] == t.prompt[k] &&
+                    t.reused[k] >= tp.reused[k] && t.reused[k] <= tp.reused[k] + 1;
+        CHECK(reuse, "%s: the turns reuse the cache as without speculation", ways[i]);
+        free(out);
+        free(err);
+    }
+    char *cache = run("test -s ngram.cache && echo ok", &st);
+    CHECK(cache && strstr(cache, "ok"), "the n-gram cache was saved");
+    free(cache);
+    /* /save in one process, /load in the next, with a draft: as uninterrupted */
+    write_text("s1.txt", "Hi\nHow are you today\nTell me a story\n/save sconv.json\n");
+    write_text("s2.txt", "/load sconv.json\nWhat happened next\nThank you\n");
+    char *a = run(PLM_BIN " chat" GREEDY "--draft-model " STORIES " --draft-fixed < s1.txt 2>/dev/null", &st);
+    char *b = run(PLM_BIN " chat" GREEDY "--draft-model " STORIES " --draft-fixed < s2.txt 2>/dev/null", &st);
+    char joined[1 << 14] = "";
+    if (a && b) snprintf(joined, sizeof joined, "%s%s", a, b);
+    CHECK(a && b && !strcmp(joined, plain), "/save + /load with a draft = plain uninterrupted:\n%s", joined);
+    free(a);
+    free(b);
+    /* a draft of another vocabulary is refused by name */
+    char *bad = run(PLM_BIN " synth test-llama-tiny --vocab " SHARED("vocab/ggml-vocab-gpt-2.gguf")
+                    " -o gpt2.gguf >/dev/null 2>&1 && " PLM_BIN " chat" GREEDY "--draft-model gpt2.gguf -p hi 2>&1",
+                    &st);
+    CHECK(st == 1 && bad && strstr(bad, "draft"), "a draft that is not a model of this vocabulary: %s", bad ? bad : "");
+    free(bad);
+    free(plain);
+}
+
 static void test_compaction(void) {
     int st;
     char *out = run(PLM_BIN " chat" GREEDY "-v -c 160 -sys 'Be kind' < five.txt 2> small.err", &st);
@@ -254,6 +316,7 @@ int main(void) {
     test_one_message_equals_run();
     test_kv_reuse();
     test_save_load();
+    test_speculative();
     test_compaction();
     test_sigint();
     char cmd[600];

@@ -84,7 +84,7 @@ static void test_version(void) {
 
 /* The model file at an odd offset inside a bigger file, with bytes after
  * it, as in an APK: loaded by fd + offset + length, mapped and read. */
-static void test_load_fd(const float *path_last) {
+static void test_load_fd_at(size_t lead, const float *path_last) {
     size_t size;
     uint8_t *model = read_file(STORIES, &size);
     REQUIRE_VOID(model != NULL, "cannot read %s", STORIES);
@@ -92,7 +92,7 @@ static void test_load_fd(const float *path_last) {
     int fd = mkstemp(tmp);
     REQUIRE_VOID(fd >= 0, "mkstemp");
     unlink(tmp);
-    const size_t lead = 12345, tail = 777; /* not page-aligned */
+    const size_t tail = 777;
     uint8_t *junk = malloc(lead);
     memset(junk, 0xA5, lead);
     CHECK(write(fd, junk, lead) == (ssize_t)lead && write(fd, model, size) == (ssize_t)size &&
@@ -144,10 +144,26 @@ static void test_load_memory(const float *path_last) {
     CHECK(worst <= LOGIT_TOL, "load_memory logits differ from llama.cpp's by %g", worst);
     CHECK(memcmp(last, path_last, sizeof last) == 0, "load_memory logits differ from loading by path");
     plm_model_free(m);
+    /* At an odd address (an asset buffer at an odd offset): copied, same logits. */
+    uint8_t *odd = malloc(size + 1);
+    memcpy(odd + 1, model, size);
+    REQUIRE_VOID(plm_model_load_memory(odd + 1, size, NULL, &m, &err) == PLM_OK, "odd address: %s", err.message);
+    memset(odd, 0, size + 1); /* the model must not depend on it any more */
+    worst_logit_diff(m, last);
+    CHECK(memcmp(last, path_last, sizeof last) == 0, "load_memory at an odd address: logits differ");
+    plm_model_free(m);
+    free(odd);
     CHECK(plm_model_load_memory(model, size / 2, NULL, &m, &err) == PLM_ERR_FORMAT && m == NULL,
           "half a file in memory: %s", err.message);
     CHECK(plm_model_load_memory(NULL, 10, NULL, &m, &err) == PLM_ERR_INVALID_ARG, "NULL memory: %s", err.message);
     free(model);
+}
+
+/* Not page-aligned: 16-aligned (mapped from the page it starts in) and odd
+ * (read into memory, as a mapping would leave the tensors misaligned). */
+static void test_load_fd(const float *path_last) {
+    test_load_fd_at(12288 + 48, path_last);
+    test_load_fd_at(12345, path_last);
 }
 
 /* ---- load progress -------------------------------------------------------- */
@@ -200,6 +216,8 @@ static void test_progress(void) {
         plm_status st = plm_model_load(STORIES, &mp, &m, &err);
         CHECK(st == PLM_ERR_ABORTED && m == NULL && strstr(err.message, "cancelled"),
               "cancel at call %d: status %d (%s)", stop_at, st, err.message);
+        log.n = 0;
+        CHECK(plm_model_load(STORIES, &mp, &m, NULL) == PLM_ERR_ABORTED, "cancel without an error struct");
     }
 }
 

@@ -54,6 +54,8 @@ static const plm_type weight_types[] = {
     PLM_TYPE_Q4_0, PLM_TYPE_Q8_0, PLM_TYPE_Q4_K, PLM_TYPE_Q6_K, PLM_TYPE_Q5_K,
     PLM_TYPE_Q5_0, PLM_TYPE_Q3_K, PLM_TYPE_Q2_K, PLM_TYPE_IQ4_NL, PLM_TYPE_IQ4_XS,
     PLM_TYPE_Q4_1, PLM_TYPE_Q5_1, PLM_TYPE_F16, PLM_TYPE_BF16, PLM_TYPE_F32,
+    PLM_TYPE_IQ2_XXS, PLM_TYPE_IQ2_XS, PLM_TYPE_IQ2_S, PLM_TYPE_IQ3_XXS, PLM_TYPE_IQ3_S,
+    PLM_TYPE_IQ1_S, PLM_TYPE_IQ1_M, PLM_TYPE_TQ1_0, PLM_TYPE_TQ2_0, PLM_TYPE_MXFP4,
 };
 enum { N_WTYPES = (int)(sizeof weight_types / sizeof weight_types[0]) };
 
@@ -73,7 +75,25 @@ static void scale_offsets(plm_type t, int off[3]) {
     case PLM_TYPE_Q6_K: off[0] = offsetof(block_q6_K, d); break;
     case PLM_TYPE_IQ4_NL: off[0] = offsetof(block_iq4_nl, d); break;
     case PLM_TYPE_IQ4_XS: off[0] = offsetof(block_iq4_xs, d); break;
-    default: break;
+    case PLM_TYPE_IQ2_XXS: case PLM_TYPE_IQ2_XS: case PLM_TYPE_IQ2_S: case PLM_TYPE_IQ3_XXS:
+    case PLM_TYPE_IQ3_S: case PLM_TYPE_IQ1_S: off[0] = 0; break;  /* they lead with d */
+    case PLM_TYPE_TQ1_0: off[0] = offsetof(block_tq1_0, d); break;
+    case PLM_TYPE_TQ2_0: off[0] = offsetof(block_tq2_0, d); break;
+    default: break;  /* IQ1_M and MXFP4: see odd_scales */
+    }
+}
+
+/* The scales that are not an f16 field: MXFP4's E8M0 exponent (kept
+ * near 2^0, an occasional subnormal 2^-128 / 2^-127) and IQ1_M's f16
+ * spread over the top nibbles of its four u16 sub-block scales. */
+static void odd_scales(plm_type t, uint8_t *b) {
+    if (t == PLM_TYPE_MXFP4) {
+        b[0] = (uint8_t)(rng_u32() % 16 == 0 ? rng_u32() % 2 : 118 + rng_u32() % 10);
+    } else if (t == PLM_TYPE_IQ1_M) {
+        const plm_fp16_t h = plm_fp32_to_fp16((0.01f + rng_uniform()) * 0.05f);
+        block_iq1_m *m = (block_iq1_m *)b;
+        for (int k = 0; k < 4; k++)
+            m->scales[2 * k + 1] = (uint8_t)((m->scales[2 * k + 1] & 0x0f) | (((h >> (4 * k)) & 15) << 4));
     }
 }
 
@@ -92,11 +112,13 @@ static void random_weights(plm_type t, int64_t n, void *w) {
     for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rng_u32();
     int off[3];
     scale_offsets(t, off);
-    for (int64_t b = 0; b < n / ti->block_size; b++)
+    for (int64_t b = 0; b < n / ti->block_size; b++) {
         for (int j = 0; j < 3 && off[j] >= 0; j++) {
             const plm_fp16_t h = plm_fp32_to_fp16((0.01f + rng_uniform()) * 0.05f);
             memcpy(p + b * ti->type_size + off[j], &h, 2);
         }
+        odd_scales(t, p + b * ti->type_size);
+    }
 }
 
 /* Random activations: mostly uniform, some blocks scaled far down or up,

@@ -271,6 +271,21 @@ static void fix_scales(plm_type t, uint8_t *blk) {
     case PLM_TYPE_Q5_K: ((block_q5_K *)blk)->d = d, ((block_q5_K *)blk)->dmin = m; break;
     case PLM_TYPE_Q6_K: ((block_q6_K *)blk)->d = d; break;
     case PLM_TYPE_IQ4_XS: ((block_iq4_xs *)blk)->d = d; break;
+    case PLM_TYPE_IQ2_XXS: ((block_iq2_xxs *)blk)->d = d; break;
+    case PLM_TYPE_IQ2_XS: ((block_iq2_xs *)blk)->d = d; break;
+    case PLM_TYPE_IQ2_S: ((block_iq2_s *)blk)->d = d; break;
+    case PLM_TYPE_IQ3_XXS: ((block_iq3_xxs *)blk)->d = d; break;
+    case PLM_TYPE_IQ3_S: ((block_iq3_s *)blk)->d = d; break;
+    case PLM_TYPE_IQ1_S: ((block_iq1_s *)blk)->d = d; break;
+    case PLM_TYPE_TQ1_0: ((block_tq1_0 *)blk)->d = d; break;
+    case PLM_TYPE_TQ2_0: ((block_tq2_0 *)blk)->d = d; break;
+    case PLM_TYPE_MXFP4: ((block_mxfp4 *)blk)->e = (uint8_t)(118 + rng_u32() % 8); break;
+    case PLM_TYPE_IQ1_M: { /* its f16 d in the top nibbles of the four u16 scales */
+        block_iq1_m *b = (block_iq1_m *)blk;
+        for (int k = 0; k < 4; k++)
+            b->scales[2 * k + 1] = (uint8_t)((b->scales[2 * k + 1] & 0x0f) | ((d >> (4 * k)) & 15) << 4);
+        break;
+    }
     default: break;
     }
 }
@@ -350,7 +365,7 @@ static void test_vec_dot(void) {
               "%s: no quantizer for its activation type", ti->name);
         if (kt->vec_dot[t]) test_vec_dot_type(kt, (plm_type)t);
     }
-    CHECK(n_types == 15, "15 supported weight types, got %d", n_types);
+    CHECK(n_types == 25, "25 supported weight types, got %d", n_types);
 }
 
 /* Our quantizers round-trip Gaussians with the error their bit width allows,

@@ -156,14 +156,15 @@ int main(void) {
     char dir[] = "/tmp/plm-quantize-XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
     static const quant_case cases[] = {
-        /* the older types: always pure, as before */
-        {"fixture-llama-f16", "Q8_0", false, "fixture-llama-pure-Q8_0"},
-        {"fixture-llama-f16", "Q4_0", false, "fixture-llama-pure-Q4_0"},
-        {"fixture-llama-f16", "Q4_1", false, "fixture-llama-pure-Q4_1"},
-        {"fixture-llama-f16", "Q5_0", false, "fixture-llama-pure-Q5_0"},
-        {"fixture-llama-f16", "Q5_1", false, "fixture-llama-pure-Q5_1"},
-        {"fixture-llama-f16", "IQ4_NL", false, "fixture-llama-pure-IQ4_NL"},
-        {"fixture-qwen2-f16", "Q8_0", false, "fixture-qwen2-pure-Q8_0"},
+        /* the older types, with --pure (their mixtures put output.weight in Q6_K) */
+        {"fixture-llama-f16", "Q8_0", true, "fixture-llama-pure-Q8_0"},
+        {"fixture-llama-f16", "Q4_0", true, "fixture-llama-pure-Q4_0"},
+        {"fixture-llama-f16", "Q4_1", true, "fixture-llama-pure-Q4_1"},
+        {"fixture-llama-f16", "Q5_0", true, "fixture-llama-pure-Q5_0"},
+        {"fixture-llama-f16", "Q5_1", true, "fixture-llama-pure-Q5_1"},
+        {"fixture-llama-f16", "IQ4_NL", true, "fixture-llama-pure-IQ4_NL"},
+        {"fixture-llama-f16", "IQ4_XS", true, "fixture-llama-pure-IQ4_XS"},
+        {"fixture-qwen2-f16", "Q8_0", true, "fixture-qwen2-pure-Q8_0"},
         /* llama-quantize --pure with the K-quant file types */
         {"fixture-llama-f16", "Q2_K", true, "fixture-llama-pure-Q2_K"},
         {"fixture-llama-f16", "Q3_K_S", true, "fixture-llama-pure-Q3_K_S"},

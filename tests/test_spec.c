@@ -284,6 +284,37 @@ static void test_cache_learns(plm_model *m, const char *dir) {
     unlink(path);
 }
 
+/* plm_spec_begin with only the newest tokens (a chat turn that kept the
+ * cached start of the conversation): accepted when the decoder followed the
+ * ones before, refused when it did not. */
+static void test_begin_tail(plm_model *m) {
+    setup s = {m, NULL, 512, PLM_KV_F16, plm_spec_default_params(), true};
+    s.sp.lookup_ngram = 2;
+    plm_context *ctx = new_ctx(m, &s);
+    plm_spec *spec = NULL;
+    plm_error err;
+    int n = 0;
+    plm_token *toks = plm_tokenize_alloc(m, STORY_PROMPT, strlen(STORY_PROMPT), &n, true, false);
+    REQUIRE_VOID(ctx && toks && n > 20 && plm_spec_new(ctx, NULL, &s.sp, &spec, &err) == PLM_OK, "setup");
+    REQUIRE_VOID(plm_decode(ctx, toks, 10, &err) == PLM_OK, "decode");
+    CHECK(plm_spec_begin(spec, toks + 6, 4, &err) == PLM_ERR_INVALID_ARG && strstr(err.message, "give all"),
+          "a tail the decoder never followed is refused: %s", err.message);
+    CHECK(plm_spec_begin(spec, toks, 11, &err) == PLM_ERR_INVALID_ARG, "more tokens than the context holds");
+    CHECK(plm_spec_begin(spec, toks, 10, &err) == PLM_OK, "all of them: %s", err.message);
+    plm_kv_truncate(ctx, 8);  /* the next turn keeps 8 and evaluates the rest */
+    REQUIRE_VOID(plm_decode(ctx, toks + 8, n - 8, &err) == PLM_OK, "decode the rest");
+    CHECK(plm_spec_begin(spec, toks + 8, n - 8, &err) == PLM_OK, "the newest only: %s", err.message);
+    plm_sampler *smp = plm_sampler_new(m, NULL);
+    plm_token out[32];
+    int got = 0;
+    CHECK(smp && plm_spec_step(spec, smp, toks[0], out, 32, &got, &err) == PLM_OK && got >= 1,
+          "a step follows the whole context: %s", err.message);
+    plm_sampler_free(smp);
+    plm_spec_free(spec);
+    plm_context_free(ctx);
+    free(toks);
+}
+
 static void test_vocab_refusal(plm_model *target) {
     plm_model_params mp = plm_model_default_params();
     mp.vocab_only = true;
@@ -325,6 +356,7 @@ int main(void) {
     check_methods("fixture-Q8_0", fx_q8, NULL, fx_q2, fx_cache, true);
     unlink(fx_cache);
     test_vocab_refusal(stories);
+    test_begin_tail(stories);
 
     plm_model_free(rnd);
     plm_model_free(fx_q2);

@@ -191,6 +191,9 @@ bool chat_session_turn(chat_session *s, const char *user_text, plm_sampler *smp,
         plm_kv_truncate(s->ctx, (uint32_t)keep);
         return false;
     }
+    /* A speculative step may have evaluated accepted tokens past the last one
+     * the answer took: the cache keeps only what s->cached records. */
+    if (plm_context_n_past(s->ctx) > (uint32_t)c.n_cached) plm_kv_truncate(s->ctx, (uint32_t)c.n_cached);
     json_array_append_new(s->messages, message("assistant", c.text ? c.text : ""));
     free(c.text);
     return true;

@@ -9,6 +9,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_imatrix(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
@@ -16,5 +17,6 @@ int cmd_tune(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_kld(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_smoke(int argc, char **argv);
 
 #endif

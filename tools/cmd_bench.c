@@ -357,7 +357,10 @@ static int bench_config(bench_run *b, const char *path, plm_model *m, const char
         return 1;
     }
     const int n_vocab = plm_model_n_vocab(m);
+    /* pp reads every weight once per batch (a MoE batch: nearly every expert);
+     * tg only the active ones (a MoE token: its selected experts) */
     const double wbytes = (double)plm_model_weight_bytes(m) - embd_bytes, row = embd_bytes / embd_rows;
+    const double wbytes_tg = (double)plm_model_weight_bytes_active(m) - embd_bytes;
     const int eff_batch = n_batch < max_tok ? n_batch : max_tok;
     uint64_t rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n_threads << 32) ^ (uint64_t)n_batch;
     int rc = 0;
@@ -391,7 +394,7 @@ static int bench_config(bench_run *b, const char *path, plm_model *m, const char
         r.n_gen = is_pp ? 0 : n;
         /* A generated token reads every weight once (of an untied embedding
          * table, one row); a batched pass, once per chunk of n_batch tokens. */
-        r.bytes_per_token = (is_pp ? wbytes * ((n + eff_batch - 1) / eff_batch) / n : wbytes) + row;
+        r.bytes_per_token = (is_pp ? wbytes * ((n + eff_batch - 1) / eff_batch) / n : wbytes_tg) + row;
         emit(b, &r);
     }
     free(toks);

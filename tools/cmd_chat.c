@@ -17,6 +17,7 @@
 #include "files.h"
 #include "pocketlm.h"
 #include "pocketlm_chat.h"
+#include "spec_cli.h"
 
 #define DEMO_MODEL "../shared/models/stories260K.gguf"
 
@@ -28,6 +29,7 @@ typedef struct chat_opts {
     plm_sampler_params sp;
     uint64_t seed;
     arg_list stops, vars;
+    spec_cli spec;  /* speculative decoding: one decoder for the whole conversation */
 } chat_opts;
 
 /* ---- Ctrl-C: stops an answer; twice at the prompt leaves ---------------- */
@@ -138,6 +140,7 @@ static void answer(chat_app *a, const char *text) {
     gp.user = &a->think;
     think_init(&a->think, stdout, !strcmp(a->o->reasoning, "hide"), isatty(STDOUT_FILENO));
     gp.ignore_eos = a->o->ignore_eos;
+    gp.spec = a->o->spec.spec;
     interrupts = 0;
     catch_sigint(true);
     plm_generate_result r;
@@ -165,11 +168,20 @@ static void answer(chat_app *a, const char *text) {
                 ts.n_prompt, ts.n_reused, ts.n_evaluated, r.n_generated, plm_finish_reason_name(r.finish));
 }
 
+/* After /clear and /load the cache holds another conversation: the
+ * speculative decoder follows it from the start again. */
+static void resync_spec(chat_app *a) {
+    plm_error err;
+    if (a->o->spec.spec && plm_spec_begin(a->o->spec.spec, a->s.cached, (int)plm_context_n_past(a->s.ctx), &err))
+        fprintf(stderr, "pocketlm chat: %s\n", err.message);
+}
+
 /* Lines starting with '/' are commands; false for an unknown one. */
 static bool command(chat_app *a, const char *line) {
     plm_error err;
     if (!strcmp(line, "/clear")) {
         chat_session_clear(&a->s);
+        resync_spec(a);
         fprintf(stderr, "pocketlm chat: conversation cleared\n");
     } else if (!strncmp(line, "/save ", 6)) {
         if (chat_session_save(&a->s, line + 6, &err)) fprintf(stderr, "pocketlm chat: saved %s\n", line + 6);
@@ -182,6 +194,7 @@ static bool command(chat_app *a, const char *line) {
         else
             fprintf(stderr, "pocketlm chat: loaded %s; its KV cache was not restored (%s): the next turn "
                             "evaluates the history\n", line + 6, err.message);
+        resync_spec(a);
     } else if (!strcmp(line, "/help")) {
         fprintf(stderr, "/clear  forget the conversation\n/save FILE  save it\n/load FILE  resume one\n"
                         "/exit  leave (also Ctrl-D, or Ctrl-C twice)\n");
@@ -288,7 +301,7 @@ static char *vars_object(const arg_list *vars) {
     return text;
 }
 
-static int chat(const chat_opts *o, plm_model *model, const chat_template_src *src) {
+static int chat(chat_opts *o, plm_model *model, const chat_template_src *src) {
     plm_error err;
     plm_chat_template *tmpl;
     char *vars = NULL;
@@ -304,11 +317,15 @@ static int chat(const chat_opts *o, plm_model *model, const chat_template_src *s
     cp.n_threads = (uint32_t)o->n_threads;
     cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
-    plm_context *ctx;
-    if (plm_context_new(model, &cp, &ctx, &err)) {
+    plm_context *ctx = NULL;
+    bool spec_ok = !o->spec.draft_model || spec_cli_fit("chat", &o->spec, o->model, true, NULL, &cp);
+    if (!spec_ok || plm_context_new(model, &cp, &ctx, &err) ||
+        (spec_cli_wanted(&o->spec) && !spec_cli_open("chat", &o->spec, ctx, &cp, true))) {
+        if (spec_ok && !ctx) fprintf(stderr, "pocketlm chat: %s\n", err.message);
+        spec_cli_close("chat", &o->spec);
+        plm_context_free(ctx);
         plm_chat_free(tmpl);
         free(vars);
-        fprintf(stderr, "pocketlm chat: %s\n", err.message);
         return 1;
     }
     plm_sampler_params sp = o->sp;
@@ -316,6 +333,7 @@ static int chat(const chat_opts *o, plm_model *model, const chat_template_src *s
     chat_app a = {.o = o};
     if (plm_sampler_create(model, &sp, &a.smp, &err)) {
         fprintf(stderr, "pocketlm chat: %s\n", err.message);
+        spec_cli_close("chat", &o->spec);
         plm_context_free(ctx);
         plm_chat_free(tmpl);
         free(vars);
@@ -339,12 +357,15 @@ static int chat(const chat_opts *o, plm_model *model, const chat_template_src *s
     } else {
         read_pipe(&a);
     }
+    spec_cli_report(&o->spec, stderr);
+    /* the n-gram cache is saved here; the draft goes before the context */
+    bool saved = spec_cli_close("chat", &o->spec);
     chat_session_free(&a.s);
     free(vars);
     plm_sampler_free(a.smp);
     plm_context_free(ctx);
     plm_chat_free(tmpl);
-    return o->prompt && a.failed ? 1 : 0;
+    return (o->prompt && a.failed) || !saved ? 1 : 0;
 }
 
 static bool check_options(const chat_opts *o) {
@@ -374,9 +395,9 @@ static bool check_options(const chat_opts *o) {
 
 int cmd_chat(int argc, char **argv) {
     chat_opts o = {.n_predict = -1, .cache_type_k = "f16", .cache_type_v = "f16", .reasoning = "show",
-                   .sp = plm_sampler_default_params()};
+                   .sp = plm_sampler_default_params(), .spec = spec_cli_defaults()};
     o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    const arg_spec specs[] = {
+    arg_spec specs[48] = {
         {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model (default: " DEMO_MODEL " if present)"},
         {"-p", "--prompt", ARG_STR, &o.prompt, "TEXT", "answer this one message and exit"},
         {"-sys", "--system-prompt", ARG_STR, &o.system, "TEXT", "system prompt"},
@@ -400,8 +421,12 @@ int cmd_chat(int argc, char **argv) {
         {NULL, "--ignore-eos", ARG_FLAG, &o.ignore_eos, NULL, "keep generating past end-of-turn tokens"},
         {"-v", "--verbose", ARG_FLAG, &o.verbose, NULL, "log each turn's prompt tokens (reused, evaluated) on stderr"},
     };
+    int n_specs = 0;
+    while (specs[n_specs].long_name) n_specs++;
+    spec_cli_args(&o.spec, specs + n_specs);
+    n_specs += SPEC_CLI_N_ARGS;
     const arg_parser parser = {"chat", "pocketlm chat [-m MODEL.gguf] [-p MESSAGE] [-sys TEXT] [options]", specs,
-                               sizeof specs / sizeof specs[0], 0};
+                               n_specs, 0};
     char *pos[1];
     int n_pos;
     int rc = args_parse(&parser, argc, argv, pos, &n_pos);

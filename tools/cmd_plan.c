@@ -12,7 +12,8 @@
 #include "pocketlm_plan.h"
 
 typedef struct plan_opts {
-    const char *model, *device, *ram, *type_k, *type_v, *output, *mem_limit;
+    const char *model, *device, *ram, *type_k, *type_v, *output, *mem_limit, *draft_model;
+    int draft_max;
     const char *params, *active, *quant;
     int n_ctx, n_batch, n_threads, parallel;
     int layers, kv_heads, head_dim, embd, heads, ff, vocab, at_tokens, at_batch;
@@ -70,6 +71,12 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
         printf("model      %s%s%s (%s): %u layers, n_embd %u, %u heads / %u KV heads x %u, n_ff %u, vocab %u\n",
                p->name[0] ? "\"" : "", p->name[0] ? p->name : "", p->name[0] ? "\"" : "", p->arch, p->n_layer,
                p->n_embd, p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab);
+    if (p->n_expert) {
+        const double scale = p->n_params >= 1e9 ? 1e9 : 1e6;
+        printf("experts    %u per layer, %u chosen per token, %u rows each: a token reads %.2f%s of %.2f%s parameters\n",
+               p->n_expert, p->n_expert_used, p->n_ff_expert, p->n_params_active / scale, scale == 1e9 ? "B" : "M",
+               p->n_params / scale, scale == 1e9 ? "B" : "M");
+    }
     printf("context    %u tokens%s, batch %u, %u threads, KV cache K %s / V %s, %s\n\n", pp->n_ctx,
            parallel_note(pp), pp->n_batch, pp->n_threads, plm_kv_type_name(pp->type_k), plm_kv_type_name(pp->type_v),
            pp->use_mmap ? "weights mmap'd" : "weights read into memory (--no-mmap)");
@@ -87,6 +94,10 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
     char what[128];
     snprintf(what, sizeof what, "total %.2f bits/weight", p->bits_per_weight);
     line(what, p->weight_bytes);
+    if (p->n_expert) {
+        snprintf(what, sizeof what, "active per token (%u of %u experts)", p->n_expert_used, p->n_expert);
+        line(what, p->weight_bytes_active);
+    }
 
     printf("\nthe bill (resident memory)\n");
     snprintf(what, sizeof what, "weights (%s)", pp->use_mmap ? "file pages, mmap" : "anonymous copy of the file");
@@ -94,11 +105,19 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
     snprintf(what, sizeof what, "KV cache (K %s %s + V %s %s)", plm_kv_type_name(pp->type_k),
              human(p->buf.kv_k, a, sizeof a), plm_kv_type_name(pp->type_v), human(p->buf.kv_v, b, sizeof b));
     line(what, p->kv_bytes);
+    if (p->n_layer_swa) {  /* a windowed layer's cache: its window, one batch and the window's mirror */
+        snprintf(what, sizeof what, "  %u of %u layers hold a %u-token window", p->n_layer_swa, p->n_layer, p->n_swa);
+        printf("  %s\n", what);
+    }
     snprintf(what, sizeof what, "scratch, logits, kernel stacks (batch %u)", pp->n_batch);
     line(what, p->scratch_bytes);
     line("tokenizer tables + parsed metadata", p->vocab_bytes);
     line("model tables, thread stacks", p->model_bytes);
     line("process overhead (code, libc, stack)", p->overhead_bytes);
+    if (p->draft) {
+        snprintf(what, sizeof what, "draft model, %u layers (+ %d logit rows)", p->draft->n_layer, p->draft_max + 1);
+        line(what, p->draft_bytes);
+    }
     printf("  %s\n", "--------------------------------------------------------------------------");
     line("predicted peak RSS", p->peak_rss);
     if (pp->use_mmap) line("  of which cannot be paged out (anonymous)", p->anon_bytes);
@@ -127,9 +146,10 @@ static void print_json(const plm_plan *p, const plm_device *d, const plm_plan_ve
            p->from_shape ? "true" : "false", p->arch, p->n_params, p->n_params_active);
     printf("  \"n_layer\": %u, \"n_embd\": %u, \"n_head\": %u, \"n_head_kv\": %u, \"head_dim\": %u, \"n_ff\": %u, "
            "\"n_vocab\": %u,\n", p->n_layer, p->n_embd, p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab);
-    printf("  \"n_ctx\": %u, \"n_seq\": %u, \"n_batch\": %u, \"n_threads\": %u, \"type_k\": \"%s\", \"type_v\": \"%s\", "
-           "\"use_mmap\": %s,\n", pp->n_ctx, pp->n_seq, pp->n_batch, pp->n_threads, plm_kv_type_name(pp->type_k),
-           plm_kv_type_name(pp->type_v), pp->use_mmap ? "true" : "false");
+    printf("  \"n_swa\": %u, \"n_layer_swa\": %u,\n", p->n_swa, p->n_layer_swa);
+    printf("  \"n_ctx\": %u, \"n_seq\": %u, \"n_batch\": %u, \"n_threads\": %u, \"type_k\": \"%s\", "
+           "\"type_v\": \"%s\", \"use_mmap\": %s,\n", pp->n_ctx, pp->n_seq, pp->n_batch, pp->n_threads,
+           plm_kv_type_name(pp->type_k), plm_kv_type_name(pp->type_v), pp->use_mmap ? "true" : "false");
     printf("  \"weights\": [");
     for (int i = 0; i < p->n_types; i++)
         printf("%s{\"type\": \"%s\", \"n_tensors\": %u, \"n_elements\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
@@ -138,9 +158,12 @@ static void print_json(const plm_plan *p, const plm_device *d, const plm_plan_ve
            p->weight_bytes, p->bits_per_weight, p->file_bytes);
     printf("  \"bill\": {\"weights_resident\": %" PRIu64 ", \"kv\": %" PRIu64 ", \"kv_k\": %" PRIu64
            ", \"kv_v\": %" PRIu64 ", \"scratch\": %" PRIu64 ", \"vocab\": %" PRIu64 ", \"model\": %" PRIu64
-           ", \"overhead\": %" PRIu64 ", \"peak_rss\": %" PRIu64 ", \"anon\": %" PRIu64 "},\n",
+           ", \"overhead\": %" PRIu64 ", \"draft\": %" PRIu64 ", \"peak_rss\": %" PRIu64 ", \"anon\": %" PRIu64
+           "},\n",
            p->weights_resident, p->kv_bytes, p->buf.kv_k, p->buf.kv_v, p->scratch_bytes, p->vocab_bytes,
-           p->model_bytes, p->overhead_bytes, p->peak_rss, p->anon_bytes);
+           p->model_bytes, p->overhead_bytes, p->draft_bytes, p->peak_rss, p->anon_bytes);
+    printf("  \"n_expert\": %u, \"n_expert_used\": %u, \"n_ff_expert\": %u, \"weight_bytes_active\": %" PRIu64 ",\n",
+           p->n_expert, p->n_expert_used, p->n_ff_expert, p->weight_bytes_active);
     printf("  \"decode_bytes_per_token\": %" PRIu64 ", \"kv_read_full\": %" PRIu64, p->decode_bytes, p->kv_read_full);
     if (d) {
         printf(",\n  \"device\": {\"name\": \"%s\", \"ram\": %" PRIu64 ", \"used\": %" PRIu64
@@ -223,6 +246,12 @@ static int run_plan(plan_opts *o) {
             return 1;
         }
     }
+    plm_plan draft;  /* p keeps a pointer to it */
+    if (o->draft_model && (plm_plan_file(o->draft_model, &pp, &draft, &err) ||
+                           plm_plan_add_draft(&p, &draft, o->draft_max, &err))) {
+        fprintf(stderr, "pocketlm plan: draft model %s: %s\n", o->draft_model, err.message);
+        return 1;
+    }
 
     plm_device dev;
     const plm_device *d = NULL;
@@ -294,7 +323,7 @@ static int run_plan(plan_opts *o) {
 
 int cmd_plan(int argc, char **argv) {
     plan_opts o = {.type_k = "f16", .type_v = "f16", .output = "text", .n_batch = 512, .parallel = 1,
-                   .quant = "Q4_K_M"};
+                   .quant = "Q4_K_M", .draft_max = plm_spec_default_params().draft_max};
     const arg_spec specs[] = {
         {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model: only its header is read"},
         {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = min(trained, 4096)"},
@@ -304,6 +333,9 @@ int cmd_plan(int argc, char **argv) {
         {NULL, "--cache-type-k", ARG_STR, &o.type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
         {NULL, "--cache-type-v", ARG_STR, &o.type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
         {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "plan for weights read into memory"},
+        {NULL, "--draft-model", ARG_STR, &o.draft_model, "PATH", "plan a speculative draft model beside it (both "
+         "weights, both KV caches)"},
+        {NULL, "--draft-max", ARG_INT, &o.draft_max, "N", "tokens drafted per verification (its logits)"},
         {NULL, "--device", ARG_STR, &o.device, "NAME", "a device profile (--list-devices) or 'this' (default)"},
         {NULL, "--ram", ARG_STR, &o.ram, "SIZE", "plan for a device with this much RAM (8G, 12GB, 7.5GiB)"},
         {NULL, "--bandwidth", ARG_FLOAT, &o.bandwidth, "GB/s", "memory bandwidth (overrides the profile/probe)"},

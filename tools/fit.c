@@ -141,13 +141,12 @@ bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const c
     return fit_context_info(cmd, model_path, use_mmap, mem_limit, cp, NULL);
 }
 
-/* Target and draft in one process: both models' weights, both KV caches and
- * buffers, the process overhead once, and the target's logits for a whole
- * verification (draft_max + 1 rows). */
-static uint64_t pair_bill(plm_plan *t, plm_plan *d, uint32_t n_ctx, int draft_max) {
+/* Target and draft in one process (plm_plan_add_draft): both models'
+ * weights, both KV caches and buffers, the process overhead once, and the
+ * target's logits for a whole verification. */
+static uint64_t pair_bill(plm_plan *t, uint32_t n_ctx) {
     plm_plan_set_ctx(t, n_ctx);
-    plm_plan_set_ctx(d, n_ctx);
-    return t->peak_rss + d->peak_rss - d->overhead_bytes + (uint64_t)(draft_max + 1) * t->n_vocab * sizeof(float);
+    return t->peak_rss;
 }
 
 bool fit_context_draft(const char *cmd, const char *model_path, const char *draft_path, bool use_mmap,
@@ -165,13 +164,13 @@ bool fit_context_draft(const char *cmd, const char *model_path, const char *draf
     plm_plan_verdict v;
     plm_error err;
     if (plm_plan_file(model_path, &pp, &t, &err) || plm_plan_file(draft_path, &pp, &d, &err) ||
-        plm_plan_evaluate(&t, &dev, &v, &err)) {
+        plm_plan_add_draft(&t, &d, draft_max, &err) || plm_plan_evaluate(&t, &dev, &v, &err)) {
         fprintf(stderr, "pocketlm %s: %s\n", cmd, err.message);
         return false;
     }
     char a[32], b[32], c[32];
     if (cp->n_ctx) {
-        const uint64_t need = pair_bill(&t, &d, cp->n_ctx, draft_max);
+        const uint64_t need = pair_bill(&t, cp->n_ctx);
         if (need <= v.budget_bytes) return true;
         fprintf(stderr, "pocketlm %s: model and draft need %s at %u tokens of context (draft: weights %s, KV %s) but the "
                 "budget is %s\n", cmd, human(need, a, sizeof a), cp->n_ctx, human(d.weights_resident, b, sizeof b),
@@ -183,18 +182,18 @@ bool fit_context_draft(const char *cmd, const char *model_path, const char *draf
     uint32_t lo = 0, hi = top / 256;
     while (lo < hi) {
         uint32_t mid = (lo + hi + 1) / 2;
-        if (pair_bill(&t, &d, mid * 256, draft_max) <= v.budget_bytes) lo = mid;
+        if (pair_bill(&t, mid * 256) <= v.budget_bytes) lo = mid;
         else hi = mid - 1;
     }
     uint32_t n = lo * 256;
-    if (n == 0 && top < 256 && pair_bill(&t, &d, top, draft_max) <= v.budget_bytes) n = top;
+    if (n == 0 && top < 256 && pair_bill(&t, top) <= v.budget_bytes) n = top;
     if (n == 0) {
         fprintf(stderr, "pocketlm %s: the model and its draft do not fit the budget of %s at any context\n", cmd,
                 human(v.budget_bytes, a, sizeof a));
         return false;
     }
     fprintf(stderr, "pocketlm %s: context %u tokens for the model and its draft (%s with both; budget %s)\n", cmd, n,
-            human(pair_bill(&t, &d, n, draft_max), a, sizeof a), human(v.budget_bytes, b, sizeof b));
+            human(pair_bill(&t, n), a, sizeof a), human(v.budget_bytes, b, sizeof b));
     cp->n_ctx = n;
     return true;
 }

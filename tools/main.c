@@ -18,6 +18,7 @@ static const subcommand subcommands[] = {
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"quantize", cmd_quantize, "re-encode the weight matrices: Q8_0, Q4_0, Q5_0, IQ4_NL, F16..."},
+    {"imatrix", cmd_imatrix, "importance matrix from a calibration text, for quantize --imatrix"},
     {"synth", cmd_synth, "write a random-weight GGUF of a real model's shape"},
     {"plan", cmd_plan, "will a model fit a device: memory bill, verdict, speed ceilings"},
     {"probe", cmd_probe, "measure this device: cores, RAM, memory bandwidth, file read speed"},
@@ -26,6 +27,7 @@ static const subcommand subcommands[] = {
     {"perplexity", cmd_perplexity, "score a text: perplexity, llama-perplexity style; --kld-save a base"},
     {"kld", cmd_kld, "KL divergence of a model or KV cache type against a saved base"},
     {"template", cmd_template, "render a chat template: the exact prompt for a conversation"},
+    {"smoke", cmd_smoke, "release check: a candidate's answers, top-1 agreement and KLD against its base"},
 };
 
 static void usage(FILE *out) {

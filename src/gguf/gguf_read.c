@@ -532,6 +532,11 @@ void plm_gguf_close(plm_gguf_file *f) {
     free(f);
 }
 
+/* Tensor data is read as floats and ggml blocks in place: an image must start
+ * at least as aligned as malloc's memory, where a file read into memory lands
+ * (GGUF aligns the data to 32 bytes relative to the image's start). */
+#define IMAGE_ALIGN 16
+
 /* The image as it came: where it lies and who releases it. */
 typedef struct image {
     const uint8_t *bytes;
@@ -583,9 +588,10 @@ static plm_status load_fd(const plm_gguf_source *src, int fd, bool use_mmap, ima
         return plm_fail(err, PLM_ERR_NOMEM, "%s: %" PRIu64 " bytes do not fit in the address space", src->name,
                         im->size);
     if (!im->size) return PLM_OK;
-    if (use_mmap) {
+    if (use_mmap && src->offset % IMAGE_ALIGN == 0) {
         /* mmap wants a page-aligned file offset: map from the page the image
-         * starts in. */
+         * starts in.  (An image at an odd offset would sit misaligned in the
+         * mapping: it is read into memory instead.) */
         const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
         const uint64_t lead = src->offset % page;
         void *p = mmap(NULL, (size_t)(im->size + lead), PROT_READ, MAP_PRIVATE, fd, (off_t)(src->offset - lead));
@@ -615,6 +621,15 @@ static plm_status load_image(const plm_gguf_source *src, bool use_mmap, image *i
             return plm_fail(err, PLM_ERR_INVALID_ARG, "%s: NULL image of %" PRIu64 " bytes", src->name, src->length);
         im->bytes = src->data;
         im->size = src->length;
+        if ((uintptr_t)src->data % IMAGE_ALIGN == 0 || !im->size) return PLM_OK;
+        /* Misaligned memory (an asset buffer at an odd offset): a copy. */
+        uint8_t *copy = im->size <= SIZE_MAX ? malloc((size_t)im->size) : NULL;
+        if (!copy)
+            return plm_fail(err, PLM_ERR_NOMEM, "%s: cannot allocate %" PRIu64 " bytes to align it", src->name,
+                            im->size);
+        memcpy(copy, src->data, (size_t)im->size);
+        im->bytes = copy;
+        im->owned = true;
         return PLM_OK;
     }
     if (!src->path) return load_fd(src, src->fd, use_mmap, im, err);

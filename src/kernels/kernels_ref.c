@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "quant/blocks.h"
+#include "quant/iq_unpack.h"
 #include "quant/quant.h"
 
 /* ---- float formats (activation stays f32) ------------------------------- */
@@ -282,6 +283,76 @@ static void ref_vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *
     *s = sum;
 }
 
+/* ---- codebook formats (IQ1/IQ2/IQ3, ternary) and MXFP4 ------------------ */
+
+/* Every codebook format through its decoder (iq_unpack.h): per block the
+ * exact integer sum(ls * sum(q * a)) over sub-blocks of 16, scaled once. */
+static void ref_vec_dot_codes(plm_type t, int64_t n, float *s, const void *vw, const void *va) {
+    const plm_type_info *ti = plm_type_info_get(t);
+    const plm_iq_unpack_fn unpack = plm_iq_unpacker(t);
+    const uint8_t *x = vw;
+    const block_q8_K *y = va;
+    plm_iq_codes c;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = unpack(x + (size_t)i * ti->type_size, &c);
+        int isum = 0;
+        for (int j = 0; j < QK_K / 16; j++) isum += c.ls[j] * dot_i8(c.q + 16 * j, y[i].qs + 16 * j, 16);
+        sum += d * y[i].d * isum;
+    }
+    *s = sum * plm_iq_post(t);
+}
+
+static void ref_vec_dot_iq2_xxs(int64_t n, float *s, const void *w, const void *a) {
+    ref_vec_dot_codes(PLM_TYPE_IQ2_XXS, n, s, w, a);
+}
+
+static void ref_vec_dot_iq2_xs(int64_t n, float *s, const void *w, const void *a) {
+    ref_vec_dot_codes(PLM_TYPE_IQ2_XS, n, s, w, a);
+}
+
+static void ref_vec_dot_iq2_s(int64_t n, float *s, const void *w, const void *a) {
+    ref_vec_dot_codes(PLM_TYPE_IQ2_S, n, s, w, a);
+}
+
+static void ref_vec_dot_iq3_xxs(int64_t n, float *s, const void *w, const void *a) {
+    ref_vec_dot_codes(PLM_TYPE_IQ3_XXS, n, s, w, a);
+}
+
+static void ref_vec_dot_iq3_s(int64_t n, float *s, const void *w, const void *a) {
+    ref_vec_dot_codes(PLM_TYPE_IQ3_S, n, s, w, a);
+}
+
+static void ref_vec_dot_iq1_s(int64_t n, float *s, const void *w, const void *a) {
+    ref_vec_dot_codes(PLM_TYPE_IQ1_S, n, s, w, a);
+}
+
+static void ref_vec_dot_iq1_m(int64_t n, float *s, const void *w, const void *a) {
+    ref_vec_dot_codes(PLM_TYPE_IQ1_M, n, s, w, a);
+}
+
+static void ref_vec_dot_tq1_0(int64_t n, float *s, const void *w, const void *a) {
+    ref_vec_dot_codes(PLM_TYPE_TQ1_0, n, s, w, a);
+}
+
+static void ref_vec_dot_tq2_0(int64_t n, float *s, const void *w, const void *a) {
+    ref_vec_dot_codes(PLM_TYPE_TQ2_0, n, s, w, a);
+}
+
+/* MXFP4 against Q8_0: the doubled E2M1 values are integers, the E8M0 scale
+ * (halved to undo the doubling) a power of two. */
+static void ref_vec_dot_mxfp4(int64_t n, float *s, const void *vw, const void *va) {
+    const block_mxfp4 *x = vw;
+    const block_q8_0 *y = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK_MXFP4; i++) {
+        const int sumi = dot_nibbles(x[i].qs, 0, kvalues_mxfp4, y[i].qs) +
+                         dot_nibbles(x[i].qs, 4, kvalues_mxfp4, y[i].qs + 16);
+        sum += plm_fp16_to_fp32(y[i].d) * plm_e8m0_half(x[i].e) * sumi;
+    }
+    *s = sum;
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 /* Everything but the row conversions. */
@@ -306,6 +377,16 @@ static const plm_kernels ref_kernels = {
         [PLM_TYPE_Q6_K] = ref_vec_dot_q6_K,
         [PLM_TYPE_IQ4_NL] = ref_vec_dot_iq4_nl,
         [PLM_TYPE_IQ4_XS] = ref_vec_dot_iq4_xs,
+        [PLM_TYPE_IQ2_XXS] = ref_vec_dot_iq2_xxs,
+        [PLM_TYPE_IQ2_XS] = ref_vec_dot_iq2_xs,
+        [PLM_TYPE_IQ2_S] = ref_vec_dot_iq2_s,
+        [PLM_TYPE_IQ3_XXS] = ref_vec_dot_iq3_xxs,
+        [PLM_TYPE_IQ3_S] = ref_vec_dot_iq3_s,
+        [PLM_TYPE_IQ1_S] = ref_vec_dot_iq1_s,
+        [PLM_TYPE_IQ1_M] = ref_vec_dot_iq1_m,
+        [PLM_TYPE_TQ1_0] = ref_vec_dot_tq1_0,
+        [PLM_TYPE_TQ2_0] = ref_vec_dot_tq2_0,
+        [PLM_TYPE_MXFP4] = ref_vec_dot_mxfp4,
     },
 };
 

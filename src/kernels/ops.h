@@ -23,6 +23,10 @@ void plm_rope_apply(float *x, int n_heads, int head_dim, int n_rot, const float 
 /* g[i] = silu(g[i]) * u[i] */
 void plm_swiglu(float *g, const float *u, int n);
 
+/* g[i] = gelu(g[i]) * u[i], GELU's tanh form as ggml computes it (through
+ * f16: x >= 10 passes through, x <= -10 gives 0) */
+void plm_geglu(float *g, const float *u, int n);
+
 /* sum of f16(a[i]) * f16(b[i]), accumulated in f32 */
 float plm_dot_f16(const uint16_t *a, const uint16_t *b, int n);
 /* y[i] += a * f16(x[i]) */

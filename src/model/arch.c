@@ -12,7 +12,7 @@
 #include "core/error.h"
 
 static const plm_arch *const registry[] = {&plm_arch_llama, &plm_arch_qwen2, &plm_arch_qwen3, &plm_arch_granite,
-                                           &plm_arch_phi3};
+                                           &plm_arch_phi3, &plm_arch_qwen3moe, &plm_arch_gemma2, &plm_arch_gemma3};
 enum { N_ARCH = sizeof registry / sizeof registry[0] };
 
 const plm_arch *const *plm_arch_all(int *n) {
@@ -45,8 +45,23 @@ int64_t plm_dim_size(const plm_hparams *hp, plm_dim d) {
     case PLM_DIM_ROPE: return hp->n_rot / 2;
     case PLM_DIM_QKV: return (int64_t)(hp->n_head + 2 * hp->n_head_kv) * hp->head_dim;
     case PLM_DIM_FF2: return 2 * (int64_t)hp->n_ff;
+    case PLM_DIM_EXPERTS: return hp->n_expert;
+    case PLM_DIM_FF_EXP:
+    case PLM_DIM_EXP_FF: return hp->n_ff_expert;
+    case PLM_DIM_EXP_EMBD: return hp->n_embd;
     default: return 1;
     }
+}
+
+const plm_arch *plm_arch_for_file(const plm_arch *a, const plm_gguf_file *f) {
+    char key[64];
+    uint32_t n = 0;
+    snprintf(key, sizeof key, "%s.expert_count", a->name);
+    return a->with_experts && plm_gguf_get_u32(f, key, &n) && n > 0 ? a->with_experts : a;
+}
+
+int64_t plm_dim_experts(const plm_hparams *hp, plm_dim ne1) {
+    return ne1 == PLM_DIM_EXP_FF || ne1 == PLM_DIM_EXP_EMBD ? hp->n_expert : 0;
 }
 
 int plm_arch_layer_vectors(const plm_arch *arch) {
@@ -67,7 +82,8 @@ uint32_t plm_arch_layer_window(const plm_arch *arch, const plm_hparams *hp, int 
 static void neutral(plm_hparams *hp) {
     hp->attn_scale = 0.0f;
     hp->embd_scale = hp->residual_scale = hp->logit_scale = 1.0f;
-    hp->rope_freq_scale = 1.0f;
+    hp->rope_freq_scale = hp->rope_freq_scale_swa = 1.0f;
+    hp->rope_attn_factor = 1.0f;
 }
 
 static plm_status read_key(const plm_hp_key *k, const plm_gguf_file *f, plm_hparams *hp, plm_error *err) {
@@ -120,6 +136,20 @@ static plm_status read_rope_scaling(const plm_gguf_file *f, plm_hparams *hp, plm
     return PLM_OK;
 }
 
+/* Mixture-of-Experts: an expert's FFN width is expert_feed_forward_length
+ * (qwen3moe; llama.cpp takes n_ff / n_expert_used without it: -1 here), or
+ * n_ff for families without the key (Mixtral). */
+static plm_status derive_experts(plm_hparams *hp, plm_error *err) {
+    if (hp->n_expert <= 0) return PLM_OK;
+    if (hp->n_expert > PLM_MOE_MAX_EXPERTS || hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert)
+        return plm_fail(err, PLM_ERR_FORMAT, "%s.expert_count=%d / expert_used_count=%d: need 0 < used <= count <= %d",
+                        hp->arch, hp->n_expert, hp->n_expert_used, PLM_MOE_MAX_EXPERTS);
+    if (hp->n_ff_expert < 0) hp->n_ff_expert = hp->n_ff / hp->n_expert_used;
+    else if (hp->n_ff_expert == 0) hp->n_ff_expert = hp->n_ff;
+    if (hp->n_ff_expert <= 0) return plm_fail(err, PLM_ERR_FORMAT, "%s: expert FFN length is 0", hp->arch);
+    return PLM_OK;
+}
+
 /* Defaults llama.cpp derives from other keys, then the checks the forward
  * pass relies on (head_dim <= 1024 bounds its stack buffers). */
 static plm_status derive_and_check(plm_hparams *hp, plm_error *err) {
@@ -140,6 +170,9 @@ static plm_status derive_and_check(plm_hparams *hp, plm_error *err) {
         return plm_fail(err, PLM_ERR_FORMAT, "%s.rope.dimension_count=%d invalid for head dim %d", a, hp->n_rot,
                         hp->head_dim);
     if (hp->n_ctx_train <= 0) hp->n_ctx_train = 2048;
+    plm_status st = derive_experts(hp, err);
+    if (st) return st;
+    if (hp->n_ctx_orig <= 0) hp->n_ctx_orig = hp->n_ctx_train;
     if (hp->logit_scale == 0.0f) return plm_fail(err, PLM_ERR_FORMAT, "%s.logit_scale is 0", a);
     return PLM_OK;
 }
@@ -155,6 +188,8 @@ plm_status plm_hparams_read(const plm_arch *arch, const plm_gguf_file *f, plm_hp
         if ((st = read_key(k, f, hp, err))) return st;
     if ((st = derive_and_check(hp, err)) || (st = read_rope_scaling(f, hp, err))) return st;
     hp->rope_type = arch->rope;
+    if (arch->embd_scale_sqrt) hp->embd_scale = sqrtf((float)hp->n_embd);
+    if (arch->derive) arch->derive(hp);
     const plm_gguf_tensor *te = plm_gguf_find_tensor(f, "token_embd.weight");
     if (te && te->n_dims == 2 && te->ne[1] <= INT32_MAX) hp->n_vocab = (int)te->ne[1];
     return PLM_OK;

@@ -44,8 +44,18 @@ typedef struct plm_hparams {
     float residual_scale;        /* each block's output, before the residual add */
     float logit_scale;           /* logits are divided by this (granite) */
     int n_expert, n_expert_used; /* Mixture-of-Experts; 0 = dense */
-    int n_ff_expert;
+    int n_ff_expert;             /* rows of one expert's gate and up matrices */
+    float rope_freq_scale_swa;   /* RoPE frequency scale of windowed layers (gemma3: 1) */
+    /* LongRoPE (phi3): rope_factors_long applies when a sequence may hold
+     * more than n_ctx_orig positions, rope_factors_short otherwise; the
+     * RoPE'd q and k are multiplied by rope_attn_factor (1 = none). */
+    int n_ctx_orig;              /* rope.scaling.original_context_length; 0 = n_ctx_train */
+    float rope_attn_factor;
 } plm_hparams;
+
+/* llama.cpp's LLAMA_MAX_EXPERTS: bounds expert_count (and the router's
+ * per-token buffers). */
+#define PLM_MOE_MAX_EXPERTS 1024
 
 typedef enum { PLM_HP_U32, PLM_HP_F32 } plm_hp_kind;
 
@@ -77,6 +87,13 @@ typedef enum {
      * consecutive fields: q, k, v from attn_qkv; gate, up from ffn_up. */
     PLM_DIM_QKV,    /* n_head x head_dim + 2 x n_head_kv x head_dim */
     PLM_DIM_FF2,    /* 2 x n_ff */
+    /* Mixture-of-Experts */
+    PLM_DIM_EXPERTS, /* n_expert (the router's rows) */
+    PLM_DIM_FF_EXP,  /* n_ff_expert (the row length of an expert's down) */
+    /* As ne1 of a 3-D tensor holding one matrix per expert: rows per
+     * expert, and n_expert of them as ne2 (plm_dim_experts). */
+    PLM_DIM_EXP_FF,   /* n_ff_expert rows x n_expert: gate_exps, up_exps */
+    PLM_DIM_EXP_EMBD, /* n_embd rows x n_expert: down_exps */
 } plm_dim;
 
 /* What a tensor is: how it binds (a matrix in its stored format, or a vector
@@ -86,7 +103,9 @@ typedef enum {
     PLM_T_MATRIX,    /* matrix, N(0, 0.02) */
     PLM_T_NORM,      /* vector, 1.0 */
     PLM_T_BIAS,      /* vector, N(0, 0.02) */
-    PLM_T_ROPE_FACTORS, /* vector dividing RoPE's frequencies; synth: the llama3 scaling */
+    PLM_T_ROPE_FACTORS, /* vector dividing RoPE's frequencies; synth: the llama3 scaling, or LongRoPE's */
+    PLM_T_ROUTER,    /* MoE router (ffn_gate_inp): a matrix the converter writes in F32 and
+                        llama.cpp's quantizer never converts; N(0, 0.02) in synth */
 } plm_tensor_kind;
 
 typedef enum {
@@ -147,6 +166,13 @@ typedef struct plm_arch {
      * experts, top n_expert_used, their weights renormalized to sum 1 or
      * not, as each model defines. */
     bool moe_norm_topk;
+    /* The descriptor for a file of this architecture name whose
+     * expert_count is above 0 (Mixtral's GGUFs say "llama"), or NULL. */
+    const struct plm_arch *with_experts;
+    /* Values llama.cpp derives in code rather than reading a key (gemma's
+     * query scale, its windowed layers' RoPE base); NULL = none.  Runs after
+     * the keys are read and the shared defaults derived. */
+    void (*derive)(plm_hparams *hp);
 } plm_arch;
 
 /* The registry: every descriptor, in the order errors list them. */
@@ -156,6 +182,11 @@ const plm_arch *const *plm_arch_all(int *n);
 void plm_arch_names(char *buf, size_t size);
 
 extern const plm_arch plm_arch_llama, plm_arch_qwen2, plm_arch_qwen3, plm_arch_granite, plm_arch_phi3;
+extern const plm_arch plm_arch_qwen3moe, plm_arch_llama_moe, plm_arch_gemma2, plm_arch_gemma3;
+
+/* The descriptor for file f of architecture a: a->with_experts when the
+ * file's ARCH.expert_count is above 0, else a. */
+const plm_arch *plm_arch_for_file(const plm_arch *a, const plm_gguf_file *f);
 
 /* Reads arch's hyperparameter keys from f into hp (hp->arch and name too,
  * n_vocab from token_embd.weight's rows when present), checks them, and
@@ -164,6 +195,10 @@ plm_status plm_hparams_read(const plm_arch *arch, const plm_gguf_file *f, plm_hp
 
 /* A dimension's size for these hyperparameters (1 for PLM_DIM_NONE). */
 int64_t plm_dim_size(const plm_hparams *hp, plm_dim d);
+
+/* The matrices of a tensor whose ne1 is `ne1`: n_expert for the 3-D expert
+ * dims (PLM_DIM_EXP_*), 0 for a plain 2-D one. */
+int64_t plm_dim_experts(const plm_hparams *hp, plm_dim ne1);
 
 /* Vectors of one layer that may need an f32 copy (norms and biases). */
 int plm_arch_layer_vectors(const plm_arch *arch);

@@ -21,20 +21,25 @@ static size_t vector_slot(const plm_hparams *hp) {
     return (size_t)hp->n_embd > q_dim ? (size_t)hp->n_embd : q_dim;
 }
 
+/* A matrix, or with experts > 0 a 3-D tensor of `experts` matrices. */
 static plm_status bind_matrix(plm_model *m, const plm_gguf_tensor *t, const char *name, int64_t cols, int64_t rows,
-                              plm_weight *w, plm_error *err) {
-    if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 || t->ne[3] != 1)
+                              int64_t experts, plm_weight *w, plm_error *err) {
+    const uint64_t ne2 = experts > 0 ? (uint64_t)experts : 1;
+    if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != ne2 || t->ne[3] != 1)
         return plm_fail(err, PLM_ERR_FORMAT,
-                        "tensor '%s' has shape %llu x %llu x %llu x %llu, expected %lld x %lld", name,
+                        "tensor '%s' has shape %llu x %llu x %llu x %llu, expected %lld x %lld x %llu", name,
                         (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
-                        (unsigned long long)t->ne[3], (long long)cols, (long long)rows);
+                        (unsigned long long)t->ne[3], (long long)cols, (long long)rows, (unsigned long long)ne2);
     const plm_type_info *ti = plm_type_info_get(t->type);
     if (!ti || !ti->supported)
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which pocketlm cannot compute with",
                         name, plm_type_name(t->type));
-    *w = (plm_weight){t->data, (plm_type)t->type, cols, rows, plm_row_size((plm_type)t->type, cols)};
-    m->n_params += (uint64_t)cols * rows;
+    *w = (plm_weight){t->data, (plm_type)t->type, cols, rows, plm_row_size((plm_type)t->type, cols), experts};
+    m->n_params += (uint64_t)cols * rows * ne2;
     m->weight_bytes += t->nbytes;
+    const uint64_t used = experts > 0 ? (uint64_t)m->hp.n_expert_used : 1;
+    m->n_params_active += (uint64_t)cols * rows * used;
+    m->weight_bytes_active += t->nbytes / ne2 * used;
     return PLM_OK;
 }
 
@@ -47,6 +52,8 @@ static plm_status bind_vector(plm_model *m, const plm_gguf_tensor *t, const char
                         (unsigned long long)t->ne[0], (long long)n);
     m->n_params += (uint64_t)n;
     m->weight_bytes += t->nbytes;
+    m->n_params_active += (uint64_t)n;
+    m->weight_bytes_active += t->nbytes;
     if (t->type == PLM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
         *out = t->data;
         return PLM_OK;
@@ -106,10 +113,11 @@ static plm_status bind_spec(plm_model *m, const plm_tensor_spec *spec, int il, v
     }
     const int64_t ne0 = plm_dim_size(&m->hp, spec->ne0);
     if (vector) return bind_vector(m, t, name, ne0, (const float **)field, *spare - slot, err);
+    const int64_t experts = plm_dim_experts(&m->hp, spec->ne1);
     if (spec->ne1 != PLM_DIM_QKV && spec->ne1 != PLM_DIM_FF2)
-        return bind_matrix(m, t, name, ne0, plm_dim_size(&m->hp, spec->ne1), (plm_weight *)field, err);
+        return bind_matrix(m, t, name, ne0, plm_dim_size(&m->hp, spec->ne1), experts, (plm_weight *)field, err);
     plm_weight all;
-    plm_status st = bind_matrix(m, t, name, ne0, plm_dim_size(&m->hp, spec->ne1), &all, err);
+    plm_status st = bind_matrix(m, t, name, ne0, plm_dim_size(&m->hp, spec->ne1), 0, &all, err);
     if (!st) split_rows(&m->hp, spec->ne1, &all, (plm_weight *)field);
     return st;
 }

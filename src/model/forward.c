@@ -1,17 +1,22 @@
 /*
  * The forward pass of the decoder-only transformers the descriptors in
- * model/arch/ describe (llama, qwen2, qwen3, granite, phi3):
+ * model/arch/ describe (llama, qwen2, qwen3, granite, phi3, gemma2, gemma3):
  *
- *   x = embed(tokens) * embd_scale
+ *   x = embed(tokens) * embd_scale                       (gemma: sqrt(n_embd))
  *   for each layer:
  *       attention step:  h = rmsnorm(x) * attn_norm
  *                        q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv)
- *                        q, k = per-head rmsnorm (qwen3);  rope(q, k) (/ rope_freqs)
- *                        x += residual_scale * Wo attention(q, cache(k), cache(v))
- *                                             (causal, grouped-query, scores x attn_scale)
+ *                        q, k = per-head rmsnorm (qwen3, gemma3);  rope(q, k)
+ *                               (the layer's base and scale; / rope_freqs or LongRoPE's factors)
+ *                        y = Wo attention(q, cache(k), cache(v))
+ *                               (causal, grouped-query, scores x attn_scale, soft-capped
+ *                                (gemma2), over the layer's window if it has one)
+ *                        x += residual_scale * rmsnorm(y) * post_attn_norm   (norm: gemma)
  *       FFN step:        h = rmsnorm(x) * ffn_norm
- *                        x += residual_scale * Wdown (silu(Wgate h) * Wup h)   (dense; MoE later)
- *   logits = Woutput (rmsnorm(x) * output_norm) / logit_scale
+ *                        y = Wdown (act(Wgate h) * Wup h)   (act: SiLU, or GELU for gemma; dense)
+ *                            or the routed experts' sum of the same (MoE: model/moe.c)
+ *                        x += residual_scale * rmsnorm(y) * post_ffn_norm    (norm: gemma)
+ *   logits = Woutput (rmsnorm(x) * output_norm) / logit_scale, soft-capped (gemma2)
  *
  * The scales are granite's (1 elsewhere); phi3's fused matrices are bound as
  * their parts (bind.c), so they need no step of their own.
@@ -36,17 +41,14 @@
 
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "model/moe.h"
 #include "quant/fp16.h"
 
 /* The first choice of the descriptor this file has no step for, or NULL.
  * The families of issue 9 each remove a line here as they add the step. */
 static const char *unimplemented(const plm_arch *a) {
     if (a->norm != PLM_NORM_RMS) return "a norm other than RMSNorm";
-    if (a->act != PLM_ACT_SILU) return "an FFN activation other than SiLU";
-    if (a->ffn != PLM_FFN_DENSE) return "a Mixture-of-Experts FFN";
-    if (a->post_attn_norm || a->post_ffn_norm) return "post-block norms";
-    if (a->embd_scale_sqrt) return "scaled embeddings";
-    if (a->swa_every) return "sliding-window attention";
+    if (a->act != PLM_ACT_SILU && a->act != PLM_ACT_GELU_TANH) return "this FFN activation";
     return NULL;
 }
 
@@ -69,7 +71,8 @@ typedef struct matmul_job {
     const void *act[MAX_JOB_WEIGHTS];     /* input rows in w's vec_dot type */
     size_t act_stride[MAX_JOB_WEIGHTS];
     int n_tok;
-    bool swiglu;                          /* w = gate, up: out[0] = silu(gate) * up */
+    bool swiglu;                          /* w = gate, up: out[0] = act(gate) * up */
+    plm_act_kind gate_act;                /* of swiglu's gate: SiLU or GELU */
     bool rowwise;                         /* each token by the single-token kernel (see forward.h) */
     int64_t chunk;                        /* rows per chunk */
     atomic_llong next;                    /* next chunk to take */
@@ -110,7 +113,8 @@ static void matmul_task(void *arg, int ith, int nth) {
         matmul_rows(j, 1, r0, r1);
         for (int t = 0; t < j->n_tok; t++) {
             const int64_t off = (int64_t)t * j->w[0]->rows + r0;
-            j->kt->swiglu(j->out[0] + off, j->out[1] + off, (int)(r1 - r0));
+            if (j->gate_act == PLM_ACT_GELU_TANH) plm_geglu(j->out[0] + off, j->out[1] + off, (int)(r1 - r0));
+            else j->kt->swiglu(j->out[0] + off, j->out[1] + off, (int)(r1 - r0));
         }
     }
 }
@@ -184,7 +188,8 @@ static void prepare_inputs(plm_forward_state *ctx, matmul_job *j, const row_norm
  * apart); with a norm, x is first written as the normalized norm->raw. */
 static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, int n, int64_t x_stride,
                         bool swiglu, int n_w, const plm_weight *const *w, float *const *out) {
-    matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu, .rowwise = ctx->rowwise_matmul};
+    matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu, .gate_act = ctx->model->arch->act,
+                    .rowwise = ctx->rowwise_matmul};
     int64_t rows = 0;
     for (int i = 0; i < n_w; i++) {
         j.w[i] = w[i];
@@ -192,6 +197,7 @@ static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, 
         rows += w[i]->rows;
     }
     prepare_inputs(ctx, &j, norm, x, n, x_stride);
+    for (int i = 0; ctx->observe && i < n_w; i++) ctx->observe(ctx->observe_user, w[i], x, n, x_stride);
     /* About four chunks per thread balances uneven cores without making
      * chunks so small that the per-chunk overhead shows. */
     const int nth = plm_pool_size(ctx->pool);
@@ -254,19 +260,83 @@ static size_t row_offset(plm_type type, int off) {
 /* Query values one unit holds at most (its f16 copy lives on the stack). */
 #define ATTN_UNIT_ELEMS 4096
 
-/* Query heads [h0, h0 + nh) of token t, all on one KV head. */
+/* gemma2's soft-capped scores, cap * tanh(s / cap) before the softmax, in
+ * llama.cpp's order: the query scaled in f32, then rounded to f16 (or to
+ * the quantized cache's dot format: here its keys are converted to f32
+ * instead), its dot with each key, the cap, then the exact mode's two
+ * passes with f16 weights (ops.h).  The SIMD kernels have no cap step, so
+ * this path goes key by key; only a soft-capped model takes it. */
+static float capped_score(const plm_forward_state *ctx, const uint16_t *qh, const float *qs, const uint8_t *krow) {
+    const plm_kv_cache *kv = &ctx->kv;
+    const int hd = ctx->model->hp.head_dim;
+    const float cap = ctx->model->hp.attn_softcap;
+    float s;
+    if (kv->type_k == PLM_TYPE_F16) {
+        s = plm_dot_f16(qh, (const uint16_t *)(const void *)krow, hd);
+    } else {
+        float k[1024];  /* head_dim <= 1024, checked at load */
+        ctx->kt->dequantize_row[kv->type_k](krow, k, hd);
+        s = 0.0f;
+        for (int i = 0; i < hd; i++) s += qs[i] * k[i];
+    }
+    return cap * tanhf(s / cap);
+}
+
+static void add_value(const plm_forward_state *ctx, float *o, float w, const uint8_t *vrow) {
+    const plm_kv_cache *kv = &ctx->kv;
+    const int hd = ctx->model->hp.head_dim;
+    if (kv->type_v == PLM_TYPE_F16) {
+        plm_axpy_f16(o, w, (const uint16_t *)(const void *)vrow, hd);
+        return;
+    }
+    float v[1024];
+    ctx->kt->dequantize_row[kv->type_v](vrow, v, hd);
+    for (int i = 0; i < hd; i++) o[i] += w * v[i];
+}
+
+/* One query head (q: hd floats) over n_keys cached rows from K, V on. */
+static void attend_capped(const attn_job *a, const float *q, const uint8_t *K, const uint8_t *V, int n_keys,
+                          float *o) {
+    const plm_forward_state *ctx = a->ctx;
+    const plm_kv_cache *kv = &ctx->kv;
+    const int hd = ctx->model->hp.head_dim;
+    float qs[1024], s[PLM_ATTN_BLOCK];
+    uint16_t qh[1024];
+    for (int i = 0; i < hd; i++) qs[i] = q[i] * a->scale;
+    ctx->kt->quantize_row[PLM_TYPE_F16](qs, qh, hd);
+    plm_softmax_run run = {-INFINITY, 0.0};
+    for (int i = 0; i < hd; i++) o[i] = 0.0f;
+    for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
+        const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
+        for (int j = 0; j < nb; j++) s[j] = capped_score(ctx, qh, qs, K + (size_t)(j0 + j) * kv->k_row);
+        plm_softmax_run_block(&run, s, nb, NULL, 0);
+    }
+    const float inv = (float)(1.0 / run.sum);
+    for (int j = 0; j < n_keys; j++) {
+        const float w = plm_softmax_weight(capped_score(ctx, qh, qs, K + (size_t)j * kv->k_row), run.max, inv);
+        add_value(ctx, o, w, V + (size_t)j * kv->v_row);
+    }
+}
+
+/* Query heads [h0, h0 + nh) of token t, all on one KV head, over the
+ * positions the layer lets it see (its window, or all before it). */
 static void attend_unit(const attn_job *a, int t, int h0, int nh) {
     const plm_forward_state *ctx = a->ctx;
     const plm_kv_cache *kv = &ctx->kv;
     const plm_hparams *hp = &ctx->model->hp;
     const int hd = hp->head_dim, q_dim = hp->n_head * hd;
     const int kv_off = (h0 / (hp->n_head / hp->n_head_kv)) * hd;
-    const int n_keys = (int)plm_ubatch_pos(a->b, t) + 1;
+    const uint32_t pos = plm_ubatch_pos(a->b, t), first = plm_kv_first_seen(kv, a->il, pos);
+    const int n_keys = (int)(pos + 1 - first);
     const plm_kv_seq seq = plm_ubatch_seq(a->b, t);
-    const uint8_t *K = plm_kv_keys(kv, a->il, seq, 0) + row_offset(kv->type_k, kv_off);
-    const uint8_t *V = plm_kv_values(kv, a->il, seq, 0) + row_offset(kv->type_v, kv_off);
+    const uint8_t *K = plm_kv_keys(kv, a->il, seq, first) + row_offset(kv->type_k, kv_off);
+    const uint8_t *V = plm_kv_values(kv, a->il, seq, first) + row_offset(kv->type_v, kv_off);
     const float *q = ctx->s.q + (int64_t)t * q_dim + h0 * hd;
     float *o = a->out + (int64_t)t * q_dim + h0 * hd;
+    if (hp->attn_softcap != 0.0f) {
+        for (int h = 0; h < nh; h++) attend_capped(a, q + h * hd, K, V, n_keys, o + h * hd);
+        return;
+    }
     if (kv->type_k == PLM_TYPE_F16 && kv->type_v == PLM_TYPE_F16) {
         uint16_t qh[ATTN_UNIT_ELEMS];
         ctx->kt->quantize_row[PLM_TYPE_F16](q, qh, (int64_t)nh * hd);
@@ -320,32 +390,59 @@ static void head_norm(float *x, const float *w, int n_rows, int n_heads, int hea
         plm_rmsnorm(x + h * head_dim, x + h * head_dim, w, head_dim, eps);
 }
 
-/* cos/sin of RoPE's angles at position pos.  With frequency factors
- * (Llama 3.1+), pair i turns at its frequency divided by factors[i], and
- * the angle is formed as ggml_rope_ext forms it: (pos * step^i / factor) * scale. */
-static void rope_angles(const plm_model *m, float pos, float *cos_t, float *sin_t) {
+/* The RoPE of one layer: its base and scale (a windowed layer may have its
+ * own: gemma3), the frequency factors if any, and the magnitude scale. */
+typedef struct rope_params {
+    float base, scale;
+    const float *factors;  /* [n_rot / 2]: frequency i is divided by factors[i]; NULL = none */
+    float attn_factor;     /* cos and sin multiplied by it (LongRoPE); 1 = none */
+} rope_params;
+
+/* Which factors apply: Llama 3.1+'s rope_freqs, or LongRoPE's long ones
+ * when a sequence may hold more positions than the original context
+ * (llama.cpp's n_ctx_seq > n_ctx_orig_yarn), else its short ones. */
+static rope_params layer_rope(const plm_forward_state *ctx, int il) {
+    const plm_model *m = ctx->model;
     const plm_hparams *hp = &m->hp;
-    if (!m->rope_freqs) {
-        plm_rope_angles(cos_t, sin_t, hp->n_rot, pos, hp->rope_freq_base, hp->rope_freq_scale);
-        return;
+    const bool windowed = plm_arch_layer_window(m->arch, hp, il) != 0;
+    rope_params r = {windowed ? hp->rope_freq_base_swa : hp->rope_freq_base,
+                     windowed ? hp->rope_freq_scale_swa : hp->rope_freq_scale, m->rope_freqs, hp->rope_attn_factor};
+    if (!r.factors && m->rope_long) r.factors = ctx->kv.n_ctx > (uint32_t)hp->n_ctx_orig ? m->rope_long : m->rope_short;
+    return r;
+}
+
+/* cos/sin of RoPE's angles at position pos.  With frequency factors, pair
+ * i turns at its frequency divided by factors[i], and the angle is formed
+ * as ggml_rope_ext forms it: (pos * step^i / factor) * scale. */
+static void rope_angles(const plm_model *m, const rope_params *r, float pos, float *cos_t, float *sin_t) {
+    const plm_hparams *hp = &m->hp;
+    if (!r->factors) {
+        plm_rope_angles(cos_t, sin_t, hp->n_rot, pos, r->base, r->scale);
+    } else {
+        const float step = powf(r->base, -2.0f / (float)hp->n_rot);
+        float theta = pos;
+        for (int i = 0; i < hp->n_rot / 2; i++) {
+            const float a = r->scale * (theta / r->factors[i]);
+            cos_t[i] = cosf(a);
+            sin_t[i] = sinf(a);
+            theta *= step;
+        }
     }
-    const float step = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
-    float theta = pos;
+    if (r->attn_factor == 1.0f) return;
     for (int i = 0; i < hp->n_rot / 2; i++) {
-        const float a = hp->rope_freq_scale * (theta / m->rope_freqs[i]);
-        cos_t[i] = cosf(a);
-        sin_t[i] = sinf(a);
-        theta *= step;
+        cos_t[i] *= r->attn_factor;
+        sin_t[i] *= r->attn_factor;
     }
 }
 
-static void rope(plm_forward_state *ctx, const plm_ubatch *b) {
+static void rope(plm_forward_state *ctx, int il, const plm_ubatch *b) {
     const plm_hparams *hp = &ctx->model->hp;
     float cos_t[512], sin_t[512];  /* n_rot <= head_dim <= 1024, checked at load */
     const int q_dim = hp->n_head * hp->head_dim, kv_dim = ctx->kv.kv_dim;
     const int neox = hp->rope_type == PLM_ROPE_NEOX;
+    const rope_params r = layer_rope(ctx, il);
     for (int t = 0; t < b->n; t++) {
-        rope_angles(ctx->model, (float)plm_ubatch_pos(b, t), cos_t, sin_t);
+        rope_angles(ctx->model, &r, (float)plm_ubatch_pos(b, t), cos_t, sin_t);
         plm_rope_apply(ctx->s.q + (int64_t)t * q_dim, hp->n_head, hp->head_dim, hp->n_rot, cos_t, sin_t, neox);
         plm_rope_apply(ctx->s.k + (int64_t)t * kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, cos_t, sin_t,
                        neox);
@@ -357,17 +454,30 @@ void plm_forward_rerotate(void *state, plm_kv_cache *kv, plm_kv_seq seq, uint32_
     const plm_hparams *hp = &ctx->model->hp;
     if (n == 0 || delta == 0) return;
     float cos_t[512], sin_t[512];
-    rope_angles(ctx->model, (float)delta, cos_t, sin_t);
     /* A rotation by delta composes with the one already applied: keys are
-     * converted to f32, rotated, and stored back in the cache's format. */
+     * converted to f32, rotated, and stored back in the cache's format.
+     * (A pure rotation: LongRoPE's magnitude factor is in the keys already.) */
     float *row = ctx->s.k;  /* scratch: at least kv_dim floats */
     for (int il = 0; il < hp->n_layer; il++) {
+        rope_params r = layer_rope(ctx, il);
+        r.attn_factor = 1.0f;
+        rope_angles(ctx->model, &r, (float)delta, cos_t, sin_t);
         for (uint32_t j = 0; j < n; j++) {
             uint8_t *k = plm_kv_keys(kv, il, seq, first + j);
             ctx->kt->dequantize_row[kv->type_k](k, row, kv->kv_dim);
             plm_rope_apply(row, hp->n_head_kv, hp->head_dim, hp->n_rot, cos_t, sin_t, hp->rope_type == PLM_ROPE_NEOX);
             ctx->kt->quantize_row[kv->type_k](row, k, kv->kv_dim);
         }
+    }
+}
+
+/* The norm of a block's output before its residual add (gemma's
+ * post_attention_norm, post_ffw_norm): y = rmsnorm(y) * w, row by row. */
+static void post_norm(const plm_hparams *hp, float *y, const float *w, int n_rows) {
+    if (!w) return;
+    for (int t = 0; t < n_rows; t++) {
+        float *row = y + (int64_t)t * hp->n_embd;
+        plm_rmsnorm(row, row, w, hp->n_embd, hp->rms_eps);
     }
 }
 
@@ -396,11 +506,12 @@ static void attention_step(plm_forward_state *ctx, const plm_layer *L, int il, c
     add_bias(s->v, L->bv, n, kv_dim);
     head_norm(s->q, L->q_norm, n, hp->n_head, hp->head_dim, hp->rms_eps);
     head_norm(s->k, L->k_norm, n, hp->n_head_kv, hp->head_dim, hp->rms_eps);
-    rope(ctx, b);
+    rope(ctx, il, b);
     plm_kv_store(&ctx->kv, ctx->kt, il, b, s->k, s->v);
 
     attention(ctx, il, b, s->xn);        /* xn is free again: reuse it */
     matmul1(ctx, s->xn, n, q_dim, &L->wo, s->gate);  /* gate is free until the FFN */
+    post_norm(hp, s->gate, L->post_attn_norm, n);
     add_rows(hp, s->x, s->gate, (int64_t)n * E);
 }
 
@@ -415,17 +526,17 @@ static void ffn_dense_step(plm_forward_state *ctx, const plm_layer *L, int n) {
     float *gate_up_out[2] = {s->gate, s->up};
     matmul_step(ctx, &ffn_norm, s->xn, n, E, true, 2, gate_up, gate_up_out);
     matmul1(ctx, s->gate, n, hp->n_ff, &L->w_down, s->up);  /* up is free after swiglu */
+    post_norm(hp, s->up, L->post_ffn_norm, n);
     add_rows(hp, s->x, s->up, (int64_t)n * E);
 }
 
-/* One block: the steps its descriptor selects.  A Mixture-of-Experts FFN
- * step goes beside the dense one (plm_forward_check refuses it until then). */
+/* One block: the steps its descriptor selects (the MoE FFN: model/moe.c). */
 static void layer_forward(plm_forward_state *ctx, int il, const plm_ubatch *b) {
     const plm_layer *L = &ctx->model->layers[il];
     attention_step(ctx, L, il, b);
     switch (ctx->model->arch->ffn) {
     case PLM_FFN_DENSE: ffn_dense_step(ctx, L, b->n); break;
-    case PLM_FFN_MOE: break;
+    case PLM_FFN_MOE: plm_moe_ffn_step(ctx, L, b->n); break;
     }
 }
 
@@ -447,5 +558,9 @@ bool plm_forward(plm_forward_state *ctx, const plm_ubatch *b, int first_logit, f
     matmul_step(ctx, &out_norm, s->xn, n_out, E, false, 1, &output, &out_logits);
     if (m->hp.logit_scale != 1.0f)  /* granite: logits / logit_scale, as a product like llama.cpp's */
         plm_scale(out_logits, 1.0f / m->hp.logit_scale, (int)((int64_t)n_out * output->rows));
+    const float cap = m->hp.final_softcap;  /* gemma2: cap * tanh(logit / cap) */
+    if (cap != 0.0f)
+        for (int64_t i = 0; i < (int64_t)n_out * output->rows; i++)
+            out_logits[i] = cap * tanhf(out_logits[i] * (1.0f / cap));
     return true;
 }

@@ -33,7 +33,15 @@ typedef struct plm_scratch {
     void *act[3];   /* [n_batch] input rows quantized for the dot products, one
                        slot per activation format a step needs (Q8_0/Q8_1/Q8_K) */
     size_t act_row_cap; /* bytes per row of an act slot */
+    void *moe;          /* the MoE step's buffers (model/moe.h), NULL for a dense model */
+    uint32_t moe_batch; /* ... sized for batches of this many tokens */
 } plm_scratch;
+
+/* Sees the f32 input rows of every matrix product ([n][w->cols], x_stride
+ * floats apart; normalized where a norm precedes it) before the product:
+ * how plm_imatrix collects activations.  Fused matrices (attn_qkv, phi3's
+ * ffn_up) report each row range with the same input. */
+typedef void (*plm_matmul_observer)(void *user, const plm_weight *w, const float *x, int n, int64_t x_stride);
 
 typedef struct plm_forward_state {
     const plm_model *model;
@@ -47,6 +55,8 @@ typedef struct plm_forward_state {
                             order): speculative verification sets it */
     bool (*abort)(void *user); /* polled before each layer; true = stop (optional) */
     void *abort_user;
+    plm_matmul_observer observe; /* NULL: none */
+    void *observe_user;
 } plm_forward_state;
 
 /* Fails, naming the choice, when arch selects a step or option this forward

@@ -21,11 +21,17 @@ static uint32_t n_seq_of(const plm_kv_spec *s) { return s->n_seq ? s->n_seq : 1;
 
 /* A windowed layer's token at position p reads positions p - window + 1..p
  * while the rest of its batch (up to n_batch - 1 later positions) is
- * already stored: window + n_batch cells never overwrite a row still read. */
-uint32_t plm_kv_layer_cells(const plm_kv_spec *s, int il) {
+ * already stored: a ring of window + n_batch cells never overwrites a row
+ * still read.  0: the layer keeps every position. */
+static uint32_t ring_of(const plm_kv_spec *s, int il) {
     const uint32_t w = plm_arch_layer_window(s->arch, s->hp, il);
-    if (!w || (uint64_t)w + s->n_batch >= s->n_ctx) return s->n_ctx;
+    if (!w || 2 * (uint64_t)w + s->n_batch - 1 >= s->n_ctx) return 0;  /* no smaller than a full stream */
     return w + s->n_batch;
+}
+
+uint32_t plm_kv_layer_cells(const plm_kv_spec *s, int il) {
+    const uint32_t ring = ring_of(s, il);
+    return ring ? ring + plm_arch_layer_window(s->arch, s->hp, il) - 1 : s->n_ctx;
 }
 
 bool plm_kv_size_of(const plm_kv_spec *s, plm_kv_size *o) {
@@ -60,14 +66,19 @@ plm_status plm_kv_init(plm_kv_cache *kv, const plm_kv_spec *s, plm_error *err) {
     kv->first_cell = malloc((size_t)L * sizeof *kv->first_cell);
     kv->cells = malloc((size_t)L * sizeof *kv->cells);
     kv->window = malloc((size_t)L * sizeof *kv->window);
+    kv->ring = malloc((size_t)L * sizeof *kv->ring);
     kv->len = calloc(kv->n_seq, sizeof *kv->len);
-    if (!kv->first_cell || !kv->cells || !kv->window || !kv->len)
+    if (!kv->first_cell || !kv->cells || !kv->window || !kv->ring || !kv->len)
         return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
     uint64_t first = 0;
     for (int il = 0; il < L; il++) {
         kv->first_cell[il] = first;
         kv->cells[il] = plm_kv_layer_cells(s, il);
-        kv->window[il] = kv->cells[il] < s->n_ctx ? plm_arch_layer_window(s->arch, s->hp, il) : 0;
+        kv->ring[il] = ring_of(s, il);
+        /* a window as long as the context changes nothing; a shorter one
+         * applies whether or not a ring saves memory */
+        const uint32_t w = plm_arch_layer_window(s->arch, s->hp, il);
+        kv->window[il] = w < s->n_ctx ? w : 0;
         first += (uint64_t)kv->n_seq * kv->cells[il];
     }
     kv->k = malloc(size.k_bytes);
@@ -84,6 +95,7 @@ void plm_kv_free(plm_kv_cache *kv) {
     free(kv->first_cell);
     free(kv->cells);
     free(kv->window);
+    free(kv->ring);
     free(kv->len);
     memset(kv, 0, sizeof *kv);
 }
@@ -93,8 +105,24 @@ void plm_kv_store(plm_kv_cache *kv, const plm_kernels *kt, int il, const plm_uba
     for (int t = 0; t < b->n; t++) {
         const plm_kv_seq seq = plm_ubatch_seq(b, t);
         const uint32_t pos = plm_ubatch_pos(b, t);
-        kt->quantize_row[kv->type_k](k + (int64_t)t * kv->kv_dim, plm_kv_keys(kv, il, seq, pos), kv->kv_dim);
-        kt->quantize_row[kv->type_v](v + (int64_t)t * kv->kv_dim, plm_kv_values(kv, il, seq, pos), kv->kv_dim);
+        uint8_t *kr = plm_kv_keys(kv, il, seq, pos), *vr = plm_kv_values(kv, il, seq, pos);
+        kt->quantize_row[kv->type_k](k + (int64_t)t * kv->kv_dim, kr, kv->kv_dim);
+        kt->quantize_row[kv->type_v](v + (int64_t)t * kv->kv_dim, vr, kv->kv_dim);
+        if (kv->ring[il] && pos % kv->ring[il] < kv->window[il] - 1) {  /* and its mirror */
+            memcpy(kr + (size_t)kv->ring[il] * kv->k_row, kr, kv->k_row);
+            memcpy(vr + (size_t)kv->ring[il] * kv->v_row, vr, kv->v_row);
+        }
+    }
+}
+
+void plm_kv_sync_mirrors(plm_kv_cache *kv) {
+    for (int il = 0; il < kv->n_layer; il++) {
+        if (!kv->ring[il]) continue;
+        for (uint32_t seq = 0; seq < kv->n_seq; seq++) {
+            uint8_t *k = plm_kv_keys(kv, il, (plm_kv_seq)seq, 0), *v = plm_kv_values(kv, il, (plm_kv_seq)seq, 0);
+            memcpy(k + (size_t)kv->ring[il] * kv->k_row, k, (size_t)(kv->window[il] - 1) * kv->k_row);
+            memcpy(v + (size_t)kv->ring[il] * kv->v_row, v, (size_t)(kv->window[il] - 1) * kv->v_row);
+        }
     }
 }
 
@@ -139,7 +167,8 @@ plm_status plm_kv_seq_copy(plm_kv_cache *kv, plm_kv_seq src, plm_kv_seq dst, plm
                         kv->n_seq);
     if (src == dst) return PLM_OK;
     for (int il = 0; il < kv->n_layer; il++) {
-        const uint32_t rows = kv->len[src] < kv->cells[il] ? kv->len[src] : kv->cells[il];
+        /* a windowed layer's ring and mirror: all of it */
+        const uint32_t rows = kv->len[src] < kv->cells[il] && !kv->ring[il] ? kv->len[src] : kv->cells[il];
         memcpy(plm_kv_keys(kv, il, dst, 0), plm_kv_keys(kv, il, src, 0), (size_t)rows * kv->k_row);
         memcpy(plm_kv_values(kv, il, dst, 0), plm_kv_values(kv, il, src, 0), (size_t)rows * kv->v_row);
     }
@@ -183,7 +212,7 @@ static uint64_t release_pages(uint8_t *p, size_t n) {
 uint64_t plm_kv_release_unused(plm_kv_cache *kv) {
     uint64_t n = 0;
     for (int il = 0; il < kv->n_layer; il++) {
-        if (kv->window[il]) continue;  /* a windowed layer's cells wrap: all may be live */
+        if (kv->ring[il]) continue;  /* a ring's cells wrap: all may be live */
         for (uint32_t seq = 0; seq < kv->n_seq; seq++) {
             const uint32_t len = kv->len[seq], unused = kv->cells[il] - len;
             n += release_pages(plm_kv_keys(kv, il, (plm_kv_seq)seq, len), (size_t)unused * kv->k_row);

@@ -6,9 +6,14 @@
  * layer, one stream of cells per sequence (as llama.cpp's non-unified
  * cache): a token only ever attends to its own sequence, so its keys are one
  * contiguous run and attention needs no mask.  A full-attention layer's
- * stream has n_ctx cells and position p lives in cell p; a sliding-window
- * layer's holds only its window plus one batch (it never needs older keys)
- * and position p lives in cell p mod cells.  The byte count comes from one
+ * stream has n_ctx cells and position p lives in cell p.  A sliding-window
+ * layer's is a ring of `ring` = window + n_batch cells (it never needs
+ * older keys; the batch's later tokens are stored before its earlier ones
+ * attend) where position p lives in cell p mod ring, followed by a mirror
+ * of the ring's first window - 1 cells, written with them: a window that
+ * wraps around the ring's end continues into the mirror, so the keys a
+ * token attends to are still one contiguous run, read by the same
+ * attention kernel as a full layer's.  The byte count comes from one
  * function, plm_kv_size_of(), which the memory planner and the allocator
  * both call, so `plan` and a context agree to the byte.
  *
@@ -53,8 +58,10 @@ typedef struct plm_kv_cache {
     int n_layer, kv_dim;
     uint32_t n_ctx, n_seq;
     uint64_t *first_cell;    /* [n_layer]: where layer il's streams start */
-    uint32_t *cells;         /* [n_layer]: cells of one stream of layer il */
+    uint32_t *cells;         /* [n_layer]: cells of one stream of layer il (ring and mirror) */
     uint32_t *window;        /* [n_layer]: positions a layer sees, 0 = all */
+    uint32_t *ring;          /* [n_layer]: positions a windowed layer holds, 0 = all (no ring:
+                                the window is too long for one to save memory) */
     uint32_t *len;           /* [n_seq]: positions each sequence holds */
 } plm_kv_cache;
 
@@ -76,7 +83,8 @@ static inline plm_kv_seq plm_ubatch_seq(const plm_ubatch *b, int t) { return b->
 /* Storage type of a cache type: F16, Q8_0, Q4_0. */
 plm_type plm_kv_storage_type(plm_kv_type t);
 
-/* Cells of one sequence's stream in layer il. */
+/* Cells of one sequence's stream in layer il (a windowed layer's ring and
+ * its mirror: 2 x window + n_batch - 1; n_ctx when that is not smaller). */
 uint32_t plm_kv_layer_cells(const plm_kv_spec *s, int il);
 
 /* Fills *out; false (and *out zeroed) when a quantized type cannot store a
@@ -90,8 +98,15 @@ void plm_kv_free(plm_kv_cache *kv);
 
 /* Cell of layer il's row of sequence seq at position pos. */
 static inline uint64_t plm_kv_cell(const plm_kv_cache *kv, int il, plm_kv_seq seq, uint32_t pos) {
-    const uint32_t cells = kv->cells[il];
-    return kv->first_cell[il] + (uint64_t)seq * cells + (kv->window[il] ? pos % cells : pos);
+    return kv->first_cell[il] + (uint64_t)seq * kv->cells[il] + (kv->ring[il] ? pos % kv->ring[il] : pos);
+}
+
+/* The first position a token at pos attends to in layer il: 0, or the
+ * start of its window.  Its keys, from there to pos, are contiguous from
+ * plm_kv_keys(kv, il, seq, first) on (the mirror continues a wrapped ring). */
+static inline uint32_t plm_kv_first_seen(const plm_kv_cache *kv, int il, uint32_t pos) {
+    const uint32_t w = kv->window[il];
+    return w && pos >= w ? pos + 1 - w : 0;
 }
 
 /* Keys / values of layer il, sequence seq, position pos, as stored. */
@@ -106,6 +121,10 @@ static inline uint8_t *plm_kv_values(const plm_kv_cache *kv, int il, plm_kv_seq 
  * tokens' sequences and positions, in the cache's formats. */
 void plm_kv_store(plm_kv_cache *kv, const plm_kernels *kt, int il, const plm_ubatch *b, const float *k,
                   const float *v);
+
+/* Rewrites every windowed layer's mirror from its ring, after the rows
+ * were written other than by plm_kv_store (a state file read back). */
+void plm_kv_sync_mirrors(plm_kv_cache *kv);
 
 /* Memory pressure: hands back to the kernel the pages of cells no sequence
  * holds (rows past each sequence's length in full-attention layers; they

@@ -32,17 +32,35 @@ static plm_status read_identity(plm_model *m, plm_error *err) {
     plm_gguf_str name;
     if (plm_gguf_get_str(m->file, "general.name", &name)) plm_gguf_str_copy(name, m->hp.name, sizeof m->hp.name);
     m->arch = plm_arch_find(m->hp.arch);
+    if (m->arch) m->arch = plm_arch_for_file(m->arch, m->file);
     return PLM_OK;
 }
 
+static void will_need(const void *p, size_t n) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t start = (uintptr_t)p & ~(page - 1);
+    madvise((void *)start, (uintptr_t)p + n - start, MADV_WILLNEED);
+}
+
+/* A Mixture-of-Experts tensor: most of its bytes are experts a token does
+ * not select. */
+static bool is_experts(const plm_gguf_tensor *t) { return t->n_dims == 3; }
+
 /* Ask the kernel to start reading the mapped weights now, in the background
  * (MADV_WILLNEED returns at once), so the first token does not stall on a
- * page fault per weight page. */
+ * page fault per weight page.  Not the experts of a MoE model: each token
+ * reads only the ones its router selects, and reading them all ahead would
+ * fill memory with what may never be used (a phone cannot hold them). */
 static void warm_up(const plm_gguf_file *f) {
     if (!f->mapped || f->size <= f->data_offset) return;
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t start = ((uintptr_t)f->image + f->data_offset) & ~(page - 1);
-    madvise((void *)start, (uintptr_t)f->image + f->size - start, MADV_WILLNEED);
+    bool experts = false;
+    for (uint64_t i = 0; i < f->n_tensors && !experts; i++) experts = is_experts(&f->tensors[i]);
+    if (!experts) {
+        will_need((const char *)f->image + f->data_offset, (size_t)(f->size - f->data_offset));
+        return;
+    }
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (!is_experts(&f->tensors[i]) && f->tensors[i].nbytes) will_need(f->tensors[i].data, f->tensors[i].nbytes);
 }
 
 /* Load progress: reading the file (when it is read, not mapped) is the
@@ -85,6 +103,8 @@ static plm_status load_weights(plm_model *m, const char *name, plm_error *err) {
 /* Every way in: a path, a descriptor range, memory (gguf/gguf_internal.h). */
 static plm_status load_source(plm_gguf_source *src, const plm_model_params *params, plm_model **out,
                               plm_error *err) {
+    plm_error local;
+    if (!err) err = &local;  /* the status below is read from it */
     if (!out) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_model_load: out is NULL");
     *out = NULL;
     plm_model_params p = model_defaults();
@@ -98,12 +118,12 @@ static plm_status load_source(plm_gguf_source *src, const plm_model_params *para
 
     plm_gguf_open_params gp = {.use_mmap = p.use_mmap, .use_mlock = p.use_mlock};
     m->file = plm_gguf_open_source(src, &gp, err);
-    if (!m->file) st = err ? err->code : PLM_ERR_IO;
+    if (!m->file) st = err->code;
     if (!st) st = step(&pr, READ_SHARE, src->name, err);
     if (!st) st = read_identity(m, err);
     if (!st) {
         m->vocab = plm_vocab_load(m->file, err);
-        if (!m->vocab) st = err ? err->code : PLM_ERR_FORMAT;
+        if (!m->vocab) st = err->code;
     }
     if (!st) st = step(&pr, 0.8f, src->name, err);
     if (!st && !p.vocab_only) st = load_weights(m, src->name, err);
@@ -171,6 +191,7 @@ int plm_model_n_embd(const plm_model *m) { return m->hp.n_embd; }
 int plm_model_n_layer(const plm_model *m) { return m->hp.n_layer; }
 uint64_t plm_model_n_params(const plm_model *m) { return m->n_params; }
 uint64_t plm_model_weight_bytes(const plm_model *m) { return m->weight_bytes; }
+uint64_t plm_model_weight_bytes_active(const plm_model *m) { return m->weight_bytes_active; }
 
 plm_token plm_token_bos(const plm_model *m) { return plm_vocab_bos(m->vocab); }
 plm_token plm_token_eos(const plm_model *m) { return plm_vocab_eos(m->vocab); }

@@ -25,7 +25,19 @@ typedef struct plm_weight {
     plm_type type;
     int64_t cols, rows;
     size_t row_bytes;
+    /* A 3-D tensor (MoE experts) holds `experts` matrices of rows x cols one
+     * after another: expert e's starts e x rows x row_bytes into data
+     * (plm_weight_expert).  0 for a plain matrix. */
+    int64_t experts;
 } plm_weight;
+
+/* Expert e of a 3-D weight, as a plain matrix. */
+static inline plm_weight plm_weight_expert(const plm_weight *w, int e) {
+    plm_weight m = *w;
+    m.data = (const char *)w->data + (size_t)e * (size_t)w->rows * w->row_bytes;
+    m.experts = 0;
+    return m;
+}
 
 /* One block's weights.  Vectors are f32 (NULL when optional and absent). */
 typedef struct plm_layer {
@@ -35,6 +47,9 @@ typedef struct plm_layer {
     const float *post_attn_norm, *post_ffn_norm;/* [n_embd]: plm_arch.post_*_norm */
     plm_weight wq, wk, wv, wo;
     plm_weight w_gate, w_up, w_down;
+    /* Mixture-of-Experts (plm_arch.ffn == PLM_FFN_MOE): the router
+     * [n_embd -> n_expert] and the experts' 3-D gate, up, down. */
+    plm_weight ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps;
 } plm_layer;
 
 struct plm_model {
@@ -45,9 +60,13 @@ struct plm_model {
     plm_weight tok_embd, output;  /* output may alias tok_embd (tied) */
     const float *output_norm;
     const float *rope_freqs;      /* [n_rot / 2] or NULL: RoPE frequency i is divided by rope_freqs[i] */
+    const float *rope_long, *rope_short; /* [n_rot / 2] or NULL: LongRoPE's factors (phi3), by context length */
     plm_layer *layers;
     float *owned_f32;  /* norms/biases converted to f32 at load, if stored otherwise */
     uint64_t n_params, weight_bytes;
+    /* Read per generated token: all of it but the share of the experts a
+     * token does not select (n_expert - n_expert_used of n_expert). */
+    uint64_t n_params_active, weight_bytes_active;
 };
 
 /* Reads hyperparameters and binds every weight of m->arch's tables; fills

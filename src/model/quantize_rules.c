@@ -1,7 +1,9 @@
 /*
  * llama-quantize's per-tensor type rules for the K-quant mixtures
  * (llama_tensor_get_type in llama.cpp's src/llama-quant.cpp), for dense
- * models.  Checked against the fixtures (llama.cpp of February 2025) and
+ * and Mixture-of-Experts models (3-D expert tensors are quantized row by
+ * row like matrices; the router, ffn_gate_inp, is never converted; an
+ * 8-expert model gets Mixtral's rules for attn_k/v/output).  Checked against the fixtures (llama.cpp of February 2025) and
  * against the llama.cpp node-llama-cpp ships (bench/quantize-vs-llamacpp.sh);
  * where the two versions differ — Q2_K/Q3_K's fallback for short rows —
  * this follows the newer.
@@ -16,22 +18,30 @@
  */
 #include "model/quantize_rules.h"
 
+#include <ctype.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "quant/quant.h"
 
+/* Matrices and 3-D expert tensors, but not a MoE router (ffn_gate_inp),
+ * which llama.cpp never converts. */
 bool plm_is_weight_matrix(const plm_gguf_tensor *t) {
-    const char *suffix = ".weight";
-    const size_t n = strlen(suffix);
-    return t->n_dims == 2 && t->name.len > n && !memcmp(t->name.ptr + t->name.len - n, suffix, n);
+    const char *suffix = ".weight", *router = "ffn_gate_inp.weight";
+    const size_t n = strlen(suffix), nr = strlen(router);
+    if (t->name.len >= nr && !memcmp(t->name.ptr + t->name.len - nr, router, nr)) return false;
+    return (t->n_dims == 2 || t->n_dims == 3) && t->name.len > n && !memcmp(t->name.ptr + t->name.len - n, suffix, n);
 }
 
 /* What llama.cpp knows about the model when choosing types. */
 typedef struct mix_state {
     uint32_t ftype;
-    bool falcon, is_70b, has_output;
+    bool falcon, is_70b, has_output, has_imatrix;
+    int n_expert;     /* MoE: expert_count (8: llama.cpp's Mixtral-8x7B rules) */
+    int output_type;  /* --output-tensor-type, -1 none: also for a tied token_embd */
     int n_gqa, n_layer, n_attention_wv;
     int i_attention_wv, i_ffn_down;  /* visited so far */
 } mix_state;
@@ -62,16 +72,26 @@ static plm_type attn_v_type(mix_state *s, plm_type type) {
     case PLM_FTYPE_Q4_K_S:
         if (i < 4) type = PLM_TYPE_Q5_K;
         break;
+    case PLM_FTYPE_IQ4_NL:
+    case PLM_FTYPE_IQ4_XS:
+        if (s->n_gqa >= 4) type = PLM_TYPE_Q5_K;
+        break;
     default: break;
     }
     /* 70B: 8 query heads share each V head, so attn_v is 8x smaller than
      * attn_q and more bits there cost almost nothing */
     if (s->is_70b && (type == PLM_TYPE_Q3_K || type == PLM_TYPE_Q4_K)) type = PLM_TYPE_Q5_K;
+    /* 8 experts: attention is a small part of the model, Q8_0 costs little */
+    if (s->n_expert == 8) type = PLM_TYPE_Q8_0;
     return type;
 }
 
-static plm_type ffn_down_type(mix_state *s, plm_type type) {
-    const int i = s->i_ffn_down++, n = s->n_layer;
+/* The layer of an ffn_down: llama.cpp counts them in a dense model, and
+ * reads it from the name in a MoE one (Mixtral's were not in layer order). */
+static plm_type ffn_down_type(mix_state *s, const char *name, plm_type type) {
+    int i = s->i_ffn_down++;
+    const int n = s->n_layer;
+    if (s->n_expert > 1 && sscanf(name, "blk.%d.", &i) != 1) i = 0;
     switch (s->ftype) {
     case PLM_FTYPE_Q2_K: return PLM_TYPE_Q3_K;
     case PLM_FTYPE_Q3_K_M:
@@ -83,12 +103,28 @@ static plm_type ffn_down_type(mix_state *s, plm_type type) {
         return use_more_bits(i, n) ? PLM_TYPE_Q6_K : type;
     case PLM_FTYPE_Q5_K_M: return use_more_bits(i, n) ? PLM_TYPE_Q6_K : type;
     case PLM_FTYPE_Q4_K_S: return !s->falcon && i < n / 8 ? PLM_TYPE_Q5_K : type;
+    /* the 4-bit non-K types guard the first ffn_down layers: with more bits
+     * without an imatrix, with the asymmetric twin with one */
+    case PLM_FTYPE_IQ4_NL:
+    case PLM_FTYPE_IQ4_XS: return i < n / 8 && !s->has_imatrix ? PLM_TYPE_Q5_K : type;
+    case PLM_FTYPE_Q4_0: return i < n / 8 && s->has_imatrix ? PLM_TYPE_Q4_1 : type;
+    case PLM_FTYPE_Q5_0: return i < n / 8 && s->has_imatrix ? PLM_TYPE_Q5_1 : type;
     default: return type;
     }
 }
 
 static plm_type attn_output_type(const mix_state *s, plm_type type) {
     if (s->falcon) return s->ftype == PLM_FTYPE_Q3_K_L ? PLM_TYPE_Q4_K : type;
+    if (s->n_expert == 8) {
+        switch (s->ftype) {
+        case PLM_FTYPE_Q2_K:
+        case PLM_FTYPE_Q3_K_S:
+        case PLM_FTYPE_Q3_K_M:
+        case PLM_FTYPE_Q4_K_S:
+        case PLM_FTYPE_Q4_K_M: return PLM_TYPE_Q5_K;
+        default: return type;
+        }
+    }
     switch (s->ftype) {
     case PLM_FTYPE_Q2_K: return PLM_TYPE_Q3_K;
     case PLM_FTYPE_Q3_K_M: return PLM_TYPE_Q4_K;
@@ -119,6 +155,7 @@ static plm_type fallback_type(const plm_gguf_tensor *t, plm_type type) {
     case PLM_TYPE_Q4_K: type = PLM_TYPE_Q5_0; break;
     case PLM_TYPE_Q5_K: type = PLM_TYPE_Q5_1; break;
     case PLM_TYPE_Q6_K: type = PLM_TYPE_Q8_0; break;
+    case PLM_TYPE_IQ4_XS: type = PLM_TYPE_IQ4_NL; break;
     default: break;
     }
     return plm_row_size(type, (int64_t)t->ne[0]) != 0 ? type : PLM_TYPE_F16;
@@ -127,15 +164,17 @@ static plm_type fallback_type(const plm_gguf_tensor *t, plm_type type) {
 /* llama_tensor_get_type for one weight matrix, in visiting order. */
 static plm_type mixture_type(mix_state *s, const plm_gguf_tensor *t, const char *name, plm_type type) {
     if (!strcmp(name, "output.weight") || (!s->has_output && !strcmp(name, "token_embd.weight")))
-        type = output_type(s, t, type);
+        type = s->output_type >= 0 ? (plm_type)s->output_type : output_type(s, t, type);
     else if (!strcmp(name, "token_embd.weight"))
         ;  /* no rule for the K-quant file types */
     else if (contains(name, "attn_v.weight"))
         type = attn_v_type(s, type);
-    else if (contains(name, "attn_k.weight") || contains(name, "attn_q.weight"))
-        ;  /* rules only for IQ file types and 8-expert models */
+    else if (contains(name, "attn_k.weight"))
+        type = s->n_expert == 8 ? PLM_TYPE_Q8_0 : type;  /* other rules: IQ file types only */
+    else if (contains(name, "attn_q.weight"))
+        ;  /* rules only for IQ file types */
     else if (contains(name, "ffn_down"))
-        type = ffn_down_type(s, type);
+        type = ffn_down_type(s, name, type);
     else if (contains(name, "attn_output.weight"))
         type = attn_output_type(s, type);
     else if (contains(name, "attn_qkv.weight"))
@@ -175,10 +214,9 @@ static plm_status read_model(const plm_gguf_file *in, const named_tensor *list, 
     if (!arch[0] || n_layer == 0 || n_layer > 100000)
         return plm_fail(err, PLM_ERR_FORMAT, "no general.architecture or %s.block_count: the mixture rules need them",
                         arch[0] ? arch : "ARCH");
-    if (arch_u32(in, arch, "expert_count", 0) > 1)
-        return plm_fail(err, PLM_ERR_UNSUPPORTED,
-                        "mixture-of-experts model: the K-quant mixture rules are implemented for dense models only "
-                        "(use --pure)");
+    const uint32_t n_expert = arch_u32(in, arch, "expert_count", 0);
+    if (n_expert > 100000) return plm_fail(err, PLM_ERR_FORMAT, "%s.expert_count=%u is not a model", arch, n_expert);
+    s->n_expert = (int)n_expert;
     const uint32_t n_head = arch_u32(in, arch, "attention.head_count", 0);
     const uint32_t n_head_kv = arch_u32(in, arch, "attention.head_count_kv", n_head);
     s->falcon = !strcmp(arch, "falcon");
@@ -213,25 +251,77 @@ static plm_status list_tensors(const plm_gguf_file *in, named_tensor *list, plm_
     return PLM_OK;
 }
 
-plm_status plm_choose_tensor_types(const plm_gguf_file *in, plm_type base, uint32_t ftype, bool pure,
-                                   uint32_t *out_type, plm_error *err) {
-    const plm_type_info *bi = plm_type_info_get(base);
+/* ---- llama-quantize's overrides ------------------------------------------ */
+
+typedef struct type_pattern {
+    regex_t re;
+    plm_type type;
+} type_pattern;
+
+/* "REGEX=TYPE" -> pattern (the regex lowercased, as llama-quantize does). */
+static plm_status parse_pattern(const char *arg, type_pattern *out, plm_error *err) {
+    const char *eq = strrchr(arg, '=');
+    if (!eq || eq == arg || !eq[1])
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "--tensor-type '%s': expected REGEX=TYPE", arg);
+    const int type = plm_type_from_name(eq + 1);
+    if (type < 0 || !plm_get_quantize((plm_type)type))
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "--tensor-type '%s': cannot quantize to '%s'", arg, eq + 1);
+    char re[256];
+    const size_t n = (size_t)(eq - arg);
+    if (n >= sizeof re) return plm_fail(err, PLM_ERR_INVALID_ARG, "--tensor-type '%s': pattern too long", arg);
+    for (size_t i = 0; i < n; i++) re[i] = (char)tolower((unsigned char)arg[i]);
+    re[n] = 0;
+    if (regcomp(&out->re, re, REG_EXTENDED | REG_NOSUB))
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "--tensor-type '%s': bad regular expression '%s'", arg, re);
+    out->type = (plm_type)type;
+    return PLM_OK;
+}
+
+static int first_match(const type_pattern *pats, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (regexec(&pats[i].re, name, 0, NULL, 0) == 0) return i;
+    return -1;
+}
+
+/* A quantized default: llama_tensor_get_type's wrapper (the rules applied
+ * by mixture_type, in visiting order). */
+static plm_type choose_one(mix_state *s, const plm_type_choice *c, const type_pattern *pats, const plm_gguf_tensor *t,
+                           const char *name) {
+    /* these two are taken as they are, without a fallback */
+    if (c->token_embd_type >= 0 && !strcmp(name, "token_embd.weight")) return (plm_type)c->token_embd_type;
+    if (c->output_type >= 0 && !strcmp(name, "output.weight")) return (plm_type)c->output_type;
+    const int m = first_match(pats, c->n_tensor_types, name);
+    if (m >= 0) return fallback_type(t, pats[m].type);
+    return c->pure ? fallback_type(t, c->base) : mixture_type(s, t, name, c->base);
+}
+
+plm_status plm_choose_tensor_types(const plm_gguf_file *in, const plm_type_choice *c, uint32_t *out_type,
+                                   plm_error *err) {
+    const plm_type_info *bi = plm_type_info_get(c->base);
     const bool quantized = bi && bi->block_size > 1;  /* F16/BF16/F32 take every row as it is */
     for (uint64_t i = 0; i < in->n_tensors; i++) {
         const plm_gguf_tensor *t = &in->tensors[i];
-        out_type[i] = !plm_is_weight_matrix(t) ? t->type : quantized ? fallback_type(t, base) : base;
+        out_type[i] = !plm_is_weight_matrix(t) ? t->type : quantized ? fallback_type(t, c->base) : c->base;
     }
-    if (pure || !quantized || in->n_tensors == 0) return PLM_OK;
+    if (!quantized || in->n_tensors == 0) return PLM_OK;
 
     named_tensor *list = malloc(in->n_tensors * sizeof *list);
-    if (!list) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
-    mix_state s = {.ftype = ftype};
-    plm_status st = list_tensors(in, list, err);
-    if (!st) st = read_model(in, list, in->n_tensors, &s, err);
+    type_pattern *pats = calloc((size_t)c->n_tensor_types + 1, sizeof *pats);
+    int n_pats = 0;
+    plm_status st = list && pats ? PLM_OK : plm_fail(err, PLM_ERR_NOMEM, "out of memory");
+    for (; !st && n_pats < c->n_tensor_types; n_pats++)
+        if ((st = parse_pattern(c->tensor_types[n_pats], &pats[n_pats], err))) break;
+    mix_state s = {.ftype = c->ftype, .has_imatrix = c->has_imatrix, .output_type = c->output_type};
+    if (!st) st = list_tensors(in, list, err);
+    if (!st && !c->pure) st = read_model(in, list, in->n_tensors, &s, err);
+    for (uint64_t i = 0; !st && c->pure && i < in->n_tensors; i++)
+        s.has_output |= !strcmp(list[i].name, "output.weight");
     for (uint64_t k = 0; !st && k < in->n_tensors; k++) {
         const plm_gguf_tensor *t = &in->tensors[list[k].index];
-        if (plm_is_weight_matrix(t)) out_type[list[k].index] = mixture_type(&s, t, list[k].name, base);
+        if (plm_is_weight_matrix(t)) out_type[list[k].index] = choose_one(&s, c, pats, t, list[k].name);
     }
+    for (int i = 0; pats && i < n_pats; i++) regfree(&pats[i].re);
+    free(pats);
     free(list);
     return st;
 }

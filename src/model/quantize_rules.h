@@ -24,19 +24,37 @@ enum {
     PLM_FTYPE_Q5_K_S = 16,
     PLM_FTYPE_Q5_K_M = 17,
     PLM_FTYPE_Q6_K = 18,
+    PLM_FTYPE_Q4_0 = 2,
+    PLM_FTYPE_Q5_0 = 8,
+    PLM_FTYPE_IQ4_NL = 25,
+    PLM_FTYPE_IQ4_XS = 30,
 };
+
+/* What picks the types: the file type's base type and rules, and
+ * llama-quantize's options that override them. */
+typedef struct plm_type_choice {
+    plm_type base;
+    uint32_t ftype;          /* a llama_ftype (PLM_FTYPE_* or the older ones) */
+    bool pure;               /* every weight matrix in `base` (still overridable) */
+    bool has_imatrix;        /* some rules differ with an importance matrix */
+    int output_type;         /* plm_type of output.weight (or the tied token_embd), -1 = the rules' */
+    int token_embd_type;     /* plm_type of token_embd.weight, -1 = the rules' */
+    const char *const *tensor_types;  /* "REGEX=TYPE", first match wins (--tensor-type) */
+    int n_tensor_types;
+} plm_type_choice;
 
 /* A weight matrix: 2-D, named *.weight.  Everything else (norms, biases)
  * is copied as it is. */
 bool plm_is_weight_matrix(const plm_gguf_tensor *t);
 
-/* Fills out_type[i] for every tensor of `in`.  pure: every weight matrix
- * becomes `base`.  Otherwise `ftype` (a PLM_FTYPE_*) picks llama.cpp's
- * mixture: `base` for most matrices, more bits for the output, some
- * attn_v/ffn_down layers and the like.  Either way, as in llama.cpp, a
- * matrix whose rows are not whole blocks of its type falls back to a
- * 32-element type of similar size (Q4_K -> Q5_0, ...), or to F16. */
-plm_status plm_choose_tensor_types(const plm_gguf_file *in, plm_type base, uint32_t ftype, bool pure,
-                                   uint32_t *out_type, plm_error *err);
+/* Fills out_type[i] for every tensor of `in`, as llama_tensor_get_type:
+ * token_embd_type / output_type if set; else the first --tensor-type
+ * pattern matching the name; else with pure `base`, otherwise `ftype`'s
+ * mixture (`base` for most matrices, more bits for the output, some
+ * attn_v/ffn_down layers and the like).  A matrix whose rows are not whole
+ * blocks of its type then falls back to a 32-element type of similar size
+ * (Q4_K -> Q5_0, ...), or to F16.  A bad pattern or type fails, named. */
+plm_status plm_choose_tensor_types(const plm_gguf_file *in, const plm_type_choice *choice, uint32_t *out_type,
+                                   plm_error *err);
 
 #endif

@@ -58,6 +58,19 @@ typedef struct granite_scales {
 } granite_scales;
 #define NO_GRANITE {1, 1, 0, 1}
 
+/* What the newer families add (config.json): the sliding window, the
+ * windowed layers' RoPE base and the soft-caps (gemma), linear RoPE
+ * scaling (gemma-3-4b's global layers), and LongRoPE's original context
+ * (phi3 128k: rope_factors_long/short and their attention factor).  A
+ * window on a llama shape is written as Mistral's converter writes it
+ * (llama.attention.sliding_window), which llama.cpp ignores. */
+typedef struct synth_extra {
+    uint32_t window;
+    float rope_base_swa, attn_softcap, final_softcap, rope_linear;
+    uint32_t longrope_orig_ctx;
+} synth_extra;
+#define NO_EXTRA {0, 0, 0, 0, 0, 0}
+
 typedef struct synth_shape {
     const char *name;
     const plm_arch *arch;
@@ -67,33 +80,85 @@ typedef struct synth_shape {
     uint32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
     llama3_rope llama3;
     granite_scales granite;
+    synth_extra extra;
 } synth_shape;
 
 /* Real models first; the "test-" shapes are tiny, for the unit tests. */
 static const synth_shape shapes[] = {
-    {"tinyllama-1.1b", &plm_arch_llama, 22, 2048, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
-    {"llama-3.2-1b", &plm_arch_llama, 16, 2048, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0, {32, 1, 4, 8192}, NO_GRANITE},
-    {"llama-3.2-3b", &plm_arch_llama, 28, 3072, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0, {32, 1, 4, 8192}, NO_GRANITE},
-    {"qwen2.5-0.5b", &plm_arch_qwen2, 24, 896, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3, NO_GRANITE},
-    {"qwen2.5-1.5b", &plm_arch_qwen2, 28, 1536, 12, 2, 8960, 32768, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3, NO_GRANITE},
-    {"qwen2.5-7b", &plm_arch_qwen2, 28, 3584, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false, 0, NO_LLAMA3, NO_GRANITE},
-    {"qwen3-0.6b", &plm_arch_qwen3, 28, 1024, 16, 8, 3072, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3, NO_GRANITE},
-    {"qwen3-1.7b", &plm_arch_qwen3, 28, 2048, 16, 8, 6144, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3, NO_GRANITE},
+    {"tinyllama-1.1b", &plm_arch_llama, 22, 2048, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, 0, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
+    {"llama-3.2-1b", &plm_arch_llama, 16, 2048, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0, {32, 1, 4, 8192},
+     NO_GRANITE, NO_EXTRA},
+    {"llama-3.2-3b", &plm_arch_llama, 28, 3072, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true, 0, {32, 1, 4, 8192},
+     NO_GRANITE, NO_EXTRA},
+    {"qwen2.5-0.5b", &plm_arch_qwen2, 24, 896, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
+    {"qwen2.5-1.5b", &plm_arch_qwen2, 28, 1536, 12, 2, 8960, 32768, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
+    {"qwen2.5-7b", &plm_arch_qwen2, 28, 3584, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false, 0, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
+    {"qwen3-0.6b", &plm_arch_qwen3, 28, 1024, 16, 8, 3072, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
+    {"qwen3-1.7b", &plm_arch_qwen3, 28, 2048, 16, 8, 6144, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
     {"granite-3.1-2b", &plm_arch_granite, 40, 2048, 32, 8, 8192, 131072, 5000000.0f, 1e-5f, true, 0, NO_LLAMA3,
-     {12.0f, 0.22f, 0.015625f, 8.0f}},
-    {"phi-3-mini-4k", &plm_arch_phi3, 32, 3072, 32, 32, 8192, 4096, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
-    {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE},
-    {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3, NO_GRANITE},
+     {12.0f, 0.22f, 0.015625f, 8.0f}, NO_EXTRA},
+    {"phi-3-mini-4k", &plm_arch_phi3, 32, 3072, 32, 32, 8192, 4096, 10000.0f, 1e-5f, false, 0, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
+    {"phi-3.5-mini", &plm_arch_phi3, 32, 3072, 32, 32, 8192, 131072, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE,
+     {0, 0, 0, 0, 0, 4096}},
+    {"gemma-2-2b", &plm_arch_gemma2, 26, 2304, 8, 4, 9216, 8192, 10000.0f, 1e-6f, true, 256, NO_LLAMA3, NO_GRANITE,
+     {4096, 10000.0f, 50.0f, 30.0f, 0, 0}},
+    {"gemma-3-1b", &plm_arch_gemma3, 26, 1152, 4, 1, 6912, 32768, 1000000.0f, 1e-6f, true, 256, NO_LLAMA3, NO_GRANITE,
+     {512, 10000.0f, 0, 0, 0, 0}},
+    {"gemma-3-4b", &plm_arch_gemma3, 34, 2560, 8, 4, 10240, 131072, 1000000.0f, 1e-6f, true, 256, NO_LLAMA3,
+     NO_GRANITE, {1024, 10000.0f, 0, 0, 8.0f, 0}},
+    {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, 0, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
+    {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
     /* tied as Llama 3.2, with llama3 RoPE factors that matter within a few dozen
      * positions: most of its 16 frequency pairs are slowed by 8 */
-    {"test-llama3-tiny", &plm_arch_llama, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, {8, 1, 4, 64}, NO_GRANITE},
+    {"test-llama3-tiny", &plm_arch_llama, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, {8, 1, 4, 64},
+     NO_GRANITE, NO_EXTRA},
     /* scales chosen so that each one moves the logits well past the
      * tolerances, and logits divided by 0.5 stay spread out */
     {"test-granite-tiny", &plm_arch_granite, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3,
-     {3.0f, 0.5f, 0.05f, 0.5f}},
-    {"test-phi3-tiny", &plm_arch_phi3, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3, NO_GRANITE},
+     {3.0f, 0.5f, 0.05f, 0.5f}, NO_EXTRA},
+    {"test-phi3-tiny", &plm_arch_phi3, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
     /* head_dim 64 with n_embd 256 / 8 heads: q_dim != n_embd, as in Qwen3; rows of 256 for K-quants */
-    {"test-qwen3-tiny", &plm_arch_qwen3, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE},
+    {"test-qwen3-tiny", &plm_arch_qwen3, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
+    /* Mixture-of-Experts (their experts: moe_shapes below) */
+    {"qwen3-30b-a3b", &plm_arch_qwen3moe, 48, 2048, 32, 4, 6144, 40960, 1000000.0f, 1e-6f, false, 128, NO_LLAMA3, NO_GRANITE,
+     NO_EXTRA},
+    {"mixtral-8x7b", &plm_arch_llama_moe, 32, 4096, 32, 8, 14336, 32768, 1000000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE,
+     NO_EXTRA},
+    /* rows of 256 for K-quants; tied, so that the logits spread out (see test-llama-tiny) */
+    {"test-qwen3moe-tiny", &plm_arch_qwen3moe, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE,
+     NO_EXTRA},
+    {"test-mixtral-tiny", &plm_arch_llama_moe, 2, 256, 8, 2, 512, 256, 1000000.0f, 1e-5f, true, 0, NO_LLAMA3, NO_GRANITE,
+     NO_EXTRA},
+    /* experts of 512 KiB (F16) each, far above the kernel's 64 KiB fault-around:
+     * which experts' pages a run touches shows in its RSS (test_plan) */
+    {"test-qwen3moe-pages", &plm_arch_qwen3moe, 1, 512, 8, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE,
+     NO_EXTRA},
+    /* Mistral-style: a window of 8 that llama.cpp ignores for llama */
+    {"test-mistral-tiny", &plm_arch_llama, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3, NO_GRANITE,
+     {8, 0, 0, 0, 0, 0}},
+    /* LongRoPE beyond an original context of 512 (above the 256 llama.cpp
+     * pads a small context to): factors that differ between long and
+     * short; attention factor sqrt(1 + ln 16 / ln 512) */
+    {"test-phi3-longrope-tiny", &plm_arch_phi3, 2, 256, 8, 2, 512, 8192, 10000.0f, 1e-5f, true, 0, NO_LLAMA3,
+     NO_GRANITE, {0, 0, 0, 0, 0, 512}},
+    /* gemma2: window 8 on layer 0 (layer 1 global), soft-caps small enough
+     * to bend the scores and the logits */
+    {"test-gemma2-tiny", &plm_arch_gemma2, 2, 256, 4, 2, 512, 256, 10000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE,
+     {8, 10000.0f, 0.1f, 5.0f, 0, 0}},
+    /* gemma3: 7 layers so that one (5) is global; window 8; local RoPE base 10000, global 1e6 */
+    {"test-gemma3-tiny", &plm_arch_gemma3, 7, 256, 4, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE,
+     {8, 10000.0f, 0, 0, 0, 0}},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -101,8 +166,37 @@ static const char *const shape_names[N_SHAPES + 1] = {
     "tinyllama-1.1b", "llama-3.2-1b", "llama-3.2-3b", "qwen2.5-0.5b",
     "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-1.7b", "granite-3.1-2b", "phi-3-mini-4k",
     "test-llama-tiny", "test-qwen2-tiny", "test-llama3-tiny", "test-granite-tiny", "test-phi3-tiny",
-    "test-qwen3-tiny", NULL,
+    "test-qwen3-tiny", "qwen3-30b-a3b", "mixtral-8x7b", "test-qwen3moe-tiny", "test-mixtral-tiny",
+    "test-qwen3moe-pages", "phi-3.5-mini", "gemma-2-2b", "gemma-3-1b", "gemma-3-4b", "test-mistral-tiny",
+    "test-phi3-longrope-tiny", "test-gemma2-tiny", "test-gemma3-tiny", NULL,
 };
+
+/* The experts of the Mixture-of-Experts shapes (config.json's
+ * num_experts / num_local_experts, num_experts_per_tok and
+ * moe_intermediate_size; 0: as wide as n_ff, Mixtral's). */
+typedef struct synth_moe {
+    const char *shape;
+    uint32_t n_expert, n_expert_used, n_ff_expert;
+} synth_moe;
+
+static const synth_moe moe_shapes[] = {
+    {"qwen3-30b-a3b", 128, 8, 768},
+    {"mixtral-8x7b", 8, 2, 0},
+    /* 16 experts, 4 chosen: the expert_count == 8 quantization rules do not apply */
+    {"test-qwen3moe-tiny", 16, 4, 256},
+    /* 8 experts: llama.cpp's quantizer treats attn_v, attn_k, attn_output as for Mixtral-8x7B */
+    {"test-mixtral-tiny", 8, 2, 0},
+    {"test-qwen3moe-pages", 64, 4, 512},
+};
+
+static void shape_experts(const synth_shape *sh, plm_hparams *hp) {
+    for (size_t i = 0; i < sizeof moe_shapes / sizeof moe_shapes[0]; i++)
+        if (!strcmp(moe_shapes[i].shape, sh->name)) {
+            hp->n_expert = (int)moe_shapes[i].n_expert;
+            hp->n_expert_used = (int)moe_shapes[i].n_expert_used;
+            hp->n_ff_expert = (int)(moe_shapes[i].n_ff_expert ? moe_shapes[i].n_ff_expert : sh->n_ff);
+        }
+}
 
 const char *const *plm_synth_shapes(void) { return shape_names; }
 
@@ -112,7 +206,7 @@ typedef struct synth_tensor {
     char name[64];
     uint32_t type;  /* PLM_TYPE_F32 / PLM_TYPE_F16 */
     uint32_t n_dims;
-    uint64_t ne[2];
+    uint64_t ne[3];
     plm_tensor_kind init;
 } synth_tensor;
 
@@ -204,18 +298,28 @@ static void llama3_factors(const llama3_rope *r, const plm_hparams *hp, float *o
     }
 }
 
+/* LongRoPE's factors, one per rotated pair: 1 for the fastest pair rising
+ * to 1.5 (short) or to 40 (long) for the slowest, the shape of Phi-3.5's. */
+static void longrope_factors(bool long_ctx, float *out, uint64_t n) {
+    const float top = long_ctx ? 40.0f : 1.5f;
+    for (uint64_t i = 0; i < n; i++) out[i] = 1.0f + (top - 1.0f) * (float)i / (float)(n > 1 ? n - 1 : 1);
+}
+
+static bool is_longrope(const char *name) { return !strncmp(name, "rope_factors_", 13); }
+
 static plm_status synth_fill(void *user, uint64_t index, void *dst, uint64_t nbytes, plm_error *err) {
     const synth_job *job = user;
     if (index >= job->n_tensors)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "synth: no tensor %llu", (unsigned long long)index);
     const synth_tensor *t = &job->tensors[index];
     size_t esize = t->type == PLM_TYPE_F16 ? 2 : 4;
-    uint64_t n = t->ne[0] * t->ne[1];
+    uint64_t n = t->ne[0] * t->ne[1] * t->ne[2];
     if (nbytes != n * esize)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "synth: %s: writer asks %llu bytes, expected %llu",
                         t->name, (unsigned long long)nbytes, (unsigned long long)(n * esize));
     if (t->init == PLM_T_ROPE_FACTORS) {
-        llama3_factors(&job->shape->llama3, job->hp, dst, n);
+        if (is_longrope(t->name)) longrope_factors(!strcmp(t->name, "rope_factors_long.weight"), dst, n);
+        else llama3_factors(&job->shape->llama3, job->hp, dst, n);
         return PLM_OK;
     }
     if (t->init == PLM_T_NORM) {
@@ -258,6 +362,14 @@ static plm_hparams shape_hparams(const synth_shape *sh, uint64_t n_vocab) {
     hp.residual_scale = sh->granite.residual;
     hp.attn_scale = sh->granite.attention;
     hp.logit_scale = sh->granite.logit;
+    hp.n_swa = (int)sh->extra.window;
+    hp.rope_freq_base_swa = sh->extra.rope_base_swa;
+    hp.attn_softcap = sh->extra.attn_softcap;
+    hp.final_softcap = sh->extra.final_softcap;
+    hp.n_ctx_orig = (int)(sh->extra.longrope_orig_ctx ? sh->extra.longrope_orig_ctx : sh->n_ctx);
+    /* as the converter computes it for LongRoPE ("su"/"longrope") */
+    const double scale = (double)sh->n_ctx / hp.n_ctx_orig;
+    hp.rope_attn_factor = scale > 1.0 ? (float)sqrt(1.0 + log(scale) / log((double)hp.n_ctx_orig)) : 1.0f;
     return hp;
 }
 
@@ -266,17 +378,21 @@ static void add_tensor(synth_tensor *list, uint64_t *n, const plm_tensor_spec *s
     synth_tensor *t = &list[(*n)++];
     snprintf(t->name, sizeof t->name, spec->name, il);
     const bool vector = spec->ne1 == PLM_DIM_NONE;
-    t->type = vector ? PLM_TYPE_F32 : wtype;
-    t->n_dims = vector ? 1 : 2;
+    const int64_t experts = plm_dim_experts(hp, spec->ne1);
+    /* the converter writes the MoE router in F32 whatever the output type */
+    t->type = vector || spec->kind == PLM_T_ROUTER ? PLM_TYPE_F32 : wtype;
+    t->n_dims = vector ? 1 : experts ? 3 : 2;
     t->ne[0] = (uint64_t)plm_dim_size(hp, spec->ne0);
     t->ne[1] = (uint64_t)plm_dim_size(hp, spec->ne1);
+    t->ne[2] = experts ? (uint64_t)experts : 1;
     t->init = spec->kind;
 }
 
 /* Whether a shape's file has this table entry: the required ones, and the
  * output matrix unless the shape ties it. */
 static bool shape_has(const synth_shape *sh, const plm_tensor_spec *spec) {
-    if (spec->kind == PLM_T_ROPE_FACTORS) return sh->llama3.factor > 0;
+    if (spec->kind == PLM_T_ROPE_FACTORS)
+        return is_longrope(spec->name) ? sh->extra.longrope_orig_ctx > 0 : sh->llama3.factor > 0;
     return spec->need == PLM_REQUIRED || (spec->need == PLM_TIED && !sh->tied);
 }
 
@@ -297,6 +413,29 @@ static uint64_t max_tensors(const synth_shape *sh) {
     for (const plm_tensor_spec *t = sh->arch->globals; t->name; t++) n_global++;
     for (const plm_tensor_spec *t = sh->arch->layer; t->name; t++) n_layer++;
     return n_global + sh->n_layer * n_layer;
+}
+
+static bool arch_has_key(const plm_arch *arch, const char *key) {
+    for (const plm_hp_key *k = arch->hparams; k->key; k++)
+        if (!strcmp(k->key, key)) return true;
+    return false;
+}
+
+/* Keys outside the descriptor's table: linear RoPE scaling, and a window
+ * the family does not read (Mistral's, for llama). */
+static void write_extra(plm_gguf_writer *w, const synth_shape *sh) {
+    char key[128];
+    const char *arch = sh->arch->name;
+    if (sh->extra.window && !arch_has_key(sh->arch, "attention.sliding_window")) {
+        snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
+        plm_gguf_writer_set_u32(w, key, sh->extra.window);
+    }
+    if (sh->extra.rope_linear > 0) {
+        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+        plm_gguf_writer_set_str(w, key, "linear");
+        snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+        plm_gguf_writer_set_f32(w, key, sh->extra.rope_linear);
+    }
 }
 
 /* Every hyperparameter key of the descriptor, with the shape's value. */
@@ -365,7 +504,8 @@ plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float 
         plm_gguf_close(vocab);
         return plm_fail(err, PLM_ERR_NOMEM, "synth: out of memory");
     }
-    const plm_hparams hp = shape_hparams(sh, n_vocab);
+    plm_hparams hp = shape_hparams(sh, n_vocab);
+    shape_experts(sh, &hp);
     uint64_t n_tensors = build_tensors(sh, &hp, wtype, list);
 
     char name[128];
@@ -374,6 +514,7 @@ plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float 
     plm_gguf_writer_set_str(w, "general.type", "model");
     plm_gguf_writer_set_str(w, "general.name", name);
     write_hparams(w, sh->arch, &hp);
+    write_extra(w, sh);
     plm_gguf_writer_set_u32(w, "general.file_type", params->f32 ? 0 : 1);
     plm_gguf_writer_set_u32(w, "general.quantization_version", 2);
     for (uint64_t i = 0; i < vocab->n_kv; i++)

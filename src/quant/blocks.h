@@ -11,6 +11,7 @@
 #define PLM_QUANT_BLOCKS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "quant/fp16.h"
 
@@ -141,6 +142,122 @@ _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
 _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K size");
 _Static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl size");
 _Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
+
+/* ---- the codebook formats (IQ1/IQ2/IQ3): 256-element blocks whose groups
+ * of 8 (or 4) weights are one index into a lattice (iq_tables.h), with signs
+ * stored apart; sub-block scales are small odd integers 2s+1. ---- */
+
+/* Per 32: 8 bytes = four u8 grid indices (groups of 8), then a u32 whose
+ * 4 x 7 low bits are sign codes (plm_iq2_signs) and top 4 bits the scale s:
+ * x = d * (2s+1) / 8 * grid * sign. */
+typedef struct {
+    plm_fp16_t d;
+    uint16_t qs[QK_K / 8];
+} block_iq2_xxs;
+
+/* Per group of 8: u16 = 9-bit grid index | 7-bit sign code << 9; per 16 a
+ * 4-bit scale (low nibble first): x = d * (2s+1) / 8 * grid * sign. */
+typedef struct {
+    plm_fp16_t d;
+    uint16_t qs[QK_K / 8];
+    uint8_t scales[QK_K / 32];
+} block_iq2_xs;
+
+/* Per group of 8: 8 low index bits in qs[0..31], 2 high bits in qh (2 per
+ * group, 4 groups a byte), a full sign byte in qs[32..63]; scales as IQ2_XS. */
+typedef struct {
+    plm_fp16_t d;
+    uint8_t qs[QK_K / 4];
+    uint8_t qh[QK_K / 32];
+    uint8_t scales[QK_K / 32];
+} block_iq2_s;
+
+/* Per group of 4: a u8 index into the 256-point 3-bit grid (qs[0..63]);
+ * per 32 a u32 (after the indices) of 4 x 7 sign bits and a 4-bit scale:
+ * x = d * (2s+1) / 4 * grid * sign. */
+typedef struct {
+    plm_fp16_t d;
+    uint8_t qs[3 * QK_K / 8];
+} block_iq3_xxs;
+
+/* Per group of 4: 8 index bits in qs plus a ninth in qh (one bit a group),
+ * a full sign byte per 8 weights, a 4-bit scale per 32: x = d * (2s+1) *
+ * grid * sign. */
+typedef struct {
+    plm_fp16_t d;
+    uint8_t qs[QK_K / 4];
+    uint8_t qh[QK_K / 32];
+    uint8_t signs[QK_K / 8];
+    uint8_t scales[QK_K / 64];
+} block_iq3_s;
+
+/* Per group of 8: 8 index bits in qs, 3 more in qh[sub-block] (bits 3l..);
+ * qh's bits 12..14 are the scale s, bit 15 the sign of the shift:
+ * x = d * (2s+1) * (grid +- 1/8), grid in {-1, 0, 1}. */
+typedef struct {
+    plm_fp16_t d;
+    uint8_t qs[QK_K / 8];
+    uint16_t qh[QK_K / 32];
+} block_iq1_s;
+
+/* As IQ1_S, but a 3-bit scale per 16 and the shift sign per 8 (bit 3 / 7
+ * of each qh nibble, whose low 3 bits extend the index); the f16 block
+ * scale is spread over the top nibbles of the four u16 of scales. */
+typedef struct {
+    uint8_t qs[QK_K / 8];
+    uint8_t qh[QK_K / 16];
+    uint8_t scales[QK_K / 32];
+} block_iq1_m;
+
+#define IQ1_DELTA 0.125f
+
+/* Ternary: 5 trits a byte as a base-3 fraction (qs: 240 weights, element
+ * 32 * n + m is trit n of byte m, then a 16-byte tail the same way), the
+ * last 16 four a byte in qh: x = d * (t - 1). */
+typedef struct {
+    uint8_t qs[(QK_K - 4 * QK_K / 64) / 5];
+    uint8_t qh[QK_K / 64];
+    plm_fp16_t d;
+} block_tq1_0;
+
+/* Ternary at 2 bits: element 128*h + 32*l + m is bits 2l of qs[32h + m];
+ * x = d * (q - 1). */
+typedef struct {
+    uint8_t qs[QK_K / 4];
+    plm_fp16_t d;
+} block_tq2_0;
+
+/* OCP microscaling FP4: an E8M0 exponent shared by 32 E2M1 values, nibbles
+ * as Q4_0 (element j low nibble of qs[j], j + 16 high nibble). */
+#define QK_MXFP4 32
+typedef struct {
+    uint8_t e;
+    uint8_t qs[QK_MXFP4 / 2];
+} block_mxfp4;
+
+_Static_assert(sizeof(block_iq2_xxs) == 66, "block_iq2_xxs size");
+_Static_assert(sizeof(block_iq2_xs) == 74, "block_iq2_xs size");
+_Static_assert(sizeof(block_iq2_s) == 82, "block_iq2_s size");
+_Static_assert(sizeof(block_iq3_xxs) == 98, "block_iq3_xxs size");
+_Static_assert(sizeof(block_iq3_s) == 110, "block_iq3_s size");
+_Static_assert(sizeof(block_iq1_s) == 50, "block_iq1_s size");
+_Static_assert(sizeof(block_iq1_m) == 56, "block_iq1_m size");
+_Static_assert(sizeof(block_tq1_0) == 54, "block_tq1_0 size");
+_Static_assert(sizeof(block_tq2_0) == 66, "block_tq2_0 size");
+_Static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 size");
+
+/* E2M1 values doubled (so they are integers): 0, 0.5, 1, 1.5, 2, 3, 4, 6
+ * and their negatives; the block scale is then half the E8M0 power of 2. */
+static const int8_t kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* 2^(e - 128): half of the E8M0 scale 2^(e - 127), built from its bits
+ * (e = 0 and 1 give the subnormals 2^-128 and 2^-127). */
+static inline float plm_e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 /* The 16 levels of IQ4_NL/IQ4_XS: a non-uniform grid denser near zero. */
 static const int8_t kvalues_iq4nl[16] = {

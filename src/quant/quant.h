@@ -31,6 +31,17 @@ void plm_dequantize_row_q6_K(const void *x, float *y, int64_t n);
 void plm_dequantize_row_q8_K(const void *x, float *y, int64_t n);
 void plm_dequantize_row_iq4_nl(const void *x, float *y, int64_t n);
 void plm_dequantize_row_iq4_xs(const void *x, float *y, int64_t n);
+/* the codebook formats and MXFP4 (dequantize_iq.c) */
+void plm_dequantize_row_iq2_xxs(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq2_xs(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq2_s(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq3_xxs(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq3_s(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq1_s(const void *x, float *y, int64_t n);
+void plm_dequantize_row_iq1_m(const void *x, float *y, int64_t n);
+void plm_dequantize_row_tq1_0(const void *x, float *y, int64_t n);
+void plm_dequantize_row_tq2_0(const void *x, float *y, int64_t n);
+void plm_dequantize_row_mxfp4(const void *x, float *y, int64_t n);
 
 /* ---- quantize: n floats -> row of blocks ---------------------------------
  * Bit-identical to ggml's reference quantizers without an importance matrix,
@@ -53,6 +64,31 @@ void plm_quantize_row_q3_K(const float *x, void *y, int64_t n);
 void plm_quantize_row_q4_K(const float *x, void *y, int64_t n);
 void plm_quantize_row_q5_K(const float *x, void *y, int64_t n);
 void plm_quantize_row_q6_K(const float *x, void *y, int64_t n);
+
+/* IQ4_XS (quantize_weighted.c): IQ4_NL's fit on 8 sub-blocks of 32 with
+ * 6-bit sub-block scales, as llama-quantize writes it. */
+void plm_quantize_row_iq4_xs(const float *x, void *y, int64_t n);
+
+/* ---- importance-weighted quantizers (quantize_weighted.c) ----------------
+ * What llama-quantize --imatrix writes: qw holds one importance per column
+ * (n of them; an importance matrix row, see model/imatrix.h).  qw NULL
+ * gives what llama-quantize writes without one.  x must be exactly one row:
+ * the 32-element formats take their scale of spread from the whole row. */
+typedef void (*plm_quantize_weighted_fn)(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q4_0_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q4_1_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q5_0_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q5_1_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q2_K_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q3_K_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q4_K_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q5_K_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_q6_K_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_iq4_nl_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_iq4_xs_w(const float *x, void *y, int64_t n, const float *qw);
+/* The weighted quantizer of a type; NULL where importances change nothing
+ * (Q8_0, F16, ...) or the type has no quantizer. */
+plm_quantize_weighted_fn plm_get_quantize_weighted(plm_type type);
 
 /* The reference functions of a type (its plm_type_info entry); NULL when
  * the type has no such function or is unknown. */

@@ -32,12 +32,15 @@ static void scratch_free(plm_scratch *s) {
     free(s->gate);
     free(s->up);
     for (int i = 0; i < 3; i++) free(s->act[i]);
+    free(s->moe);
 }
 
 /* Every buffer is sized by the memory plan (runtime/plan.c), the same
  * numbers `pocketlm plan` prints: prediction and allocation cannot drift. */
-static plm_status scratch_alloc(plm_scratch *s, const plm_plan_buffers *b, plm_error *err) {
+static plm_status scratch_alloc(plm_scratch *s, const plm_plan_buffers *b, uint32_t n_batch, plm_error *err) {
     s->act_row_cap = b->act_row;
+    s->moe_batch = n_batch;
+    if (b->moe && !(s->moe = malloc(b->moe))) return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating MoE buffers");
     s->x = malloc(b->x);
     s->xn = malloc(b->xn);
     s->q = malloc(b->q);
@@ -121,7 +124,7 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
         const plm_kv_spec kv = kv_spec(model, &p);
         st = plm_kv_init(&c->fwd.kv, &kv, err);
     }
-    if (!st) st = scratch_alloc(&c->fwd.s, &b, err);
+    if (!st) st = scratch_alloc(&c->fwd.s, &b, p.n_batch, err);
     if (!st) {
         c->logits_cap = plm_plan_logits_rows(p.n_batch, p.n_seq, p.logits_all);
         c->logits = malloc(b.logits);
@@ -349,7 +352,7 @@ uint64_t plm_context_trim(plm_context *c, plm_trim_level level) {
     /* Scratch: rewritten before it is read by every forward pass. */
     plm_scratch *s = &c->fwd.s;
     uint64_t n = release(s->x, b.x) + release(s->xn, b.xn) + release(s->q, b.q) + release(s->k, b.k) +
-                 release(s->v, b.v) + release(s->gate, b.gate) + release(s->up, b.up);
+                 release(s->v, b.v) + release(s->gate, b.gate) + release(s->up, b.up) + release(s->moe, b.moe);
     for (int i = 0; i < 3; i++) n += release(s->act[i], b.act);
     /* Idle workers: this context's hold on them (the last holder's release
      * stops the threads); plm_decode takes them again. */

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "pocketlm_gguf.h"
 #include "pocketlm_plan.h"
 #include "quant/types.h"
@@ -118,8 +119,11 @@ plm_plan_params plm_plan_default_params(void) {
 bool plm_plan_buffers_for(const plm_kv_spec *spec, bool logits_all, plm_plan_buffers *o) {
     memset(o, 0, sizeof *o);
     const plm_hparams *d = spec->hp;
+    /* gate/up also hold the attention output (n_embd wide); a MoE model's
+     * FFN has buffers of its own (moe), so they need nothing wider */
     const uint64_t B = spec->n_batch, E = (uint64_t)d->n_embd, q_dim = (uint64_t)d->n_head * d->head_dim,
-                   kv_dim = (uint64_t)d->n_head_kv * d->head_dim, ff = max_u64((uint64_t)d->n_ff, E);
+                   kv_dim = (uint64_t)d->n_head_kv * d->head_dim,
+                   ff = d->n_expert > 0 ? E : max_u64((uint64_t)d->n_ff, E);
     plm_kv_size kv;
     if (!plm_kv_size_of(spec, &kv)) return false;
     o->kv_row_k = kv.k_row;
@@ -135,6 +139,7 @@ bool plm_plan_buffers_for(const plm_kv_spec *spec, bool logits_all, plm_plan_buf
     o->act_row = (max_u64(max_u64(E, q_dim), ff) + 255) / 256 * 292;
     o->act = B * o->act_row;
     o->logits = (uint64_t)plm_plan_logits_rows(spec->n_batch, spec->n_seq, logits_all) * (uint64_t)d->n_vocab * 4;
+    o->moe = plm_moe_scratch_bytes(d, spec->n_batch);
     return true;
 }
 
@@ -185,12 +190,57 @@ static plm_hparams plan_hparams(const plm_plan *p) {
     hp.head_dim = (int)p->head_dim;
     hp.n_ff = (int)p->n_ff;
     hp.n_vocab = (int)p->n_vocab;
+    hp.n_expert = (int)p->n_expert;
+    hp.n_expert_used = (int)p->n_expert_used;
+    hp.n_ff_expert = (int)p->n_ff_expert;
+    hp.n_swa = (int)p->n_swa;
     return hp;
 }
 
 static plm_kv_spec plan_kv_spec(const plm_plan *p, const plm_hparams *hp) {
     const plm_plan_params *pp = &p->params;
     return (plm_kv_spec){plan_arch(p), hp, pp->n_ctx, pp->n_batch, pp->type_k, pp->type_v, pp->n_seq};
+}
+
+/* Resident bytes of the scratch buffers when `rows` rows of each were
+ * written (a MoE model's `up` is never written: its FFN has its own buffers,
+ * of which a run with quantized experts never touches the spare input slot,
+ * and one with F16/F32 experts none of the input slots). */
+static uint64_t buffers_touched(const plm_plan *p, uint64_t rows) {
+    const plm_plan_buffers *b = &p->buf;
+    const uint64_t B = p->params.n_batch ? p->params.n_batch : 1;
+    uint64_t s = alloc_touched(b->x, b->x / B * rows) + alloc_touched(b->xn, b->xn / B * rows) +
+                 alloc_touched(b->q, b->q / B * rows) + alloc_touched(b->k, b->k / B * rows) +
+                 alloc_touched(b->v, b->v / B * rows) + alloc_touched(b->gate, b->gate / B * rows) +
+                 alloc_touched(b->up, p->n_expert ? 0 : b->up / B * rows) + alloc_resident(b->logits);
+    if (b->moe) {
+        const plm_hparams hp = plan_hparams(p);
+        s += alloc_touched(b->moe, plm_moe_scratch_touched(&hp, p->params.n_batch, (uint32_t)rows,
+                                                           p->moe_quantized));
+    }
+    return s;
+}
+
+static void finish(plm_plan *p);
+
+/* The verification's logits: draft_max + 1 rows of the target's vocabulary. */
+static uint64_t verify_logits(const plm_plan *p) {
+    return alloc_resident((uint64_t)(p->draft_max + 1) * p->n_vocab * sizeof(float));
+}
+
+/* The draft at the target's context length, its overhead already counted. */
+static void add_draft_bill(plm_plan *p) {
+    p->draft_bytes = p->draft_anon_bytes = 0;
+    if (!p->draft) return;
+    plm_plan d = *p->draft;
+    d.draft = NULL;
+    d.params.n_ctx = p->params.n_ctx;
+    if (d.params.n_batch > d.params.n_ctx) d.params.n_batch = d.params.n_ctx;
+    finish(&d);
+    p->draft_bytes = d.peak_rss - d.overhead_bytes + verify_logits(p);
+    p->draft_anon_bytes = d.anon_bytes - d.overhead_bytes + verify_logits(p);
+    p->peak_rss += p->draft_bytes;
+    p->anon_bytes += p->draft_anon_bytes;
 }
 
 /* Facts about a plan that do not depend on the context: kept in the struct
@@ -202,9 +252,7 @@ static void finish(plm_plan *p) {
     plm_plan_buffers_for(&kv, pp->logits_all, &p->buf);
     const plm_plan_buffers *b = &p->buf;
     p->kv_bytes = alloc_resident(b->kv_k) + alloc_resident(b->kv_v);
-    uint64_t s = alloc_resident(b->x) + alloc_resident(b->xn) + alloc_resident(b->q) + alloc_resident(b->k) +
-                 alloc_resident(b->v) + alloc_resident(b->gate) + alloc_resident(b->up) +
-                 alloc_resident(b->logits);
+    uint64_t s = buffers_touched(p, pp->n_batch);
     for (int i = 0; i < PLM_PLAN_ACT_SLOTS; i++)
         s += i < p->act_slots ? rows_touched(b->act, pp->n_batch, b->act_row, p->act_used[i])
                                : (b->act < MMAP_THRESHOLD ? alloc_resident(b->act) : 0);
@@ -229,14 +277,27 @@ static void finish(plm_plan *p) {
     p->peak_rss = p->weights_resident + p->kv_bytes + p->scratch_bytes + p->vocab_bytes + p->model_bytes +
                   p->overhead_bytes;
     p->anon_bytes = p->peak_rss - (pp->use_mmap ? p->weights_resident : 0);
+    add_draft_bill(p);
 
-    /* Traffic per token. */
+    /* Traffic per token: the active weights (a file's exact bytes; a shape's
+     * share of its parameters), one row of an untied embedding. */
     const double active = p->n_params ? (double)p->n_params_active / (double)p->n_params : 1.0;
-    uint64_t streamed = p->tied_output ? p->weight_bytes : p->weight_bytes - p->embd_bytes + p->embd_row_bytes;
-    p->decode_bytes = (uint64_t)((double)streamed * active);
-    p->kv_read_full = (b->kv_k + b->kv_v) / pp->n_seq;  /* every cell of every layer of one sequence */
-    p->decode_flops = 2.0 * (double)p->n_params_active +
-                      4.0 * p->n_layer * (double)pp->n_ctx * p->n_head * p->head_dim;
+    if (p->weight_bytes_active)
+        p->decode_bytes = p->tied_output ? p->weight_bytes_active
+                                         : p->weight_bytes_active - p->embd_bytes + p->embd_row_bytes;
+    else
+        p->decode_bytes = (uint64_t)((double)(p->tied_output ? p->weight_bytes
+                                                             : p->weight_bytes - p->embd_bytes + p->embd_row_bytes) *
+                                     active);
+    /* A full context: each layer reads the positions it sees (a windowed
+     * layer: its window) of keys and values. */
+    uint64_t seen = 0;
+    for (uint32_t il = 0; il < p->n_layer; il++) {
+        const uint32_t w = plm_arch_layer_window(kv.arch, &hp, (int)il);
+        seen += w && w < pp->n_ctx ? w : pp->n_ctx;
+    }
+    p->kv_read_full = seen * (b->kv_row_k + b->kv_row_v);
+    p->decode_flops = 2.0 * (double)p->n_params_active + 4.0 * (double)seen * p->n_head * p->head_dim;
 }
 
 static plm_status check_kv(const plm_plan *p, plm_error *err) {
@@ -344,7 +405,8 @@ static act_use acts_from_file(const plm_gguf_file *f, const plm_arch *arch, cons
             int n = 0;
             uint64_t k = 0;
             for (const plm_tensor_spec *t = arch->layer; t->name && n < 8; t++) {
-                if (t->step != step) continue;
+                /* the MoE step converts its inputs in its own buffers (model/moe.c) */
+                if (t->step != step || t->kind == PLM_T_ROUTER || plm_dim_experts(hp, t->ne1)) continue;
                 snprintf(nm, sizeof nm, t->name, il);
                 const plm_gguf_tensor *g = plm_gguf_find_tensor(f, nm);
                 if (!g) continue;
@@ -372,6 +434,7 @@ static plm_status plan_hparams_from_file(plm_plan *p, const char *path, const pl
     plm_gguf_str_copy(s, p->arch, sizeof p->arch);
     if (plm_gguf_get_str(f, "general.name", &s)) plm_gguf_str_copy(s, p->name, sizeof p->name);
     *arch = plm_arch_find(p->arch);
+    if (*arch) *arch = plm_arch_for_file(*arch, f);
     if (!*arch) {
         char names[256];
         plm_arch_names(names, sizeof names);
@@ -392,6 +455,11 @@ static plm_status plan_hparams_from_file(plm_plan *p, const char *path, const pl
     p->n_ff = (uint32_t)hp->n_ff;
     p->n_ctx_train = (uint32_t)hp->n_ctx_train;
     p->n_vocab = (uint32_t)hp->n_vocab;
+    p->n_expert = (uint32_t)hp->n_expert;
+    p->n_expert_used = (uint32_t)hp->n_expert_used;
+    p->n_ff_expert = (uint32_t)hp->n_ff_expert;
+    p->n_swa = (uint32_t)hp->n_swa;
+    for (int il = 0; il < hp->n_layer; il++) p->n_layer_swa += plm_arch_layer_window(*arch, hp, il) != 0;
     return PLM_OK;
 }
 
@@ -411,7 +479,8 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
         p->embd_row_bytes = plm_row_size((plm_type)te->type, (int64_t)te->ne[0]);
     }
 
-    /* Weights by type. */
+    /* Weights by type; a 3-D tensor holds n_expert experts, of which a
+     * token reads n_expert_used. */
     uint64_t non_f32_vectors = 0, non_f32_matrices = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const plm_gguf_tensor *t = &f->tensors[i];
@@ -423,10 +492,14 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
         p->types[k].bytes += t->nbytes;
         p->n_params += n;
         p->weight_bytes += t->nbytes;
+        const bool experts = t->n_dims == 3 && p->n_expert && t->ne[2] == p->n_expert;
+        p->n_params_active += experts ? n / t->ne[2] * p->n_expert_used : n;
+        p->weight_bytes_active += experts ? t->nbytes / t->ne[2] * p->n_expert_used : t->nbytes;
+        if (experts && plm_type_info_get(t->type) && plm_type_info_get(t->type)->vec_dot_type != PLM_TYPE_F32)
+            p->moe_quantized = true;
         if (t->n_dims == 1 && (t->type != PLM_TYPE_F32 || ((uintptr_t)t->data % 4))) non_f32_vectors++;
         if (t->n_dims >= 2 && t->type != PLM_TYPE_F32) non_f32_matrices++;
     }
-    p->n_params_active = p->n_params;
     p->bits_per_weight = p->n_params ? 8.0 * (double)p->weight_bytes / (double)p->n_params : 0;
     p->file_bytes = f->size;
     p->header_bytes = f->data_offset;
@@ -513,6 +586,17 @@ plm_status plm_plan_shape(const plm_shape *sh, const plm_plan_params *params, pl
     return st;
 }
 
+plm_status plm_plan_add_draft(plm_plan *target, const plm_plan *draft, int draft_max, plm_error *err) {
+    if (!target || !draft || draft == target || draft->draft)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_plan_add_draft needs a target and a plan without a draft");
+    if (draft_max < 1 || draft_max > 64)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "draft_max %d is outside 1..64", draft_max);
+    target->draft = draft;
+    target->draft_max = draft_max;
+    finish(target);
+    return PLM_OK;
+}
+
 /* ---- partly filled contexts ------------------------------------------------- */
 
 uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batch) {
@@ -536,12 +620,7 @@ uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batc
         kv = alloc_resident(b->kv_k) + alloc_resident(b->kv_v);
     }
     kv = min_u64(kv, p->kv_bytes);
-    const uint64_t B = pp->n_batch ? pp->n_batch : 1;
-    uint64_t s = alloc_touched(b->x, b->x / B * rows) + alloc_touched(b->xn, b->xn / B * rows) +
-                 alloc_touched(b->q, b->q / B * rows) + alloc_touched(b->k, b->k / B * rows) +
-                 alloc_touched(b->v, b->v / B * rows) + alloc_touched(b->gate, b->gate / B * rows) +
-                 alloc_touched(b->up, b->up / B * rows) +
-                 alloc_resident(b->logits);
+    uint64_t s = buffers_touched(p, rows);
     for (int i = 0; i < PLM_PLAN_ACT_SLOTS; i++)
         s += i < p->act_slots ? rows_touched(b->act, rows, b->act_row, p->act_used[i])
                               : (b->act < MMAP_THRESHOLD ? alloc_resident(b->act) : 0);
@@ -554,7 +633,16 @@ uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batc
         uint64_t now = min_u64(p->embd_bytes, (uint64_t)n_tokens * per_row);
         w -= full - min_u64(full, now);
     }
-    return min_u64(p->peak_rss, w + kv + s + p->vocab_bytes + p->model_bytes + p->overhead_bytes);
+    uint64_t draft = 0;
+    if (p->draft) {  /* the draft has seen as many tokens, in batches as large */
+        plm_plan d = *p->draft;
+        d.draft = NULL;
+        d.params.n_ctx = pp->n_ctx;
+        if (d.params.n_batch > d.params.n_ctx) d.params.n_batch = d.params.n_ctx;
+        finish(&d);
+        draft = plm_plan_rss_at(&d, n_tokens, max_batch) - d.overhead_bytes + verify_logits(p);
+    }
+    return min_u64(p->peak_rss, w + kv + s + p->vocab_bytes + p->model_bytes + p->overhead_bytes + draft);
 }
 
 /* ---- verdicts ----------------------------------------------------------------- */

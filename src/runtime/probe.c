@@ -24,6 +24,7 @@
 #endif
 
 #include "core/error.h"
+#include "core/os_apple.h"
 #include "pocketlm.h"
 #include "pocketlm_plan.h"
 
@@ -226,10 +227,18 @@ plm_status plm_probe_cpu(plm_cpu_info *o, plm_error *err) {
     o->n_perf = 0;
     for (uint32_t j = 0; j < o->n_clusters; j++)
         if (top == 0 || (uint64_t)o->clusters[j].max_khz * 5 >= (uint64_t)top * 4) o->n_perf += o->clusters[j].n_cores;
+#if defined(__APPLE__)  /* no /sys: Darwin counts its performance cores itself */
+    const int perf = plm_apple_sysctl_int("hw.perflevel0.physicalcpu");
+    if (perf > 0) o->n_perf = (uint32_t)perf;
+#endif
 
+#if defined(__linux__)  /* glibc and bionic; Darwin has no affinity masks */
     cpu_set_t set;
     CPU_ZERO(&set);
     o->n_allowed = sched_getaffinity(0, sizeof set, &set) == 0 ? (uint32_t)CPU_COUNT(&set) : o->n_cpus;
+#else
+    o->n_allowed = o->n_cpus;
+#endif
     if (o->n_allowed == 0) o->n_allowed = o->n_cpus;
     if (o->n_perf > o->n_allowed) o->n_perf = o->n_allowed;
     if (o->n_perf == 0) o->n_perf = 1;
@@ -251,6 +260,11 @@ plm_status plm_probe_memory(plm_mem_info *o, plm_error *err) {
     memset(o, 0, sizeof *o);
     long ps = sysconf(_SC_PAGESIZE);
     o->page_size = ps > 0 ? (uint64_t)ps : 4096;
+#if defined(__APPLE__)
+    if (!plm_apple_memory(&o->total_bytes, &o->available_bytes))
+        return plm_fail(err, PLM_ERR_IO, "sysctl hw.memsize failed: %s", strerror(errno));
+    return PLM_OK;
+#endif
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return plm_fail(err, PLM_ERR_IO, "cannot open /proc/meminfo: %s", strerror(errno));
     char line[256];
@@ -336,6 +350,38 @@ static uint64_t cg_stat(const char *dir, const char *key) {
     return v;
 }
 
+/* Where the memory controller's hierarchy is mounted: /sys/fs/cgroup(/memory)
+ * on Linux distributions, elsewhere on Android (v1 at /dev/memcg; v2 under
+ * /sys/fs/cgroup from Android 12), so ask /proc/self/mountinfo when the usual
+ * place does not have it.  mountinfo fields: id parent dev root MOUNT opts
+ * [tags] - FSTYPE source SUPER_OPTS. */
+static bool cgroup_mount(bool is_v1, char *out, size_t size) {
+    const char *usual = is_v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup";
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/%s", usual, is_v1 ? "memory.limit_in_bytes" : "cgroup.controllers");
+    if (access(probe, R_OK) == 0) {
+        snprintf(out, size, "%s", usual);
+        return true;
+    }
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f) return false;
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        char mnt[512], fstype[64], super[512];
+        const char *dash = strstr(line, " - ");
+        if (!dash || sscanf(line, "%*s %*s %*s %*s %511s", mnt) != 1 ||
+            sscanf(dash + 3, "%63s %*s %511s", fstype, super) != 2)
+            continue;
+        if (is_v1 ? !strcmp(fstype, "cgroup") && strstr(super, "memory") != NULL : !strcmp(fstype, "cgroup2")) {
+            snprintf(out, size, "%s", mnt);
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
 /* The tightest limit of this cgroup and its ancestors (a parent's limit
  * binds its children).  Usage excludes the page cache (memory.stat "file" /
  * "total_cache"): file pages are reclaimed before anything is killed. */
@@ -343,9 +389,9 @@ static void cgroup_limit(plm_mem_budget *o) {
     char v1[512], v2[512];
     if (!own_cgroup(v1, sizeof v1, v2, sizeof v2)) return;
     const bool is_v1 = v1[0] != '\0';
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s%s", is_v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup", is_v1 ? v1 : v2);
-    if (!is_v1 && access("/sys/fs/cgroup/cgroup.controllers", R_OK) != 0) return; /* v2 not mounted there */
+    char mount[512], dir[1024];
+    if (!cgroup_mount(is_v1, mount, sizeof mount)) return;
+    snprintf(dir, sizeof dir, "%s%s", mount, is_v1 ? v1 : v2);
     for (;;) {
         uint64_t limit = 0, usage = 0;
         if (read_cg_bytes(dir, is_v1 ? "memory.limit_in_bytes" : "memory.max", &limit) && limit &&
@@ -361,7 +407,7 @@ static void cgroup_limit(plm_mem_budget *o) {
             }
         }
         char *slash = strrchr(dir, '/');
-        size_t root = strlen(is_v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup");
+        size_t root = strlen(mount);
         if (!slash || (size_t)(slash - dir) < root) break;
         *slash = '\0';
     }
@@ -409,7 +455,11 @@ plm_status plm_probe_budget(uint64_t app_limit_bytes, plm_mem_budget *o, plm_err
     o->rlimit_data_left = rlimit_left(RLIMIT_DATA, "VmData");
     o->app_limit_bytes = app_limit_bytes;
 
+#if defined(__APPLE__)  /* on iOS, os_proc_available_memory: the room before Jetsam */
+    consider(o, o->available_bytes, "available memory (os_proc_available_memory)");
+#else
     consider(o, o->available_bytes, "available RAM (MemAvailable)");
+#endif
     if (o->cgroup_limit_bytes)
         consider(o, o->cgroup_limit_bytes > o->cgroup_used_bytes ? o->cgroup_limit_bytes - o->cgroup_used_bytes : 1,
                  o->cgroup_file[0] && strstr(o->cgroup_file, "limit_in_bytes") ? "cgroup memory.limit_in_bytes"
@@ -644,6 +694,18 @@ plm_status plm_probe_file_read(const char *path, plm_file_read_result *out, plm_
     return plm_probe_file_read_n(path, 0, out, err);
 }
 
+/* Asks the kernel to forget the file's cached pages.  Darwin has no
+ * posix_fadvise: F_NOCACHE makes this descriptor's reads bypass the cache. */
+static void drop_cache(int fd) {
+#if defined(POSIX_FADV_DONTNEED)
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+#elif defined(F_NOCACHE)
+    fcntl(fd, F_NOCACHE, 1);
+#else
+    (void)fd;
+#endif
+}
+
 plm_status plm_probe_file_read_n(const char *path, uint64_t max_bytes, plm_file_read_result *out, plm_error *err) {
     if (!out || !path) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_probe_file_read: no path or output");
     memset(out, 0, sizeof *out);
@@ -655,7 +717,7 @@ plm_status plm_probe_file_read_n(const char *path, uint64_t max_bytes, plm_file_
         return plm_fail(err, PLM_ERR_INVALID_ARG, "%s is not a regular file", path);
     }
     uint64_t size = (uint64_t)stt.st_size;
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    drop_cache(fd);
 
     /* How much of the file is still cached?  DONTNEED keeps dirty pages and
      * pages other processes have mapped. */
@@ -667,7 +729,7 @@ plm_status plm_probe_file_read_n(const char *path, uint64_t max_bytes, plm_file_
         if (map != MAP_FAILED) {
             size_t pages = (size_t)((size + (uint64_t)ps - 1) / (uint64_t)ps);
             unsigned char *vec = malloc(pages);
-            if (vec && mincore(map, (size_t)size, vec) == 0) {
+            if (vec && mincore(map, (size_t)size, (void *)vec) == 0) {  /* char * on Darwin */
                 size_t res = 0;
                 for (size_t i = 0; i < pages; i++) res += vec[i] & 1;
                 out->resident_before = (double)res / (double)pages;
@@ -680,7 +742,9 @@ plm_status plm_probe_file_read_n(const char *path, uint64_t max_bytes, plm_file_
     }
     out->cache_dropped = out->resident_before >= 0 && out->resident_before < 0.05;
 
+#if defined(POSIX_FADV_SEQUENTIAL)
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
     const size_t chunk = 8u << 20;
     char *buf = malloc(chunk);
     if (!buf) {

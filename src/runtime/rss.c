@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/os_apple.h"
 #include "pocketlm.h"
 
+#if !defined(__APPLE__)  /* Darwin: core/os_apple.c */
 static void read_status(plm_mem_sample *m) {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return;
@@ -49,10 +51,16 @@ static void read_faults(plm_mem_sample *m) {
     }
 }
 
+#endif
+
 void plm_mem_sample_now(plm_mem_sample *m) {
     memset(m, 0, sizeof *m);
+#if defined(__APPLE__)
+    plm_apple_mem_sample(m);  /* no /proc on Darwin */
+#else
     read_status(m);
     read_faults(m);
+#endif
 }
 
 uint64_t plm_peak_rss_bytes(void) {

@@ -177,17 +177,27 @@ static void learn(plm_spec *s) {
     s->n_learned = s->n_hist;
 }
 
+/* tokens may be only the newest of what the target holds, after the first
+ * n_past - n: those are the ones this decoder followed before (a chat's
+ * next turn keeps a prefix of the conversation cached and evaluates the
+ * rest), so its own record of them stands in. */
 plm_status plm_spec_begin(plm_spec *s, const plm_token *tokens, int n, plm_error *err) {
-    if (n < 0 || (uint32_t)n != plm_context_n_past(s->tgt))
+    const uint32_t n_past = plm_context_n_past(s->tgt);
+    if (n < 0 || (uint32_t)n > n_past)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_spec_begin: %d tokens given, the target context holds %u", n,
-                        plm_context_n_past(s->tgt));
-    if (!reserve_hist(s, n + 1)) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
+                        n_past);
+    const int head = (int)n_past - n;
+    if (head > s->n_hist)
+        return plm_fail(err, PLM_ERR_INVALID_ARG,
+                        "plm_spec_begin: %d tokens given, the target context holds %u and this decoder followed only "
+                        "%d: give all of them", n, n_past, s->n_hist);
+    if (!reserve_hist(s, (int)n_past + 1)) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
     /* The draft keeps what it shares with the new sequence (a chat's earlier turns). */
-    int same = 0;
-    while (same < n && same < s->n_hist && s->hist[same] == tokens[same]) same++;
+    int same = head;
+    while (same < (int)n_past && same < s->n_hist && s->hist[same] == tokens[same - head]) same++;
     if (s->dft) plm_kv_truncate(s->dft, (uint32_t)same);
-    if (n) memcpy(s->hist, tokens, (size_t)n * sizeof *tokens);
-    s->n_hist = n;
+    if (n) memcpy(s->hist + head, tokens, (size_t)n * sizeof *tokens);
+    s->n_hist = (int)n_past;
     s->n_learned = same < s->n_learned ? same : s->n_learned;
     learn(s);
     return PLM_OK;

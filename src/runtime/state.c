@@ -60,7 +60,7 @@ static state_header header_of(const plm_context *ctx, uint32_t n_tokens) {
 
 /* The positions layer il still holds of n: all, or a window's last cells. */
 static uint32_t first_held(const plm_kv_cache *kv, int il, uint32_t n) {
-    return kv->window[il] && n > kv->cells[il] ? n - kv->cells[il] : 0;
+    return kv->ring[il] && n > kv->ring[il] ? n - kv->ring[il] : 0;
 }
 
 /* Reads or writes, hashing as it goes: one walk for both directions. */
@@ -156,6 +156,7 @@ plm_status plm_context_state_load(plm_context *ctx, const char *path, plm_token 
     fclose(s.f);
     if (!whole) return plm_fail(err, PLM_ERR_FORMAT, "%s is truncated or has trailing bytes", path);
     if (sum != want) return plm_fail(err, PLM_ERR_FORMAT, "%s: checksum mismatch (damaged file)", path);
+    plm_kv_sync_mirrors(&ctx->fwd.kv);
     ctx->fwd.kv.len[SEQ] = h.n_tokens;
     ctx->n_logits = 0;  /* no logits until the next decode */
     *n_tokens = (int)h.n_tokens;

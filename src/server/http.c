@@ -49,12 +49,14 @@ static const route ROUTES[] = {
     {"GET", "/api/version", ollama_version, false},
     {"GET", "/health", handle_health, true},
     {"GET", "/metrics", handle_metrics, false},
+    {"GET", "/", serve_chat_page, true},
 };
 #define N_ROUTES ((int)(sizeof ROUTES / sizeof ROUTES[0]))
 
 static const char *const ROUTE_NAMES[N_ROUTES] = {
     "/v1/completions", "/v1/chat/completions", "/v1/models", "/api/generate", "/api/chat",
-    "/api/tags",       "/api/show",            "/api/version", "/health",    "/metrics"};
+    "/api/tags",       "/api/show",            "/api/version", "/health",    "/metrics",
+    "/"};
 
 /* Per-request state kept across libmicrohttpd's calls. */
 typedef struct conn_state {

@@ -18,6 +18,7 @@
  *   slot.c       one slot (a sequence of the context): prefix reuse of its
  *                cache, its generation's callbacks, what the cache holds after
  *   metrics.c    counters and gauges in Prometheus text format
+ *   page.c       GET /: the chat page (chat_page.html, embedded at build time)
  *
  * The server is a static library linked into its own binary, pocketlm-serve
  * (which `pocketlm serve` executes), not into libpocketlm or the pocketlm
@@ -276,6 +277,7 @@ int reply_stream(srv_request *rq, srv_job *j, const srv_stream_format *fmt, void
 int openai_completions(srv_request *rq);
 int openai_chat(srv_request *rq);
 int openai_models(srv_request *rq);
+int serve_chat_page(srv_request *rq);  /* page.c: GET / */
 int ollama_generate(srv_request *rq);
 int ollama_chat(srv_request *rq);
 int ollama_tags(srv_request *rq);

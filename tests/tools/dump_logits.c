@@ -1,23 +1,38 @@
 /*
- * dump_logits MODEL.gguf OUT.f32 TOKEN...: evaluates the tokens in one batch
- * and writes the logits of every position (n_tokens x n_vocab float32, host
- * byte order) to OUT.f32.  The oracle tests compare them with llama.cpp's
- * distribution over the same file (tests/oracle/families.test.mjs).
+ * dump_logits [-u N] MODEL.gguf OUT.f32 [-c N_CTX] [-b N_BATCH] TOKEN...:
+ * evaluates the tokens (in one batch, or batches of N_BATCH; -u N is the
+ * same as -b N, and -u 1 decodes them one at a time) and writes the logits of
+ * every position (n_tokens x n_vocab float32, host byte order) to OUT.f32.
+ * The context holds max(64, n_tokens) positions unless -c says otherwise.
+ * The oracle tests compare them with llama.cpp's distribution over the same
+ * file (tests/oracle/families.test.mjs).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pocketlm.h"
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: dump_logits MODEL.gguf OUT.f32 TOKEN...\n");
+    int first = 3, n_ctx = 0, n_batch = 0;
+    if (argc > 2 && !strcmp(argv[1], "-u")) {
+        n_batch = atoi(argv[2]);
+        argc -= 2;
+        argv += 2;
+    }
+    while (first + 1 < argc && (!strcmp(argv[first], "-c") || !strcmp(argv[first], "-b"))) {
+        *(argv[first][1] == 'c' ? &n_ctx : &n_batch) = atoi(argv[first + 1]);
+        first += 2;
+    }
+    if (argc <= first || n_ctx < 0 || n_batch < 0) {
+        fprintf(stderr, "usage: dump_logits [-u N] MODEL.gguf OUT.f32 [-c N_CTX] [-b N_BATCH] TOKEN...\n");
         return 2;
     }
-    const int n = argc - 3;
+    const int n = argc - first;
     plm_token *toks = malloc((size_t)n * sizeof *toks);
     if (!toks) return 1;
-    for (int i = 0; i < n; i++) toks[i] = (plm_token)atoi(argv[3 + i]);
+    for (int i = 0; i < n; i++) toks[i] = (plm_token)atoi(argv[first + i]);
+    if (n_batch == 0 || n_batch > n) n_batch = n;
 
     plm_model_params mp = plm_model_default_params();
     plm_model *model = NULL;
@@ -27,17 +42,21 @@ int main(int argc, char **argv) {
     FILE *out = NULL;
     if (plm_model_load(argv[1], &mp, &model, &err)) goto fail;
     plm_context_params cp = plm_context_default_params();
-    cp.n_ctx = (uint32_t)(n < 64 ? 64 : n);
-    cp.n_batch = (uint32_t)n;
+    cp.n_ctx = (uint32_t)(n_ctx ? n_ctx : n < 64 ? 64 : n);
+    cp.n_batch = (uint32_t)n_batch;
     cp.logits_all = true;
-    if (plm_context_new(model, &cp, &ctx, &err) || plm_decode(ctx, toks, n, &err)) goto fail;
+    if (plm_context_new(model, &cp, &ctx, &err)) goto fail;
     if (!(out = fopen(argv[2], "wb"))) {
         fprintf(stderr, "dump_logits: cannot write %s\n", argv[2]);
         goto done;
     }
     const size_t nv = (size_t)plm_model_n_vocab(model);
-    for (int i = 0; i < n; i++)
-        if (fwrite(plm_get_logits(ctx, i), sizeof(float), nv, out) != nv) goto done;
+    for (int b = 0; b < n; b += n_batch) {  /* each batch's logits before the next overwrites them */
+        const int nb = n - b < n_batch ? n - b : n_batch;
+        if (plm_decode(ctx, toks + b, nb, &err)) goto fail;
+        for (int i = 0; i < nb; i++)
+            if (fwrite(plm_get_logits(ctx, i), sizeof(float), nv, out) != nv) goto done;
+    }
     rc = 0;
     goto done;
 fail:

@@ -14,6 +14,9 @@
 
 #include <pthread.h>
 
+#if defined(__APPLE__)
+#include "core/os_apple.h"
+#endif
 #if defined(__linux__)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMD
@@ -37,6 +40,11 @@ static int cpu_features(void) {
     if ((f & FEAT_NEON) && (hw & HWCAP_ASIMDDP)) f |= FEAT_DOTPROD;
     /* every i8mm CPU has sdot too (v8.6 implies v8.4); the i8mm table relies on it */
     if ((f & FEAT_DOTPROD) && (hw2 & HWCAP2_I8MM)) f |= FEAT_I8MM;
+    return f;
+#elif defined(__APPLE__)
+    int f = FEAT_NEON;
+    if (plm_apple_sysctl_int("hw.optional.arm.FEAT_DotProd") > 0) f |= FEAT_DOTPROD;
+    if ((f & FEAT_DOTPROD) && plm_apple_sysctl_int("hw.optional.arm.FEAT_I8MM") > 0) f |= FEAT_I8MM;
     return f;
 #else
     return FEAT_NEON;  /* NEON is part of the AArch64 base; the rest unknown */

@@ -457,8 +457,11 @@ PLM_DEF_GEMM(q6_K, PLM_TYPE_Q6_K)
 PLM_DEF_GEMM(iq4_xs, PLM_TYPE_IQ4_XS)
 #undef PLM_DEF_GEMM
 
+#include "kernels/arm/codebooks_tmpl.h"
+
 /* The integer-dot and gemm entries of a table. */
 static void FN(fill_quants)(plm_kernels *t) {
+    FN(fill_codebooks)(t);
     t->vec_dot[PLM_TYPE_Q4_0] = FN(vec_dot_q4_0);
     t->vec_dot[PLM_TYPE_Q4_1] = FN(vec_dot_q4_1);
     t->vec_dot[PLM_TYPE_Q5_0] = FN(vec_dot_q5_0);

@@ -4,7 +4,7 @@
  *
  * Row by row: a tile is one weight row x X86_GEMM_T tokens, each weight
  * block decoded once for those tokens (tile_32, tile_32_min, tile_k,
- * tile_iq4_xs).  Rows go in bands of X86_GEMM_RB so a band of weights
+ * tile_iq4_xs, tile_cb, tile_mxfp4).  Rows go in bands of X86_GEMM_RB so a band of weights
  * stays in L1/L2 while every token tile passes over it.  On the AVX-512
  * table, batches of PANEL_MIN_TOK tokens or more take the panel gemm
  * (gemm_panel.h) instead.
@@ -14,6 +14,8 @@
 X86_INL void row_tile(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as, float *out,
                       int64_t os) {
     if (type == PLM_TYPE_IQ4_XS) tile_iq4_xs(nt, nb, x, act, as, out, os);
+    else if (type == PLM_TYPE_MXFP4) tile_mxfp4(nt, nb, x, act, as, out, os);
+    else if (is_codebook(type)) tile_cb(type, nt, nb, x, act, as, out, os);
     else if (is_k_quant(type)) tile_k(type, nt, nb, x, act, as, out, os);
     else if (has_min32(type)) tile_32_min(type, nt, nb, x, act, as, out, os);
     else tile_32(type, nt, nb, x, act, as, out, os);
@@ -21,7 +23,7 @@ X86_INL void row_tile(plm_type type, int nt, int64_t nb, const void *x, const ch
 
 X86_INL void gemm_rows(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
                        int nt, float *out, int64_t os) {
-    const int64_t nb = k / (is_k_quant(type) ? QK_K : 32);
+    const int64_t nb = k / (is_k_quant(type) || is_codebook(type) ? QK_K : 32);
     const char *wr = w, *ar = act;
     for (int64_t r0 = 0; r0 < nr; r0 += X86_GEMM_RB) {
         const int64_t r1 = r0 + X86_GEMM_RB < nr ? r0 + X86_GEMM_RB : nr;
@@ -105,4 +107,56 @@ X86_TARGET static void X86_FN(gemm_q6_K)(int64_t k, const void *w, size_t ws, in
 X86_TARGET static void X86_FN(gemm_iq4_xs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                            size_t as, int nt, float *out, int64_t os) {
     gemm_quant(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
+}
+
+/* The codebook formats and MXFP4: row tiles only (no panel gemm yet). */
+
+X86_TARGET static void X86_FN(gemm_iq2_xxs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                            size_t as, int nt, float *out, int64_t os) {
+    gemm_rows(PLM_TYPE_IQ2_XXS, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_iq2_xs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                           size_t as, int nt, float *out, int64_t os) {
+    gemm_rows(PLM_TYPE_IQ2_XS, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_iq2_s)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                          size_t as, int nt, float *out, int64_t os) {
+    gemm_rows(PLM_TYPE_IQ2_S, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_iq3_xxs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                            size_t as, int nt, float *out, int64_t os) {
+    gemm_rows(PLM_TYPE_IQ3_XXS, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_iq3_s)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                          size_t as, int nt, float *out, int64_t os) {
+    gemm_rows(PLM_TYPE_IQ3_S, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_iq1_s)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                          size_t as, int nt, float *out, int64_t os) {
+    gemm_rows(PLM_TYPE_IQ1_S, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_iq1_m)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                          size_t as, int nt, float *out, int64_t os) {
+    gemm_rows(PLM_TYPE_IQ1_M, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_tq1_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                          size_t as, int nt, float *out, int64_t os) {
+    gemm_rows(PLM_TYPE_TQ1_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_tq2_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                          size_t as, int nt, float *out, int64_t os) {
+    gemm_rows(PLM_TYPE_TQ2_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_mxfp4)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                          size_t as, int nt, float *out, int64_t os) {
+    gemm_rows(PLM_TYPE_MXFP4, k, w, ws, nr, act, as, nt, out, os);
 }

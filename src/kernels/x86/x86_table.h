@@ -11,6 +11,7 @@
 #include "kernels/x86/float_dots.h"
 #include "kernels/x86/blocks32.h"
 #include "kernels/x86/kquants.h"
+#include "kernels/x86/codebooks.h"
 #include "kernels/x86/act_quant.h"
 #include "kernels/x86/dequantize.h"
 #include "kernels/x86/attention.h"
@@ -42,6 +43,16 @@ static const plm_kernels X86_FN(simd) = {
         [PLM_TYPE_Q5_K] = X86_FN(vec_dot_q5_K),
         [PLM_TYPE_Q6_K] = X86_FN(vec_dot_q6_K),
         [PLM_TYPE_IQ4_XS] = X86_FN(vec_dot_iq4_xs),
+        [PLM_TYPE_IQ2_XXS] = X86_FN(vec_dot_iq2_xxs),
+        [PLM_TYPE_IQ2_XS] = X86_FN(vec_dot_iq2_xs),
+        [PLM_TYPE_IQ2_S] = X86_FN(vec_dot_iq2_s),
+        [PLM_TYPE_IQ3_XXS] = X86_FN(vec_dot_iq3_xxs),
+        [PLM_TYPE_IQ3_S] = X86_FN(vec_dot_iq3_s),
+        [PLM_TYPE_IQ1_S] = X86_FN(vec_dot_iq1_s),
+        [PLM_TYPE_IQ1_M] = X86_FN(vec_dot_iq1_m),
+        [PLM_TYPE_TQ1_0] = X86_FN(vec_dot_tq1_0),
+        [PLM_TYPE_TQ2_0] = X86_FN(vec_dot_tq2_0),
+        [PLM_TYPE_MXFP4] = X86_FN(vec_dot_mxfp4),
     },
     .gemm = {
         [PLM_TYPE_F32] = X86_FN(gemm_f32),
@@ -59,6 +70,16 @@ static const plm_kernels X86_FN(simd) = {
         [PLM_TYPE_Q5_K] = X86_FN(gemm_q5_K),
         [PLM_TYPE_Q6_K] = X86_FN(gemm_q6_K),
         [PLM_TYPE_IQ4_XS] = X86_FN(gemm_iq4_xs),
+        [PLM_TYPE_IQ2_XXS] = X86_FN(gemm_iq2_xxs),
+        [PLM_TYPE_IQ2_XS] = X86_FN(gemm_iq2_xs),
+        [PLM_TYPE_IQ2_S] = X86_FN(gemm_iq2_s),
+        [PLM_TYPE_IQ3_XXS] = X86_FN(gemm_iq3_xxs),
+        [PLM_TYPE_IQ3_S] = X86_FN(gemm_iq3_s),
+        [PLM_TYPE_IQ1_S] = X86_FN(gemm_iq1_s),
+        [PLM_TYPE_IQ1_M] = X86_FN(gemm_iq1_m),
+        [PLM_TYPE_TQ1_0] = X86_FN(gemm_tq1_0),
+        [PLM_TYPE_TQ2_0] = X86_FN(gemm_tq2_0),
+        [PLM_TYPE_MXFP4] = X86_FN(gemm_mxfp4),
     },
     .quantize_row = {
         [PLM_TYPE_Q8_0] = X86_FN(quantize_row_q8_0),

@@ -28,10 +28,21 @@
 #define HP_CTX           {"context_length", PLM_HP_U32, HP(n_ctx_train), false, 2048}
 #define HP_RMS_EPS       {"attention.layer_norm_rms_epsilon", PLM_HP_F32, HP(rms_eps), false, 1e-5f}
 #define HP_ROPE_BASE     {"rope.freq_base", PLM_HP_F32, HP(rope_freq_base), false, 10000.0f}
+#define HP_EXPERTS       {"expert_count", PLM_HP_U32, HP(n_expert), true, 0}
+#define HP_EXPERTS_USED  {"expert_used_count", PLM_HP_U32, HP(n_expert_used), true, 0}
+#define HP_FF_EXP        {"expert_feed_forward_length", PLM_HP_U32, HP(n_ff_expert), false, NAN}
+/* Sliding window and soft-caps (gemma); dflt: the family's default. */
+#define HP_SWA(dflt)     {"attention.sliding_window", PLM_HP_U32, HP(n_swa), false, dflt}
+#define HP_ROPE_BASE_SWA(dflt) {"rope.freq_base_swa", PLM_HP_F32, HP(rope_freq_base_swa), false, dflt}
+#define HP_ATTN_SOFTCAP(dflt)  {"attn_logit_softcapping", PLM_HP_F32, HP(attn_softcap), false, dflt}
+#define HP_FINAL_SOFTCAP(dflt) {"final_logit_softcapping", PLM_HP_F32, HP(final_softcap), false, dflt}
 #define HP_END           {NULL, 0, 0, false, 0}
 
 /* ---- tensors outside the blocks ------------------------------------------- */
 #define T_ROPE_FREQS     {"rope_freqs.weight", PLM_T_ROPE_FACTORS, PLM_DIM_ROPE, PLM_DIM_NONE, MODEL(rope_freqs), PLM_OPTIONAL, NULL, PLM_STEP_NONE}
+/* LongRoPE (phi3 128k): factors for contexts beyond the original one, and within it. */
+#define T_ROPE_LONG      {"rope_factors_long.weight", PLM_T_ROPE_FACTORS, PLM_DIM_ROPE, PLM_DIM_NONE, MODEL(rope_long), PLM_OPTIONAL, NULL, PLM_STEP_NONE}
+#define T_ROPE_SHORT     {"rope_factors_short.weight", PLM_T_ROPE_FACTORS, PLM_DIM_ROPE, PLM_DIM_NONE, MODEL(rope_short), PLM_OPTIONAL, NULL, PLM_STEP_NONE}
 #define T_TOKEN_EMBD     {"token_embd.weight", PLM_T_EMBEDDING, PLM_DIM_EMBD, PLM_DIM_VOCAB, MODEL(tok_embd), PLM_REQUIRED, NULL, PLM_STEP_NONE}
 #define T_OUTPUT_NORM    {"output_norm.weight", PLM_T_NORM, PLM_DIM_EMBD, PLM_DIM_NONE, MODEL(output_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE}
 #define T_OUTPUT         {"output.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_VOCAB, MODEL(output), PLM_TIED, "token_embd.weight", PLM_STEP_OUTPUT}
@@ -55,7 +66,16 @@
 #define T_FFN_UP         {"blk.%d.ffn_up.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_FF, LAYER(w_up), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
 /* gate then up in one matrix of 2 x n_ff rows, bound into w_gate, w_up. */
 #define T_FFN_GATE_UP    {"blk.%d.ffn_up.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_FF2, LAYER(w_gate), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
+#define T_POST_ATTN_NORM {"blk.%d.post_attention_norm.weight", PLM_T_NORM, PLM_DIM_EMBD, PLM_DIM_NONE, LAYER(post_attn_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE}
+#define T_POST_FFN_NORM  {"blk.%d.post_ffw_norm.weight", PLM_T_NORM, PLM_DIM_EMBD, PLM_DIM_NONE, LAYER(post_ffn_norm), PLM_REQUIRED, NULL, PLM_STEP_NONE}
 #define T_FFN_DOWN       {"blk.%d.ffn_down.weight", PLM_T_MATRIX, PLM_DIM_FF, PLM_DIM_EMBD, LAYER(w_down), PLM_REQUIRED, NULL, PLM_STEP_FFN_OUT}
+/* Mixture-of-Experts: the router, then one 3-D tensor per matrix kind with
+ * a matrix per expert, in the order llama.cpp's converter writes them. */
+#define T_FFN_GATE_INP   {"blk.%d.ffn_gate_inp.weight", PLM_T_ROUTER, PLM_DIM_EMBD, PLM_DIM_EXPERTS, LAYER(ffn_gate_inp), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
+#define T_FFN_GATE_EXPS  {"blk.%d.ffn_gate_exps.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_EXP_FF, LAYER(ffn_gate_exps), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
+#define T_FFN_DOWN_EXPS  {"blk.%d.ffn_down_exps.weight", PLM_T_MATRIX, PLM_DIM_FF_EXP, PLM_DIM_EXP_EMBD, LAYER(ffn_down_exps), PLM_REQUIRED, NULL, PLM_STEP_FFN_OUT}
+#define T_FFN_UP_EXPS    {"blk.%d.ffn_up_exps.weight", PLM_T_MATRIX, PLM_DIM_EMBD, PLM_DIM_EXP_FF, LAYER(ffn_up_exps), PLM_REQUIRED, NULL, PLM_STEP_FFN_IN}
+#define T_MOE_FFN        T_FFN_NORM, T_FFN_GATE_INP, T_FFN_GATE_EXPS, T_FFN_DOWN_EXPS, T_FFN_UP_EXPS
 #define T_END            {NULL, 0, 0, 0, 0, 0, NULL, 0}
 
 /* ---- the llama block, which most families start from ------------------------ */

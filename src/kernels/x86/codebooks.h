@@ -1,0 +1,341 @@
+/*
+ * x86 kernels for the codebook formats (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+ * IQ3_S, IQ1_S, IQ1_M), the ternary ones (TQ1_0, TQ2_0) against Q8_K, and
+ * MXFP4 against Q8_0.  Part of an x86 table (see x86.h); `type` is a
+ * constant at every call.
+ *
+ * A 256-element super-block is read 32 elements at a time (cb_weights32):
+ * grid rows fetched by index (four 8-byte or eight 4-byte rows a vector)
+ * are the magnitudes, <= 62, and the stored signs become a vector of +-1
+ * bytes put on the activations (vpsignb), with a 16-lane int16 scale
+ * vector (lanes 0-7 scale elements 0-15, lanes 8-15 elements 16-31,
+ * vpmaddubsw's pair layout).  The formats stored as signed values (IQ1's
+ * 8 * grid +- 1, the ternary ones) use the sign trick of x86.h, which is
+ * the same dot.  vpmaddubsw, then vpmaddwd by the scales, so each
+ * block total is the reference's exact integer (iq_unpack.h has the same
+ * numbers in scalar form: x = d * ls * q * post).  TQ1_0's base-3 bytes
+ * are decoded 32 trits at a time by 16-bit multiplies (tq1_trits).
+ */
+#include "quant/iq_unpack.h"
+
+X86_INL bool is_codebook(plm_type type) { return plm_iq_unpacker(type) != NULL; }
+
+/* The sign vector of 32 bits (bit j: element j negative): -1 or +1 bytes. */
+X86_INL __m256i signs_of_bits(const uint8_t *bits) {
+    return _mm256_or_si256(bits32(bits), _mm256_set1_epi8(1));
+}
+
+/* The sign vector of four IQ2 sign codes (7 bits each, low first). */
+X86_INL __m256i signs_of_codes(uint32_t codes) {
+    const __m256i m = _mm256_set_epi64x((long long)plm_iq2_sign_masks[(codes >> 21) & 127],
+                                        (long long)plm_iq2_sign_masks[(codes >> 14) & 127],
+                                        (long long)plm_iq2_sign_masks[(codes >> 7) & 127],
+                                        (long long)plm_iq2_sign_masks[codes & 127]);
+    return _mm256_or_si256(m, _mm256_set1_epi8(1));
+}
+
+X86_INL __m256i grid8x4(const uint64_t *grid, int i0, int i1, int i2, int i3) {
+    return _mm256_set_epi64x((long long)grid[i3], (long long)grid[i2], (long long)grid[i1], (long long)grid[i0]);
+}
+
+X86_INL __m256i grid4x8(const uint32_t *grid, const int i[8]) {
+    return _mm256_setr_epi32((int)grid[i[0]], (int)grid[i[1]], (int)grid[i[2]], (int)grid[i[3]], (int)grid[i[4]],
+                             (int)grid[i[5]], (int)grid[i[6]], (int)grid[i[7]]);
+}
+
+/* Scale vector of two 16-element halves. */
+X86_INL __m256i scale_pair(int lo, int hi) {
+    return _mm256_setr_m128i(_mm_set1_epi16((short)lo), _mm_set1_epi16((short)hi));
+}
+
+/* IQ1: 8 * grid (-1, 0, 1) + shift, the shift one byte per 8 elements. */
+X86_INL __m256i iq1_weights(const uint64_t *grid, const int idx[4], const int shift[4]) {
+    const __m256i g = grid8x4(grid, idx[0], idx[1], idx[2], idx[3]);
+    const __m256i sh = _mm256_set_epi64x((long long)(0x0101010101010101ULL * (uint8_t)shift[3]),
+                                         (long long)(0x0101010101010101ULL * (uint8_t)shift[2]),
+                                         (long long)(0x0101010101010101ULL * (uint8_t)shift[1]),
+                                         (long long)(0x0101010101010101ULL * (uint8_t)shift[0]));
+    return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), sh);
+}
+
+/* A signed sub-block as magnitudes and the signs to put on the activations. */
+X86_INL __m256i mag_of(__m256i w, __m256i *sgn) {
+    *sgn = w;
+    return _mm256_abs_epi8(w);
+}
+
+/* Sub-block j (elements 32j..32j+31) of super-block blk as unsigned
+ * magnitudes (returned) and a sign vector *sgn (negative, zero or positive
+ * bytes: the weight is magnitude * sign), with its scale vector in *sc.
+ * The dot is then vpmaddubsw(magnitudes, vpsignb(a, sgn)): the IQ2/IQ3
+ * signs go on the activations, never on the weights.  (TQ1_0: tq1_decode.) */
+X86_INL __m256i cb_weights32(plm_type type, const void *blk, int j, __m256i *sc, __m256i *sgn) {
+    switch (type) {
+    case PLM_TYPE_IQ2_XXS: {
+        const uint8_t *q = (const uint8_t *)((const block_iq2_xxs *)blk)->qs + 8 * j;
+        const uint32_t aux = iq_u32(q + 4);
+        *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+        *sgn = signs_of_codes(aux);
+        return grid8x4(plm_iq2xxs_grid, q[0], q[1], q[2], q[3]);
+    }
+    case PLM_TYPE_IQ2_XS: {
+        const block_iq2_xs *b = blk;
+        const uint16_t *q = b->qs + 4 * j;
+        *sc = scale_pair(2 * (b->scales[j] & 15) + 1, 2 * (b->scales[j] >> 4) + 1);
+        *sgn = signs_of_codes((uint32_t)(q[0] >> 9) | (uint32_t)(q[1] >> 9) << 7 | (uint32_t)(q[2] >> 9) << 14 |
+                              (uint32_t)(q[3] >> 9) << 21);
+        return grid8x4(plm_iq2xs_grid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
+    }
+    case PLM_TYPE_IQ2_S: {
+        const block_iq2_s *b = blk;
+        const uint8_t *q = b->qs + 4 * j;
+        const int h = b->qh[j];
+        *sc = scale_pair(2 * (b->scales[j] & 15) + 1, 2 * (b->scales[j] >> 4) + 1);
+        *sgn = signs_of_bits(b->qs + QK_K / 8 + 4 * j);
+        return grid8x4(plm_iq2s_grid, q[0] | (h << 8 & 0x300), q[1] | (h << 6 & 0x300), q[2] | (h << 4 & 0x300),
+                       q[3] | (h << 2 & 0x300));
+    }
+    case PLM_TYPE_IQ3_XXS: {
+        const block_iq3_xxs *b = blk;
+        const uint8_t *q = b->qs + 8 * j;
+        const uint32_t aux = iq_u32(b->qs + QK_K / 4 + 4 * j);
+        *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+        *sgn = signs_of_codes(aux);
+        const int idx[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
+        return grid4x8(plm_iq3xxs_grid, idx);
+    }
+    case PLM_TYPE_IQ3_S: {
+        const block_iq3_s *b = blk;
+        const uint8_t *q = b->qs + 8 * j;
+        const int h = b->qh[j];  /* bit i: ninth bit of index i */
+        *sc = _mm256_set1_epi16((short)(2 * ((b->scales[j / 2] >> (4 * (j % 2))) & 15) + 1));
+        *sgn = signs_of_bits(b->signs + 4 * j);
+        int idx[8];
+        for (int i = 0; i < 8; i++) idx[i] = q[i] | ((h << (8 - i)) & 256);
+        return grid4x8(plm_iq3s_grid, idx);
+    }
+    case PLM_TYPE_IQ1_S: {
+        const block_iq1_s *b = blk;
+        const uint8_t *q = b->qs + 4 * j;
+        const int h = b->qh[j];
+        *sc = _mm256_set1_epi16((short)(2 * ((h >> 12) & 7) + 1));
+        const int s = h & 0x8000 ? -1 : 1;
+        const int idx[4] = {q[0] | (h << 8 & 0x700), q[1] | (h << 5 & 0x700), q[2] | (h << 2 & 0x700),
+                            q[3] | (h >> 1 & 0x700)};
+        const int shift[4] = {s, s, s, s};
+        return mag_of(iq1_weights(plm_iq1s_grid, idx, shift), sgn);
+    }
+    case PLM_TYPE_IQ1_M: {
+        const block_iq1_m *b = blk;
+        const uint8_t *q = b->qs + 4 * j, h0 = b->qh[2 * j], h1 = b->qh[2 * j + 1];
+        uint16_t s16[4];
+        memcpy(s16, b->scales, sizeof s16);
+        const int s = s16[j / 2] >> (6 * (j % 2));
+        *sc = scale_pair(2 * (s & 7) + 1, 2 * ((s >> 3) & 7) + 1);
+        const int idx[4] = {q[0] | (h0 << 8 & 0x700), q[1] | (h0 << 4 & 0x700), q[2] | (h1 << 8 & 0x700),
+                            q[3] | (h1 << 4 & 0x700)};
+        const int shift[4] = {h0 & 0x08 ? -1 : 1, h0 & 0x80 ? -1 : 1, h1 & 0x08 ? -1 : 1, h1 & 0x80 ? -1 : 1};
+        return mag_of(iq1_weights(plm_iq1s_grid, idx, shift), sgn);
+    }
+    default: { /* TQ2_0: element 128h + 32l + m is bits 2l of qs[32h + m] */
+        const block_tq2_0 *b = blk;
+        *sc = _mm256_set1_epi16(1);
+        const __m256i q = _mm256_srli_epi16(loadu256(b->qs + 32 * (j / 4)), 2 * (j % 4));
+        return mag_of(_mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(3)), _mm256_set1_epi8(1)), sgn);
+    }
+    }
+}
+
+/* The block scale d (f16; IQ1_M's is spread over its sub-block scales). */
+X86_INL float cb_d(plm_type type, const void *blk) {
+    switch (type) {
+    case PLM_TYPE_IQ1_M: {
+        const block_iq1_m *b = blk;
+        uint16_t sc[4];
+        memcpy(sc, b->scales, sizeof sc);
+        return h2f((plm_fp16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+    }
+    case PLM_TYPE_TQ1_0: return h2f(((const block_tq1_0 *)blk)->d);
+    case PLM_TYPE_TQ2_0: return h2f(((const block_tq2_0 *)blk)->d);
+    default: {
+        plm_fp16_t h;
+        memcpy(&h, blk, sizeof h);  /* the IQ2/IQ3/IQ1_S blocks lead with d */
+        return h2f(h);
+    }
+    }
+}
+
+/* A decoded super-block: 8 sub-blocks of magnitudes, sign vectors and
+ * scale vectors, and d. */
+typedef struct {
+    __m256i mag[8], sgn[8], sc[8];
+    float d;
+} cbdec;
+
+/* Trits of TQ1_0 bytes: each byte is a base-3 fraction scaled to 256, so
+ * (byte * 3^n mod 256) * 3 >> 8 is its trit n; pow holds 3^n per 16-bit
+ * lane (both bytes).  Even and odd bytes are multiplied apart so that no
+ * carry crosses a byte.  Returns trit - 1, in -1..1. */
+X86_INL __m256i tq1_trits(__m256i b, __m256i pow) {
+    const __m256i lo8 = _mm256_set1_epi16(0x00ff), hi8 = _mm256_set1_epi16((short)0xff00);
+    const __m256i three = _mm256_set1_epi16(3);
+    const __m256i prod = _mm256_or_si256(_mm256_and_si256(_mm256_mullo_epi16(b, pow), lo8),
+                                         _mm256_mullo_epi16(_mm256_and_si256(b, hi8), pow));
+    const __m256i even = _mm256_mulhi_epu16(_mm256_slli_epi16(prod, 8), three);
+    const __m256i odd = _mm256_slli_epi16(_mm256_mulhi_epu16(_mm256_and_si256(prod, hi8), three), 8);
+    return _mm256_sub_epi8(_mm256_or_si256(even, odd), _mm256_set1_epi8(1));
+}
+
+/* TQ1_0's 8 sub-blocks: trits 0-4 of qs[0..31] are elements 0-159, trits
+ * 0-4 of qs[32..47] elements 160-239 (16 a trit), trits 0-3 of qh[0..3]
+ * the last 16 (4 a trit). */
+X86_INL void tq1_decode(const block_tq1_0 *b, __m256i w[8]) {
+    const __m256i q = loadu256(b->qs);
+    for (int n = 0; n < 5; n++) {
+        static const short pow3[5] = {1, 3, 9, 27, 81};
+        w[n] = tq1_trits(q, _mm256_set1_epi16(pow3[n]));
+    }
+    const __m256i t = _mm256_broadcastsi128_si256(loadu128(b->qs + 32));
+    w[5] = tq1_trits(t, _mm256_setr_m128i(_mm_set1_epi16(1), _mm_set1_epi16(3)));
+    w[6] = tq1_trits(t, _mm256_setr_m128i(_mm_set1_epi16(9), _mm_set1_epi16(27)));
+    const __m256i last = _mm256_setr_m128i(loadu128(b->qs + 32), _mm_set1_epi32((int)iq_u32(b->qh)));
+    w[7] = tq1_trits(last, _mm256_setr_m128i(_mm_set1_epi16(81), _mm_setr_epi16(1, 1, 3, 3, 9, 9, 27, 27)));
+}
+
+X86_INL void cb_decode(plm_type type, const void *blk, cbdec *u) {
+    if (type == PLM_TYPE_TQ1_0) {
+        __m256i w[8];
+        tq1_decode(blk, w);
+        for (int j = 0; j < 8; j++) {
+            u->mag[j] = mag_of(w[j], &u->sgn[j]);
+            u->sc[j] = _mm256_set1_epi16(1);
+        }
+        u->d = h2f(((const block_tq1_0 *)blk)->d);
+    } else {
+        for (int j = 0; j < 8; j++) u->mag[j] = cb_weights32(type, blk, j, &u->sc[j], &u->sgn[j]);
+        u->d = cb_d(type, blk);
+    }
+}
+
+/* sum_j sc_j * dot(w_j, a_j) as 8 int32 lanes (pairs never saturate:
+ * 2 * 62 * 127 < 32767). */
+X86_INL __m256i cb_dot(const cbdec *u, const int8_t *a) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+    for (int j = 0; j < 8; j += 2) {
+        const __m256i p0 = _mm256_maddubs_epi16(u->mag[j], _mm256_sign_epi8(loadu256(a + 32 * j), u->sgn[j]));
+        const __m256i p1 = _mm256_maddubs_epi16(u->mag[j + 1], _mm256_sign_epi8(loadu256(a + 32 * j + 32), u->sgn[j + 1]));
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, u->sc[j]));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, u->sc[j + 1]));
+    }
+    return _mm256_add_epi32(s0, s1);
+}
+
+/* vec_dot: decode, dot; the format's power of two once at the end. */
+X86_INL void vec_dot_cb(plm_type type, int64_t n, float *s, const void *x, const block_q8_K *y) {
+    const size_t bx = plm_type_info_get(type)->type_size;
+    __m256 acc = _mm256_setzero_ps();
+    cbdec u;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        cb_decode(type, (const char *)x + (size_t)i * bx, &u);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(cb_dot(&u, y[i].qs)), _mm256_set1_ps(u.d * y[i].d), acc);
+    }
+    *s = hsum_ps(acc) * plm_iq_post(type);
+}
+
+/* The row gemm's tile: a super-block decoded once for nt tokens. */
+X86_INL void tile_cb(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as, float *out,
+                     int64_t os) {
+    const size_t bx = plm_type_info_get(type)->type_size;
+    __m256 acc[X86_GEMM_T];
+    cbdec u;
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        cb_decode(type, (const char *)x + (size_t)b * bx, &u);
+        for (int t = 0; t < nt; t++) {
+            const block_q8_K *y = (const block_q8_K *)(const void *)(act + t * as) + b;
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(cb_dot(&u, y->qs)), _mm256_set1_ps(u.d * y->d), acc[t]);
+        }
+    }
+    const float post = plm_iq_post(type);
+    for (int t = 0; t < nt; t++) out[t * os] = hsum_ps(acc[t]) * post;
+}
+
+/* ---- MXFP4 against Q8_0: IQ4_NL's shape with another level table and an
+ * E8M0 scale ------------------------------------------------------------------ */
+
+X86_INL __m256i mxfp4_weights(const block_mxfp4 *b) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(loadu128(kvalues_mxfp4)), nibbles32(b->qs));
+}
+
+X86_INL void vec_dot_mxfp4_256(int64_t n, float *s, const block_mxfp4 *x, const block_q8_0 *y) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 2 <= n / QK_MXFP4; i += 2) {
+        acc0 = _mm256_fmadd_ps(block32_dot_signed(mxfp4_weights(&x[i]), &y[i]),
+                               _mm256_set1_ps(plm_e8m0_half(x[i].e) * h2f(y[i].d)), acc0);
+        acc1 = _mm256_fmadd_ps(block32_dot_signed(mxfp4_weights(&x[i + 1]), &y[i + 1]),
+                               _mm256_set1_ps(plm_e8m0_half(x[i + 1].e) * h2f(y[i + 1].d)), acc1);
+    }
+    if (i < n / QK_MXFP4)
+        acc0 = _mm256_fmadd_ps(block32_dot_signed(mxfp4_weights(&x[i]), &y[i]),
+                               _mm256_set1_ps(plm_e8m0_half(x[i].e) * h2f(y[i].d)), acc0);
+    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+X86_INL void tile_mxfp4(int nt, int64_t nb, const block_mxfp4 *x, const char *act, size_t as, float *out,
+                        int64_t os) {
+    __m256 acc[X86_GEMM_T];
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i w = mxfp4_weights(&x[b]), wabs = _mm256_abs_epi8(w);
+        const float dw = plm_e8m0_half(x[b].e);
+        for (int t = 0; t < nt; t++) {
+            const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + t * as) + b;
+            const __m256i p = dot_ss(_mm256_setzero_si256(), wabs, w, loadu256(y->qs));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * h2f(y->d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t * os] = hsum_ps(acc[t]);
+}
+
+/* ---- the entries ----------------------------------------------------------- */
+
+X86_TARGET static void X86_FN(vec_dot_iq2_xxs)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_cb(PLM_TYPE_IQ2_XXS, n, s, w, a);
+}
+
+X86_TARGET static void X86_FN(vec_dot_iq2_xs)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_cb(PLM_TYPE_IQ2_XS, n, s, w, a);
+}
+
+X86_TARGET static void X86_FN(vec_dot_iq2_s)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_cb(PLM_TYPE_IQ2_S, n, s, w, a);
+}
+
+X86_TARGET static void X86_FN(vec_dot_iq3_xxs)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_cb(PLM_TYPE_IQ3_XXS, n, s, w, a);
+}
+
+X86_TARGET static void X86_FN(vec_dot_iq3_s)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_cb(PLM_TYPE_IQ3_S, n, s, w, a);
+}
+
+X86_TARGET static void X86_FN(vec_dot_iq1_s)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_cb(PLM_TYPE_IQ1_S, n, s, w, a);
+}
+
+X86_TARGET static void X86_FN(vec_dot_iq1_m)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_cb(PLM_TYPE_IQ1_M, n, s, w, a);
+}
+
+X86_TARGET static void X86_FN(vec_dot_tq1_0)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_cb(PLM_TYPE_TQ1_0, n, s, w, a);
+}
+
+X86_TARGET static void X86_FN(vec_dot_tq2_0)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_cb(PLM_TYPE_TQ2_0, n, s, w, a);
+}
+
+X86_TARGET static void X86_FN(vec_dot_mxfp4)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_mxfp4_256(n, s, w, a);
+}
