@@ -197,6 +197,7 @@ typedef struct plm_context_params {
      * tokens) and there are no logits.  Optional. */
     bool (*abort)(void *user);
     void *abort_user;
+    uint32_t n_seq;       /* sequences the KV cache holds, n_ctx positions each; 0 = 1 (see below) */
 } plm_context_params;
 
 PLM_API void plm_context_params_init(plm_context_params *p, size_t struct_size);
@@ -359,6 +360,65 @@ typedef struct plm_generate_result {
 PLM_API plm_status plm_generate(plm_context *ctx, const plm_token *prompt, int n_prompt, plm_sampler *sampler,
                         const plm_generate_params *params, plm_piece_cb on_piece,
                         plm_generate_result *result, plm_error *err);
+
+/* ---- sequences and batched generation -----------------------------------
+ * A context made with n_seq > 1 holds that many independent sequences
+ * (llama.cpp's seq_id), ids 0..n_seq-1, each with its own positions
+ * 0..n_ctx-1 in its own part of the KV cache; a token attends only to its
+ * own sequence.  The single-sequence calls above (plm_decode,
+ * plm_context_n_past, plm_kv_truncate, plm_kv_shift, plm_generate) act on
+ * sequence 0.
+ *
+ * plm_gen runs plm_generate's loop one step at a time, so a caller (a
+ * server's slots) can run several generations, each in its own sequence,
+ * with the tokens of all of them (the next token of those generating, a
+ * piece of the prompt of those starting) evaluated in one forward pass: the
+ * weights are read once for all.  Text, stop strings, limits and callbacks
+ * behave exactly as in plm_generate. */
+
+typedef int32_t plm_seq_id;
+
+PLM_API int plm_context_n_seq(const plm_context *ctx);
+PLM_API uint32_t plm_seq_n_past(const plm_context *ctx, plm_seq_id seq);   /* 0 for an unknown id */
+PLM_API void plm_seq_truncate(plm_context *ctx, plm_seq_id seq, uint32_t pos); /* forget pos.. (0: clear) */
+/* dst becomes a copy of src (a shared prefix evaluated once, then forked). */
+PLM_API plm_status plm_seq_copy(plm_context *ctx, plm_seq_id src, plm_seq_id dst, plm_error *err);
+
+/* Appends each token to its sequence (seqs[i]) at that sequence's next
+ * position, in n_batch pieces, and keeps the logits of the last n_logits
+ * tokens (plm_get_logits(ctx, i) for i in [n - n_logits, n)).  Fails,
+ * changing nothing, when a sequence id is unknown or a sequence would
+ * overflow (PLM_ERR_CONTEXT_FULL). */
+PLM_API plm_status plm_decode_seqs(plm_context *ctx, const plm_token *tokens, const plm_seq_id *seqs, int n,
+                                   int n_logits, plm_error *err);
+
+/* Batch invariance: every forward pass row by row with the single-token
+ * kernels (prompts too, at some cost in prefill speed), so a token's
+ * results never depend on how its sequence was split into batches — by a
+ * reused cached prefix, or by what else shared the pass.  Off by default:
+ * a batched prompt is then summed in another order, which changes the last
+ * bits and, at a near tie, a greedy choice. */
+PLM_API void plm_context_set_batch_invariant(plm_context *ctx, bool on);
+
+typedef struct plm_gen plm_gen;
+
+/* Starts a generation in sequence seq: the prompt is appended at the
+ * sequence's current position (keep a cached prefix, pass the rest), as in
+ * plm_generate, whose checks it makes.  params->spec must be NULL.  The
+ * sampler, params' stop strings... are used until plm_gen_free; `result`
+ * is filled as it goes and is final once plm_gen_done. */
+PLM_API plm_status plm_gen_new(plm_context *ctx, plm_seq_id seq, const plm_token *prompt, int n_prompt,
+                               plm_sampler *sampler, const plm_generate_params *params, plm_piece_cb on_piece,
+                               plm_generate_result *result, plm_gen **out, plm_error *err);
+/* One step of n generations of one context, in one forward pass of up to
+ * n_batch tokens: each generation whose prompt is evaluated samples its
+ * next token, streams its text and ends or goes on (its token joins the
+ * pass); the others add the next piece of their prompt that fits (abort is
+ * polled first).  Done generations are skipped.  On an error every
+ * generation of the pass is left done. */
+PLM_API plm_status plm_gen_step(plm_gen *const *gens, int n, plm_error *err);
+PLM_API bool plm_gen_done(const plm_gen *g);
+PLM_API void plm_gen_free(plm_gen *g);
 
 /* ---- stop strings -----------------------------------------------------
  * Generated text arrives one token's bytes at a time and a stop string may

@@ -133,6 +133,7 @@ typedef struct plm_plan_params {
     plm_kv_type type_k, type_v;
     bool use_mmap;        /* default true */
     bool logits_all;
+    uint32_t n_seq;       /* sequences (server slots) the KV cache holds; 0 = 1 */
 } plm_plan_params;
 
 PLM_API plm_plan_params plm_plan_default_params(void);

@@ -179,7 +179,7 @@ static void test_serve_options(void) {
     free(out);
     const char *cases[][2] = {{"--port 70000", "--port"},
                               {"--parallel 0", "--parallel"},
-                              {"--parallel 2", "one slot"},
+                              {"--parallel 257", "--parallel must be 1..256"},
                               {"--host not-an-address --port 0", "not an IPv4 or IPv6 address"},
                               {"--max-body 0", "--max-body"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -15,11 +15,19 @@ typedef struct plan_opts {
     const char *model, *device, *ram, *type_k, *type_v, *output, *mem_limit, *draft_model;
     int draft_max;
     const char *params, *active, *quant;
-    int n_ctx, n_batch, n_threads;
+    int n_ctx, n_batch, n_threads, parallel;
     int layers, kv_heads, head_dim, embd, heads, ff, vocab, at_tokens, at_batch;
     float bandwidth, app_share, bpw, storage, gops;
     bool no_mmap, shape, list_devices;
 } plan_opts;
+
+/* " x 4 sequences" when the KV cache holds several (serve --parallel). */
+static const char *parallel_note(const plm_plan_params *pp) {
+    static char note[40];
+    if (pp->n_seq <= 1) return "";
+    snprintf(note, sizeof note, " x %u sequences", pp->n_seq);
+    return note;
+}
 
 static void line(const char *what, uint64_t bytes) {
     char a[32], b[32];
@@ -69,8 +77,8 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
                p->n_expert, p->n_expert_used, p->n_ff_expert, p->n_params_active / scale, scale == 1e9 ? "B" : "M",
                p->n_params / scale, scale == 1e9 ? "B" : "M");
     }
-    printf("context    %u tokens, batch %u, %u threads, KV cache K %s / V %s, %s\n\n", pp->n_ctx, pp->n_batch,
-           pp->n_threads, plm_kv_type_name(pp->type_k), plm_kv_type_name(pp->type_v),
+    printf("context    %u tokens%s, batch %u, %u threads, KV cache K %s / V %s, %s\n\n", pp->n_ctx,
+           parallel_note(pp), pp->n_batch, pp->n_threads, plm_kv_type_name(pp->type_k), plm_kv_type_name(pp->type_v),
            pp->use_mmap ? "weights mmap'd" : "weights read into memory (--no-mmap)");
 
     printf("weights by type %36s  %12s\n", "bytes", "");
@@ -139,9 +147,9 @@ static void print_json(const plm_plan *p, const plm_device *d, const plm_plan_ve
     printf("  \"n_layer\": %u, \"n_embd\": %u, \"n_head\": %u, \"n_head_kv\": %u, \"head_dim\": %u, \"n_ff\": %u, "
            "\"n_vocab\": %u,\n", p->n_layer, p->n_embd, p->n_head, p->n_head_kv, p->head_dim, p->n_ff, p->n_vocab);
     printf("  \"n_swa\": %u, \"n_layer_swa\": %u,\n", p->n_swa, p->n_layer_swa);
-    printf("  \"n_ctx\": %u, \"n_batch\": %u, \"n_threads\": %u, \"type_k\": \"%s\", \"type_v\": \"%s\", "
-           "\"use_mmap\": %s,\n", pp->n_ctx, pp->n_batch, pp->n_threads, plm_kv_type_name(pp->type_k),
-           plm_kv_type_name(pp->type_v), pp->use_mmap ? "true" : "false");
+    printf("  \"n_ctx\": %u, \"n_seq\": %u, \"n_batch\": %u, \"n_threads\": %u, \"type_k\": \"%s\", "
+           "\"type_v\": \"%s\", \"use_mmap\": %s,\n", pp->n_ctx, pp->n_seq, pp->n_batch, pp->n_threads,
+           plm_kv_type_name(pp->type_k), plm_kv_type_name(pp->type_v), pp->use_mmap ? "true" : "false");
     printf("  \"weights\": [");
     for (int i = 0; i < p->n_types; i++)
         printf("%s{\"type\": \"%s\", \"n_tensors\": %u, \"n_elements\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
@@ -202,6 +210,7 @@ static int run_plan(plan_opts *o) {
     pp.n_ctx = (uint32_t)o->n_ctx;
     pp.n_batch = (uint32_t)o->n_batch;
     pp.n_threads = (uint32_t)o->n_threads;
+    pp.n_seq = (uint32_t)o->parallel;
     pp.use_mmap = !o->no_mmap;
     if (kv_type(o->type_k, &pp.type_k) || kv_type(o->type_v, &pp.type_v)) return 1;
 
@@ -313,13 +322,14 @@ static int run_plan(plan_opts *o) {
 }
 
 int cmd_plan(int argc, char **argv) {
-    plan_opts o = {.type_k = "f16", .type_v = "f16", .output = "text", .n_batch = 512, .quant = "Q4_K_M",
-                   .draft_max = plm_spec_default_params().draft_max};
+    plan_opts o = {.type_k = "f16", .type_v = "f16", .output = "text", .n_batch = 512, .parallel = 1,
+                   .quant = "Q4_K_M", .draft_max = plm_spec_default_params().draft_max};
     const arg_spec specs[] = {
         {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model: only its header is read"},
         {"-c", "--ctx-size", ARG_INT, &o.n_ctx, "N", "context length, 0 = min(trained, 4096)"},
         {"-b", "--batch-size", ARG_INT, &o.n_batch, "N", "prompt tokens per forward pass"},
         {"-t", "--threads", ARG_INT, &o.n_threads, "N", "threads, 0 = the performance cores"},
+        {"-np", "--parallel", ARG_INT, &o.parallel, "N", "sequences in the KV cache (serve --parallel), -c each"},
         {NULL, "--cache-type-k", ARG_STR, &o.type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
         {NULL, "--cache-type-v", ARG_STR, &o.type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
         {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "plan for weights read into memory"},
@@ -370,8 +380,9 @@ int cmd_plan(int argc, char **argv) {
         args_free(&parser);
         return 0;
     }
-    if (o.n_ctx < 0 || o.n_batch <= 0 || o.n_threads < 0 || (strcmp(o.output, "text") && strcmp(o.output, "json"))) {
-        fprintf(stderr, "pocketlm plan: -c >= 0, -b > 0, -t >= 0 and -o text|json\n");
+    if (o.n_ctx < 0 || o.n_batch <= 0 || o.n_threads < 0 || o.parallel < 1 || o.parallel > 256 ||
+        (strcmp(o.output, "text") && strcmp(o.output, "json"))) {
+        fprintf(stderr, "pocketlm plan: -c >= 0, -b > 0, -t >= 0, --parallel 1..256 and -o text|json\n");
         args_free(&parser);
         return 1;
     }

@@ -373,8 +373,10 @@ static int heads_per_unit(const plm_hparams *hp, int n, int n_threads) {
 static void attention(plm_forward_state *ctx, int il, const plm_ubatch *b, float *out) {
     const int n = b->n;
     const plm_hparams *hp = &ctx->model->hp;
+    /* Row by row, the units are a single token's (grouping heads may sum
+     * in another order), so a token's result does not depend on the batch. */
     attn_job a = {.ctx = ctx, .il = il, .n = n, .b = b, .out = out,
-                  .heads_per_unit = heads_per_unit(hp, n, plm_pool_size(ctx->pool)),
+                  .heads_per_unit = heads_per_unit(hp, ctx->rowwise_matmul ? 1 : n, plm_pool_size(ctx->pool)),
                   .scale = hp->attn_scale != 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim)};
     atomic_init(&a.next, 0);
     plm_pool_run(ctx->pool, attn_task, &a);

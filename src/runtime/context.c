@@ -15,7 +15,7 @@
 static plm_context_params context_defaults(void) {
     return (plm_context_params){.struct_size = sizeof(plm_context_params), .n_ctx = 0, .n_batch = 512,
                                 .n_threads = 0, .logits_all = false, .type_k = PLM_KV_F16, .type_v = PLM_KV_F16,
-                                .flash_attn = false};
+                                .flash_attn = false, .n_seq = 1};
 }
 
 void plm_context_params_init(plm_context_params *p, size_t struct_size) {
@@ -68,7 +68,7 @@ int plm_kv_type_from_name(const char *name) {
 /* The KV cache this model and these (resolved) params get: the same spec
  * the plan sizes it from. */
 static plm_kv_spec kv_spec(const plm_model *m, const plm_context_params *p) {
-    return (plm_kv_spec){m->arch, &m->hp, p->n_ctx, p->n_batch, p->type_k, p->type_v, 1};
+    return (plm_kv_spec){m->arch, &m->hp, p->n_ctx, p->n_batch, p->type_k, p->type_v, p->n_seq};
 }
 
 /* The plan's buffer sizes for this model and these (resolved) params. */
@@ -96,6 +96,9 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     if (p.n_ctx > (1u << 24)) return plm_fail(err, PLM_ERR_INVALID_ARG, "context length %u is too large", p.n_ctx);
     if (p.n_batch == 0) p.n_batch = 512;
     if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+    if (p.n_seq == 0) p.n_seq = 1;
+    if (p.n_seq > PLM_MAX_SEQ)
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "%u sequences: at most %d", p.n_seq, PLM_MAX_SEQ);
 
     const plm_kernels *kt = plm_kernels_select(NULL);
     if (!kt) return plm_fail(err, PLM_ERR_INVALID_ARG, "PLM_KERNELS names a kernel set this CPU cannot run");
@@ -123,7 +126,7 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     }
     if (!st) st = scratch_alloc(&c->fwd.s, &b, p.n_batch, err);
     if (!st) {
-        c->logits_cap = p.logits_all ? (int)p.n_batch : 1;
+        c->logits_cap = plm_plan_logits_rows(p.n_batch, p.n_seq, p.logits_all);
         c->logits = malloc(b.logits);
         if (!c->logits) st = plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating logits");
     }
@@ -145,11 +148,29 @@ void plm_context_free(plm_context *c) {
     free(c);
 }
 
-/* One sequence per context today: sequence 0 of its cache. */
+/* The single-sequence calls act on sequence 0. */
 enum { SEQ = 0 };
 
 uint32_t plm_context_n_ctx(const plm_context *c) { return c->fwd.kv.n_ctx; }
 uint32_t plm_context_n_past(const plm_context *c) { return plm_kv_seq_len(&c->fwd.kv, SEQ); }
+
+void plm_context_set_batch_invariant(plm_context *c, bool on) { c->batch_invariant = on; }
+
+int plm_context_n_seq(const plm_context *c) { return (int)c->fwd.kv.n_seq; }
+
+static bool seq_known(const plm_context *c, plm_seq_id seq) { return seq >= 0 && (uint32_t)seq < c->fwd.kv.n_seq; }
+
+uint32_t plm_seq_n_past(const plm_context *c, plm_seq_id seq) {
+    return seq_known(c, seq) ? plm_kv_seq_len(&c->fwd.kv, seq) : 0;
+}
+
+void plm_seq_truncate(plm_context *c, plm_seq_id seq, uint32_t pos) {
+    if (seq_known(c, seq)) plm_kv_seq_truncate(&c->fwd.kv, seq, pos);
+}
+
+plm_status plm_seq_copy(plm_context *c, plm_seq_id src, plm_seq_id dst, plm_error *err) {
+    return plm_kv_seq_copy(&c->fwd.kv, src, dst, err);
+}
 
 void plm_kv_truncate(plm_context *c, uint32_t pos) { plm_kv_seq_truncate(&c->fwd.kv, SEQ, pos); }
 
@@ -171,9 +192,30 @@ static plm_status reserve_logits(plm_context *c, int rows, plm_error *err) {
 typedef struct decode_job {
     plm_context *c;
     const plm_token *tokens;
+    const plm_seq_id *seqs;  /* NULL: every token in sequence 0 */
+    uint32_t *pos;           /* [n_batch] positions of a chunk with seqs */
     int n, n_logits;
-    bool aborted;     /* the abort callback stopped it */
+    int n_done;              /* tokens evaluated and committed */
+    bool aborted;            /* the abort callback stopped it */
 } decode_job;
+
+/* A chunk's batch: positions follow each token's sequence. */
+static plm_ubatch chunk_batch(const decode_job *j, int i, int m) {
+    const plm_kv_cache *kv = &j->c->fwd.kv;
+    plm_ubatch b = {.tokens = j->tokens + i, .n = m};
+    if (!j->seqs) {
+        b.pos0 = plm_kv_seq_len(kv, SEQ);
+        return b;
+    }
+    b.seq = j->seqs + i;
+    for (int t = 0; t < m; t++) {
+        uint32_t p = plm_kv_seq_len(kv, b.seq[t]);
+        for (int u = 0; u < t; u++) p += b.seq[u] == b.seq[t];
+        j->pos[t] = p;
+    }
+    b.pos = j->pos;
+    return b;
+}
 
 /* Evaluates the tokens in chunks of n_batch; each chunk attends to
  * everything cached before it and writes the logits it has of the last
@@ -188,12 +230,17 @@ static void decode_chunks(void *arg, int ith, int nth) {
         const int m = n - i < B ? n - i : B;
         const int first = first_kept > i ? (first_kept - i < m ? first_kept - i : m) : 0;
         float *dst = first < m ? c->logits + (size_t)(i + first - first_kept) * n_vocab : c->logits;
-        const plm_ubatch b = {.tokens = j->tokens + i, .n = m, .pos0 = plm_kv_seq_len(&c->fwd.kv, SEQ)};
-        if (!plm_forward(&c->fwd, &b, first, dst)) {  /* polls abort before each layer */
+        const plm_ubatch b = chunk_batch(j, i, m);
+        const bool rowwise = c->fwd.rowwise_matmul;
+        c->fwd.rowwise_matmul = rowwise || c->batch_invariant;
+        const bool done = plm_forward(&c->fwd, &b, first, dst);  /* polls abort before each layer */
+        c->fwd.rowwise_matmul = rowwise;
+        if (!done) {
             j->aborted = true;
             return;
         }
         plm_kv_commit(&c->fwd.kv, &b);
+        j->n_done += m;
     }
 }
 
@@ -202,6 +249,46 @@ plm_status plm_decode(plm_context *c, const plm_token *tokens, int n, plm_error 
 }
 
 plm_status plm_decode_tail(plm_context *c, const plm_token *tokens, int n, int n_logits, plm_error *err) {
+    return plm_decode_seqs(c, tokens, NULL, n, n_logits, err);
+}
+
+/* Room in every sequence the batch appends to. */
+static plm_status check_room(const plm_context *c, const plm_seq_id *seqs, int n, plm_error *err) {
+    const plm_kv_cache *kv = &c->fwd.kv;
+    if (!seqs) {
+        const uint32_t n_past = plm_kv_seq_len(kv, SEQ);
+        if ((uint64_t)n_past + (uint64_t)n > kv->n_ctx)
+            return plm_fail(err, PLM_ERR_CONTEXT_FULL,
+                            "context full: %u cached + %d new tokens exceed the context length %u (use a larger -c)",
+                            n_past, n, kv->n_ctx);
+        return PLM_OK;
+    }
+    for (int i = 0; i < n; i++)
+        if (seqs[i] < 0 || (uint32_t)seqs[i] >= kv->n_seq)
+            return plm_fail(err, PLM_ERR_INVALID_ARG, "token %d is in sequence %d; the context has %u", i, seqs[i],
+                            kv->n_seq);
+    for (int i = 0; i < n; i++) {
+        uint64_t need = plm_kv_seq_len(kv, seqs[i]);
+        for (int k = 0; k < n; k++) need += seqs[k] == seqs[i];
+        if (need > kv->n_ctx)
+            return plm_fail(err, PLM_ERR_CONTEXT_FULL, "sequence %d full: %u cached + new tokens exceed %u", seqs[i],
+                            plm_kv_seq_len(kv, seqs[i]), kv->n_ctx);
+    }
+    return PLM_OK;
+}
+
+plm_status plm_decode_in_seq(plm_context *c, plm_seq_id seq, const plm_token *tokens, int n, plm_error *err) {
+    if (seq == SEQ) return plm_decode(c, tokens, n, err);
+    plm_seq_id *seqs = n > 0 ? malloc((size_t)n * sizeof *seqs) : NULL;
+    if (n > 0 && !seqs) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a batch's sequence ids");
+    for (int i = 0; i < n; i++) seqs[i] = seq;
+    plm_status st = plm_decode_seqs(c, tokens, seqs, n, c->params.logits_all ? n : 1, err);
+    free(seqs);
+    return st;
+}
+
+plm_status plm_decode_seqs(plm_context *c, const plm_token *tokens, const plm_seq_id *seqs, int n, int n_logits,
+                           plm_error *err) {
     if (n <= 0) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_decode needs at least one token");
     if (n_logits < 1 || n_logits > n)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "logits of %d of %d tokens asked for", n_logits, n);
@@ -211,13 +298,10 @@ plm_status plm_decode_tail(plm_context *c, const plm_token *tokens, int n, int n
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             return plm_fail(err, PLM_ERR_INVALID_ARG, "token %d at index %d is outside the vocabulary (0..%d)",
                             tokens[i], i, n_vocab - 1);
-    const uint32_t n_past = plm_context_n_past(c);
-    if ((uint64_t)n_past + (uint64_t)n > c->fwd.kv.n_ctx)
-        return plm_fail(err, PLM_ERR_CONTEXT_FULL,
-                        "context full: %u cached + %d new tokens exceed the context length %u (use a larger -c)",
-                        n_past, n, c->fwd.kv.n_ctx);
+    plm_status st = check_room(c, seqs, n, err);
+    if (st) return st;
     if (c->poisoned) return plm_fail(err, PLM_ERR_IO, "%s", c->poisoned);
-    plm_status st = reserve_logits(c, n_logits, err);
+    st = reserve_logits(c, n_logits, err);
     if (!st && !c->fwd.pool && !(c->fwd.pool = plm_pool_shared((int)c->params.n_threads)))  /* trimmed: restart */
         st = plm_fail(err, PLM_ERR_NOMEM, "cannot start %u threads", c->params.n_threads);
     if (st) return st;
@@ -225,9 +309,13 @@ plm_status plm_decode_tail(plm_context *c, const plm_token *tokens, int n, int n
     /* The forward pass runs under a SIGBUS recovery point (core/fault_guard):
      * a model file that shrank under its mapping poisons the context instead
      * of killing the process. */
-    decode_job job = {c, tokens, n, n_logits, false};
+    uint32_t *pos = seqs ? malloc(c->params.n_batch * sizeof *pos) : NULL;
+    if (seqs && !pos) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a batch's positions");
+    decode_job job = {c, tokens, seqs, pos, n, n_logits, 0, false};
     const void *addr = NULL;
-    if (!plm_fault_guard_call(decode_chunks, &job, 0, 1, &addr)) {
+    const bool ok = plm_fault_guard_call(decode_chunks, &job, 0, 1, &addr);
+    free(pos);
+    if (!ok) {
         char msg[1024];
         plm_fault_guard_describe(addr, msg, sizeof msg);
         c->poisoned = strdup(msg);
@@ -236,8 +324,7 @@ plm_status plm_decode_tail(plm_context *c, const plm_token *tokens, int n, int n
     }
     if (job.aborted) {
         c->n_logits = 0;
-        return plm_fail(err, PLM_ERR_ABORTED, "decode aborted after %u of %d tokens", plm_context_n_past(c) - n_past,
-                        n);
+        return plm_fail(err, PLM_ERR_ABORTED, "decode aborted after %d of %d tokens", job.n_done, n);
     }
     c->n_logits = n_logits;
     c->logits_first = first_kept;

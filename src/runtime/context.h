@@ -19,6 +19,7 @@ struct plm_context {
     float *logits;           /* [logits_cap][n_vocab] */
     int logits_cap, n_logits;/* rows allocated / rows valid from the last decode */
     int logits_first;        /* batch index of logits row 0 */
+    bool batch_invariant;    /* every pass row by row (plm_context_set_batch_invariant) */
     char *poisoned;          /* set when a decode lost its weights (SIGBUS): why; no decode runs after */
 };
 
@@ -27,5 +28,8 @@ struct plm_context {
  * plm_get_logits(ctx, i) then answers for i in [n - n_logits, n). */
 plm_status plm_decode_tail(plm_context *ctx, const plm_token *tokens, int n, int n_logits,
                            plm_error *err);
+
+/* plm_decode in sequence seq. */
+plm_status plm_decode_in_seq(plm_context *ctx, plm_seq_id seq, const plm_token *tokens, int n, plm_error *err);
 
 #endif

@@ -113,7 +113,7 @@ static uint64_t rows_touched(uint64_t alloc, uint64_t rows, uint64_t stride, uin
 
 plm_plan_params plm_plan_default_params(void) {
     return (plm_plan_params){.n_ctx = 0, .n_batch = 512, .n_threads = 0, .type_k = PLM_KV_F16,
-                             .type_v = PLM_KV_F16, .use_mmap = true, .logits_all = false};
+                             .type_v = PLM_KV_F16, .use_mmap = true, .logits_all = false, .n_seq = 1};
 }
 
 bool plm_plan_buffers_for(const plm_kv_spec *spec, bool logits_all, plm_plan_buffers *o) {
@@ -138,7 +138,7 @@ bool plm_plan_buffers_for(const plm_kv_spec *spec, bool logits_all, plm_plan_buf
     /* The widest input row, in the largest activation format (Q8_K). */
     o->act_row = (max_u64(max_u64(E, q_dim), ff) + 255) / 256 * 292;
     o->act = B * o->act_row;
-    o->logits = (logits_all ? B : 1) * (uint64_t)d->n_vocab * 4;
+    o->logits = (uint64_t)plm_plan_logits_rows(spec->n_batch, spec->n_seq, logits_all) * (uint64_t)d->n_vocab * 4;
     o->moe = plm_moe_scratch_bytes(d, spec->n_batch);
     return true;
 }
@@ -199,7 +199,7 @@ static plm_hparams plan_hparams(const plm_plan *p) {
 
 static plm_kv_spec plan_kv_spec(const plm_plan *p, const plm_hparams *hp) {
     const plm_plan_params *pp = &p->params;
-    return (plm_kv_spec){plan_arch(p), hp, pp->n_ctx, pp->n_batch, pp->type_k, pp->type_v, 1};
+    return (plm_kv_spec){plan_arch(p), hp, pp->n_ctx, pp->n_batch, pp->type_k, pp->type_v, pp->n_seq};
 }
 
 /* Resident bytes of the scratch buffers when `rows` rows of each were
@@ -315,6 +315,7 @@ static void resolve_params(plm_plan *p, const plm_plan_params *in) {
     if (pp.n_ctx == 0) pp.n_ctx = p->n_ctx_train && p->n_ctx_train < 4096 ? p->n_ctx_train : 4096;
     if (pp.n_batch == 0) pp.n_batch = 512;
     if (pp.n_batch > pp.n_ctx) pp.n_batch = pp.n_ctx;
+    if (pp.n_seq == 0) pp.n_seq = 1;
     if (pp.n_threads == 0) pp.n_threads = plm_default_threads();
     if (pp.n_threads > 256) pp.n_threads = 256;
     p->params = pp;
@@ -613,7 +614,7 @@ uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batc
         const plm_kv_spec spec = plan_kv_spec(p, &hp);
         for (uint32_t il = 0; il < p->n_layer; il++) {
             const uint64_t rows = min_u64(n_tokens, plm_kv_layer_cells(&spec, (int)il));
-            kv += round_up(rows * b->kv_row_k, PLM_PLAN_PAGE) + round_up(rows * b->kv_row_v, PLM_PLAN_PAGE);
+            kv += pp->n_seq * (round_up(rows * b->kv_row_k, PLM_PLAN_PAGE) + round_up(rows * b->kv_row_v, PLM_PLAN_PAGE));
         }
     } else {
         kv = alloc_resident(b->kv_k) + alloc_resident(b->kv_v);

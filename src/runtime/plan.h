@@ -19,6 +19,16 @@
  * store a row (head_dim not a multiple of 32). */
 bool plm_plan_buffers_for(const plm_kv_spec *kv, bool logits_all, plm_plan_buffers *out);
 
+/* Sequences one context may hold. */
+#define PLM_MAX_SEQ 256
+
+/* Logits rows a context keeps: every token of a batch with logits_all, else
+ * one per sequence (a decode step of all of them). */
+static inline int plm_plan_logits_rows(uint32_t n_batch, uint32_t n_seq, bool logits_all) {
+    const uint32_t seqs = n_seq ? n_seq : 1;
+    return (int)(logits_all ? n_batch : seqs < n_batch ? seqs : n_batch);
+}
+
 /* Measured baseline of the pocketlm process (see docs/MEMORY.md). */
 #define PLM_PLAN_PAGE 4096u
 

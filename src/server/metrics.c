@@ -97,6 +97,10 @@ char *metrics_render(srv_metrics *m, const char *const *route_names, int n_route
     metric(&b, "jobs_total", "counter", "Generations finished, and those cancelled (client gone, shutdown).");
     put(&b, "pocketlm_jobs_total{outcome=\"done\"} %llu\n", (unsigned long long)(c.jobs_done - c.jobs_cancelled));
     put(&b, "pocketlm_jobs_total{outcome=\"cancelled\"} %llu\n", (unsigned long long)c.jobs_cancelled);
+    metric(&b, "decode_steps_total", "counter", "Forward passes of generation steps (all busy slots' tokens in one).");
+    put(&b, "pocketlm_decode_steps_total %llu\n", (unsigned long long)c.decode_steps);
+    metric(&b, "decode_step_tokens_total", "counter", "Tokens evaluated by those passes (/ steps = slots batched).");
+    put(&b, "pocketlm_decode_step_tokens_total %llu\n", (unsigned long long)c.decode_step_tokens);
     metric(&b, "queue_depth", "gauge", "Requests waiting for a slot.");
     put(&b, "pocketlm_queue_depth %d\n", queue_depth);
     metric(&b, "slots_busy", "gauge", "Slots running a generation.");

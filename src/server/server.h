@@ -13,8 +13,10 @@
  *   stream.c     a job's output as SSE (`data:` chunks) or NDJSON
  *   job.c        one request's generation: inputs, the text and token
  *                records the worker appends, completion, cancellation
- *   scheduler.c  a bounded queue and N slots, each a sequence of one context
- *                owned by the worker thread; prefix reuse of a slot's cache
+ *   scheduler.c  a bounded queue and the worker thread that owns the context:
+ *                each round, one forward pass for every busy slot (plm_gen_step)
+ *   slot.c       one slot (a sequence of the context): prefix reuse of its
+ *                cache, its generation's callbacks, what the cache holds after
  *   metrics.c    counters and gauges in Prometheus text format
  *   page.c       GET /: the chat page (chat_page.html, embedded at build time)
  *
@@ -47,6 +49,7 @@ typedef struct srv_config {
     const char *model_path;
     const char *model_name;    /* id in /v1/models and /api/tags */
     int n_parallel;            /* slots */
+    bool batch_invariant;      /* plm_context_set_batch_invariant */
     int queue_size;            /* jobs waiting beyond the slots; more get 503 */
     size_t max_body_bytes;     /* larger request bodies get 413 */
     int max_prompt_tokens;     /* 0 = the context length - 1 */
@@ -67,6 +70,7 @@ typedef struct srv_metrics {
     double prompt_seconds, generate_seconds;
     double last_decode_tps;
     uint64_t jobs_done, jobs_cancelled;
+    uint64_t decode_steps, decode_step_tokens;  /* forward passes of generation steps, tokens in them */
 } srv_metrics;
 
 void metrics_init(srv_metrics *m);

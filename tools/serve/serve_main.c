@@ -25,7 +25,7 @@ typedef struct serve_opts {
     int port, n_ctx, n_batch, n_threads, parallel, queue, max_prompt, max_tokens, timeout, max_conn;
     int max_body_kib;
     float grace;
-    bool no_mmap, mlock, flash_attn;
+    bool no_mmap, mlock, flash_attn, batch_invariant;
 } serve_opts;
 
 /* "260K", "1.1B": Ollama's parameter_size. */
@@ -116,7 +116,7 @@ static bool check_opts(const serve_opts *o) {
     const char *bad = NULL;
     if (o->port < 0 || o->port > 65535) bad = "--port must be in [0, 65535] (0 = any free port)";
     else if (o->n_ctx < 0 || o->n_batch < 0 || o->n_threads < 0) bad = "-c, -b and -t must be >= 0";
-    else if (o->parallel < 1) bad = "--parallel must be >= 1";
+    else if (o->parallel < 1 || o->parallel > 256) bad = "--parallel must be 1..256";
     else if (o->queue < 1) bad = "--queue must be >= 1";
     else if (o->max_body_kib < 1) bad = "--max-body must be >= 1 (KiB)";
     else if (o->max_prompt < 0 || o->max_tokens < 0) bad = "--max-prompt and --max-tokens must be >= 0";
@@ -148,7 +148,9 @@ int main(int argc, char **argv) {
         {"-ctk", "--cache-type-k", ARG_STR, &o.cache_type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
         {"-ctv", "--cache-type-v", ARG_STR, &o.cache_type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
         {"-fa", "--flash-attn", ARG_FLAG, &o.flash_attn, NULL, "one-pass (flash) attention"},
-        {"-np", "--parallel", ARG_INT, &o.parallel, "N", "slots (sequences served at once); 1 for now"},
+        {NULL, "--batch-invariant", ARG_FLAG, &o.batch_invariant, NULL,
+         "answers bit-identical however prompts are split or batched (slower prompts)"},
+        {"-np", "--parallel", ARG_INT, &o.parallel, "N", "slots: requests served at once, batched into one forward pass (each slot holds -c tokens)"},
         {NULL, "--queue", ARG_INT, &o.queue, "N", "requests that may wait for a slot; more get 503"},
         {NULL, "--max-body", ARG_INT, &o.max_body_kib, "KIB", "largest request body; larger get 413"},
         {NULL, "--max-prompt", ARG_INT, &o.max_prompt, "N", "most prompt tokens, 0 = the context length - 1"},
@@ -187,7 +189,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     srv->cfg = (srv_config){.host = o.host, .port = o.port, .api_key = o.api_key, .model_path = o.model,
-                            .n_parallel = o.parallel, .queue_size = o.queue,
+                            .n_parallel = o.parallel, .batch_invariant = o.batch_invariant, .queue_size = o.queue,
                             .max_body_bytes = (size_t)o.max_body_kib * 1024, .max_prompt_tokens = o.max_prompt,
                             .max_tokens = o.max_tokens, .timeout_s = o.timeout, .max_connections = o.max_conn,
                             .grace_s = o.grace, .sampling = plm_sampler_default_params()};

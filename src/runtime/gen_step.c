@@ -1,0 +1,195 @@
+/*
+ * plm_gen: plm_generate's loop a step at a time, so that several
+ * generations, each in its own sequence of one context, share every forward
+ * pass (a server's slots).  The pieces are generate.c's (runtime/gen.h); this
+ * file gathers a step's tokens into one batch (the generating sequences'
+ * next tokens and pieces of the prompts being read) and keeps each
+ * generation's own logits row between steps.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "runtime/gen.h"
+
+struct plm_gen {
+    gen g;
+    plm_generate_params params;  /* a copy: g.p points here */
+    plm_token *prompt;
+    int n_prompt, n_fed;         /* prompt tokens, and those evaluated */
+    float *logits;               /* [n_vocab]: this sequence's last row */
+    bool ready;                  /* prompt evaluated: logits hold its last row */
+    bool stepped;                /* t0 set */
+    double t0;                   /* first step */
+};
+
+static void gen_free_parts(plm_gen *x) {
+    gen_end(&x->g);
+    free(x->prompt);
+    free(x->logits);
+    free(x);
+}
+
+plm_status plm_gen_new(plm_context *ctx, plm_seq_id seq, const plm_token *prompt, int n_prompt,
+                       plm_sampler *sampler, const plm_generate_params *params, plm_piece_cb on_piece,
+                       plm_generate_result *result, plm_gen **out, plm_error *err) {
+    *out = NULL;
+    plm_gen *x = calloc(1, sizeof *x);
+    if (!x) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a generation");
+    plm_status st = gen_take_params(&x->params, params, err);
+    if (!st && x->params.spec)
+        st = plm_fail(err, PLM_ERR_UNSUPPORTED, "plm_gen: speculative decoding runs through plm_generate only");
+    if (!st) st = gen_begin(&x->g, ctx, seq, prompt, n_prompt, sampler, &x->params, on_piece, result, err);
+    if (st) {
+        gen_free_parts(x);
+        return st;
+    }
+    x->prompt = malloc((size_t)n_prompt * sizeof *prompt);
+    x->logits = malloc((size_t)plm_model_n_vocab(ctx->model) * sizeof *x->logits);
+    if (!x->prompt || !x->logits) {
+        gen_free_parts(x);
+        return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a generation");
+    }
+    memcpy(x->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
+    x->n_prompt = n_prompt;
+    *out = x;
+    return PLM_OK;
+}
+
+void plm_gen_free(plm_gen *x) {
+    if (x) gen_free_parts(x);
+}
+
+bool plm_gen_done(const plm_gen *x) { return x->g.done; }
+
+static void keep_logits(plm_gen *x, int row) {
+    const float *l = plm_get_logits(x->g.ctx, row);
+    memcpy(x->logits, l, (size_t)plm_model_n_vocab(x->g.model) * sizeof *x->logits);
+    x->g.logits = x->logits;
+}
+
+/* The generation ends here: what is held goes out, the clock stops. */
+static void end_gen(plm_gen *x, plm_status st) {
+    x->g.done = true;
+    if (st == PLM_OK && x->ready) gen_flush_text(&x->g);
+    if (x->stepped) x->g.r->t_gen_s = gen_now() - x->t0;
+}
+
+/* Samples x's next token; true (and *next) when it goes on and needs it
+ * evaluated, false (*next untouched) when the generation ended. */
+static bool next_of(plm_gen *x, plm_token *next, plm_status *st, plm_error *err) {
+    gen *g = &x->g;
+    if (!x->stepped) x->t0 = gen_now(), x->stepped = true;
+    const plm_token t = gen_next_token(g);
+    if (g->done || !gen_take_token(g, t, st, err) || (*st = gen_make_room(g, err)) || g->done ||
+        gen_aborted(g)) {
+        end_gen(x, *st);
+        return false;
+    }
+    *next = t;
+    return true;
+}
+
+/* One pass under construction.  Tokens that need logits go last (the pass
+ * keeps the logits of its last rows): a prompt's final token, then the
+ * generating sequences' tokens; each sequence's tokens stay in order. */
+typedef struct pass {
+    plm_token *tok;
+    plm_seq_id *seq;
+    plm_gen **who;    /* [i]: whose token i is, for the rows with logits */
+    int n;
+} pass;
+
+static void add(pass *p, plm_gen *x, plm_token t) {
+    p->tok[p->n] = t;
+    p->seq[p->n] = x->g.seq;
+    p->who[p->n++] = x;
+}
+
+/* Prompt pieces first (all but each completing prompt's last token), then
+ * those last tokens, then the generating sequences' tokens. */
+static void build(pass *p, plm_gen *const *gens, int n, const plm_token *next, int *piece) {
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < piece[i] - (gens[i]->n_fed + piece[i] == gens[i]->n_prompt); k++)
+            add(p, gens[i], gens[i]->prompt[gens[i]->n_fed + k]);
+    for (int i = 0; i < n; i++)
+        if (piece[i] && gens[i]->n_fed + piece[i] == gens[i]->n_prompt)
+            add(p, gens[i], gens[i]->prompt[gens[i]->n_prompt - 1]);
+    for (int i = 0; i < n; i++)
+        if (next[i] >= 0) add(p, gens[i], next[i]);
+}
+
+/* After the pass: prompts advance (and become ready when whole), every row
+ * with logits keeps its own. */
+static void absorb(pass *p, plm_gen *const *gens, int n, const int *piece, int n_logits, double seconds) {
+    for (int i = 0; i < n; i++) {
+        if (!piece[i]) continue;
+        gens[i]->n_fed += piece[i];
+        gens[i]->g.r->n_prompt += piece[i];
+        gens[i]->g.r->t_prompt_s += seconds;
+    }
+    for (int r = p->n - n_logits; r < p->n; r++) {
+        plm_gen *x = p->who[r];
+        keep_logits(x, r);
+        if (!x->ready) {
+            x->ready = true;
+            if (x->params.max_tokens == 0) gen_finish(&x->g, PLM_FINISH_LENGTH);
+        }
+    }
+}
+
+static plm_status run_pass(plm_gen *const *gens, int n, int *piece, plm_token *next, pass *p, plm_error *err) {
+    plm_context *ctx = NULL;
+    plm_status st = PLM_OK;
+    int budget = 0, n_next = 0, n_final = 0;
+    for (int i = 0; i < n; i++) next[i] = -1, piece[i] = 0;
+    for (int i = 0; i < n && !st; i++) {  /* the generating ones first: their tokens always fit */
+        plm_gen *x = gens[i];
+        if (x->g.done) continue;
+        if (ctx && x->g.ctx != ctx)
+            return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_gen_step: generations of two contexts");
+        ctx = x->g.ctx;
+        budget = (int)ctx->params.n_batch;
+        if (x->ready && next_of(x, &next[i], &st, err)) n_next++;
+    }
+    if (st || !ctx) return st;
+    budget -= n_next;
+    for (int i = 0; i < n && budget > 0; i++) {  /* then prompt pieces, in order, while they fit */
+        plm_gen *x = gens[i];
+        if (x->g.done || x->ready || gen_aborted(&x->g)) continue;
+        const int left = x->n_prompt - x->n_fed;
+        piece[i] = left < budget ? left : budget;
+        budget -= piece[i];
+        n_final += x->n_fed + piece[i] == x->n_prompt;
+    }
+    build(p, gens, n, next, piece);
+    if (p->n == 0) return PLM_OK;
+    const double t0 = gen_now();
+    const int n_logits = n_final + n_next;  /* a pass of unfinished prompt pieces still computes one row */
+    st = plm_decode_seqs(ctx, p->tok, p->seq, p->n, n_logits ? n_logits : 1, err);
+    if (!st) absorb(p, gens, n, piece, n_logits, gen_now() - t0);
+    return st;
+}
+
+plm_status plm_gen_step(plm_gen *const *gens, int n, plm_error *err) {
+    if (n <= 0) return PLM_OK;
+    int cap = n;  /* every generation's token, and prompt pieces up to n_batch */
+    for (int i = 0; i < n; i++)
+        if ((int)gens[i]->g.ctx->params.n_batch + n > cap) cap = (int)gens[i]->g.ctx->params.n_batch + n;
+    pass p = {.tok = malloc((size_t)cap * sizeof *p.tok), .seq = malloc((size_t)cap * sizeof *p.seq),
+              .who = malloc((size_t)cap * sizeof *p.who)};
+    int *piece = malloc((size_t)n * sizeof *piece);
+    plm_token *next = malloc((size_t)n * sizeof *next);
+    plm_status st = !p.tok || !p.seq || !p.who || !piece || !next
+                        ? plm_fail(err, PLM_ERR_NOMEM, "out of memory for a step's batch")
+                        : run_pass(gens, n, piece, next, &p, err);
+    if (st)  /* the pass failed: every generation in it ends */
+        for (int i = 0; i < n; i++)
+            if (!gens[i]->g.done && next && piece && (next[i] >= 0 || piece[i] > 0)) end_gen(gens[i], st);
+    free(p.tok);
+    free(p.seq);
+    free(p.who);
+    free(piece);
+    free(next);
+    return st;
+}
