@@ -7,12 +7,14 @@
  * table is tested against, so it favours clarity over speed.
  */
 #include <pthread.h>
+#include <string.h>
 
 #include "kernels/attn_quant.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
+#include "quant/repack.h"
 
 /* ---- float formats (activation stays f32) ------------------------------- */
 
@@ -282,6 +284,45 @@ static void ref_vec_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *
     *s = sum;
 }
 
+/* ---- row-interleaved weights (quant/repack.h) ---------------------------
+ * Row by row and block by block, with the float arithmetic of the plain
+ * row's vec_dot above, so a repacked row gives that row's result exactly:
+ * the oracle of the SIMD versions and of the layout itself. */
+static void ref_gemm_repacked(plm_type type, int64_t k, const void *w, size_t row_bytes, int64_t nr,
+                              const void *act, size_t as, int nt, float *out, int64_t os) {
+    const size_t bb = plm_row_size(type, 32), sb = PLM_REPACK_ROWS * bb;
+    const int o = plm_repack_offset(type);
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)(r / PLM_REPACK_ROWS) * PLM_REPACK_ROWS * row_bytes;
+        const int j = (int)(r % PLM_REPACK_ROWS);
+        for (int t = 0; t < nt; t++) {
+            const block_q8_0 *y = (const void *)((const char *)act + (size_t)t * as);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < k / 32; b++) {
+                const uint8_t *blk = g + (size_t)b * sb;
+                plm_fp16_t d;
+                memcpy(&d, blk + j * sizeof d, sizeof d);
+                int sumi = 0;
+                for (int e = 0; e < 32; e++)
+                    sumi += (plm_repack_code(type, blk + PLM_REPACK_ROWS * sizeof d, j, e) - o) * y[b].qs[e];
+                if (type == PLM_TYPE_Q8_0) sum += sumi * (plm_fp16_to_fp32(d) * plm_fp16_to_fp32(y[b].d));
+                else sum += sumi * plm_fp16_to_fp32(d) * plm_fp16_to_fp32(y[b].d);
+            }
+            out[t * os + r] = sum;
+        }
+    }
+}
+
+static void ref_gemm_repacked_q4_0(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                   int nt, float *out, int64_t os) {
+    ref_gemm_repacked(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+static void ref_gemm_repacked_q8_0(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                   int nt, float *out, int64_t os) {
+    ref_gemm_repacked(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 /* Everything but the row conversions. */
@@ -306,6 +347,10 @@ static const plm_kernels ref_kernels = {
         [PLM_TYPE_Q6_K] = ref_vec_dot_q6_K,
         [PLM_TYPE_IQ4_NL] = ref_vec_dot_iq4_nl,
         [PLM_TYPE_IQ4_XS] = ref_vec_dot_iq4_xs,
+    },
+    .gemm_repacked = {
+        [PLM_TYPE_Q4_0] = ref_gemm_repacked_q4_0,
+        [PLM_TYPE_Q8_0] = ref_gemm_repacked_q8_0,
     },
 };
 

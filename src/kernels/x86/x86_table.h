@@ -18,6 +18,7 @@
 #include "kernels/x86/gemm_panel.h"
 #endif
 #include "kernels/x86/gemm_rows.h"
+#include "kernels/x86/repacked.h"
 
 /* What the x86 files have SIMD code for; the rest (row quantizers of the
  * weight formats, most dequantizers) comes from the reference table when the
@@ -59,6 +60,10 @@ static const plm_kernels X86_FN(simd) = {
         [PLM_TYPE_Q5_K] = X86_FN(gemm_q5_K),
         [PLM_TYPE_Q6_K] = X86_FN(gemm_q6_K),
         [PLM_TYPE_IQ4_XS] = X86_FN(gemm_iq4_xs),
+    },
+    .gemm_repacked = {
+        [PLM_TYPE_Q4_0] = X86_FN(gemm_repacked_q4_0),
+        [PLM_TYPE_Q8_0] = X86_FN(gemm_repacked_q8_0),
     },
     .quantize_row = {
         [PLM_TYPE_Q8_0] = X86_FN(quantize_row_q8_0),

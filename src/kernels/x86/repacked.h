@@ -1,0 +1,182 @@
+/*
+ * x86 kernels for row-interleaved weights (quant/repack.h): Q4_0 and Q8_0
+ * in groups of 16 rows.  Part of an x86 table (see x86.h); `type` is a
+ * constant at every call.
+ *
+ * The layout is the panel gemm's transposed block (gemm_panel.h) stored
+ * ahead of time: the 4-byte group g of the 16 rows is one 64-byte run, so
+ * one vpdpbusd with the activation's bytes 4g..4g+3 broadcast does 64
+ * multiply-adds for 16 rows (AVX-512: one zmm; 256-bit tables: two ymm
+ * halves of 8 rows), and the float work of a block (convert, scale,
+ * accumulate) is paid once per 16 rows.  Unlike the panel gemm nothing is
+ * packed at run time, so the same kernel serves decode (one token) and
+ * prefill (tiles of RP_C tokens against each decoded block).
+ *
+ * Codes are unsigned (u = w + o); the offset comes back exactly by starting
+ * each block's integer sum at -o * sum(a), tabled once per call for the
+ * token tile and k slice.  On AVX2 without VNNI, vpmaddubsw would saturate
+ * on Q8_0's codes (255 * 127 * 2 > 32767), so Q8_0 goes back to signed
+ * bytes and the sign trick there (no offset).
+ */
+enum {
+    RP_R = 16,                 /* rows per group (PLM_REPACK_ROWS) */
+    RP_KS = 256,               /* blocks per k slice (8192 elements) */
+    RP_C = X86_ZMM ? 8 : 2,    /* tokens per register tile */
+};
+
+_Static_assert((int)RP_R == (int)PLM_REPACK_ROWS, "x86 repacked kernels are written for 16-row groups");
+
+/* Per token of the tile and block of the slice: where the block's integer
+ * sum starts, and the activation scale. */
+typedef struct {
+    int32_t init[RP_C][RP_KS];
+    float d[RP_C][RP_KS];
+} rp_tab;
+
+/* Whether the codes keep their offset in the dot (all but AVX2 Q8_0). */
+X86_INL bool rp_unsigned(plm_type type) { return X86_ISA != X86_ISA_AVX2 || type != PLM_TYPE_Q8_0; }
+
+X86_INL void rp_tabulate(plm_type type, const char *act, size_t as, int tn, int64_t b0, int kb, rp_tab *t) {
+    const int o = rp_unsigned(type) ? plm_repack_offset(type) : 0;
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int c = 0; c < tn; c++) {
+        const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + (size_t)c * as) + b0;
+        for (int b = 0; b < kb; b++) {
+            t->init[c][b] = o ? -o * hsum_epi32(dot_us(_mm256_setzero_si256(), ones, loadu256(y[b].qs))) : 0;
+            t->d[c][b] = h2f(y[b].d);
+        }
+    }
+}
+
+/* Four activation bytes in every 32-bit lane. */
+X86_INL __m256i bcast4_ymm(const void *p) { return _mm256_broadcastd_epi32(_mm_loadu_si32(p)); }
+
+/* Group g of rows 8h..8h+7 of a super-block's codes, as unsigned codes
+ * (or, for AVX2 Q8_0, signed weights). */
+X86_INL __m256i rp_codes_ymm(plm_type type, const uint8_t *codes, int g, int h) {
+    if (type == PLM_TYPE_Q8_0) {
+        const __m256i u = loadu256(codes + 64 * g + 32 * h);
+        return rp_unsigned(type) ? u : _mm256_xor_si256(u, _mm256_set1_epi8((char)0x80));
+    }
+    const __m256i q = loadu256(codes + 64 * (g & 3) + 32 * h);
+    return _mm256_and_si256(g < 4 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0f));
+}
+
+X86_INL __m256i rp_dot_ymm(plm_type type, __m256i acc, __m256i q, __m256i a) {
+    if (rp_unsigned(type)) return dot_us(acc, q, a);
+    return dot_ss(acc, _mm256_abs_epi8(q), q, a);
+}
+
+/* C tokens x 16 rows of one group over kb blocks, 256-bit: two halves. */
+X86_INL void rp_tile_ymm(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t,
+                         const char *act, size_t as, float *out, int64_t os, bool add) {
+    const size_t sb = RP_R * block_bytes(type);
+    __m256 acc[2][RP_C];
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < C; c++) acc[h][c] = _mm256_setzero_ps();
+    for (int b = 0; b < kb; b++) {
+        const uint8_t *blk = grp + (size_t)(b0 + b) * sb, *codes = blk + RP_R * sizeof(plm_fp16_t);
+        for (int h = 0; h < 2; h++) {
+            const __m256 dw = _mm256_cvtph_ps(loadu128(blk + 16 * h));
+            __m256i q[8];
+            for (int g = 0; g < 8; g++) q[g] = rp_codes_ymm(type, codes, g, h);
+            for (int c = 0; c < C; c++) {
+                const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b0 + b].qs;
+                __m256i s0 = _mm256_set1_epi32(t->init[c][b]), s1 = _mm256_setzero_si256();
+                for (int g = 0; g < 8; g += 2) {
+                    s0 = rp_dot_ymm(type, s0, q[g], bcast4_ymm(qs + 4 * g));
+                    s1 = rp_dot_ymm(type, s1, q[g + 1], bcast4_ymm(qs + 4 * g + 4));
+                }
+                const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(t->d[c][b]));
+                acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), scale, acc[h][c]);
+            }
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int h = 0; h < 2; h++) {
+            float *o = out + c * os + 8 * h;
+            _mm256_storeu_ps(o, add ? _mm256_add_ps(_mm256_loadu_ps(o), acc[h][c]) : acc[h][c]);
+        }
+}
+
+#if X86_ZMM
+
+/* Group g of the 16 rows as one zmm of unsigned codes. */
+X86_INL __m512i rp_codes_zmm(plm_type type, const uint8_t *codes, int g) {
+    if (type == PLM_TYPE_Q8_0) return _mm512_loadu_si512(codes + 64 * g);
+    const __m512i q = _mm512_loadu_si512(codes + 64 * (g & 3));
+    return _mm512_and_si512(g < 4 ? q : _mm512_srli_epi16(q, 4), _mm512_set1_epi8(0x0f));
+}
+
+/* C tokens x 16 rows of one group over kb blocks, one zmm a token. */
+X86_INL void rp_tile_zmm(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t,
+                         const char *act, size_t as, float *out, int64_t os, bool add) {
+    const size_t sb = RP_R * block_bytes(type);
+    __m512 acc[RP_C];
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < kb; b++) {
+        const uint8_t *blk = grp + (size_t)(b0 + b) * sb, *codes = blk + RP_R * sizeof(plm_fp16_t);
+        const __m512 dw = _mm512_cvtph_ps(loadu256(blk));
+        __m512i q[8];
+        for (int g = 0; g < 8; g++) q[g] = rp_codes_zmm(type, codes, g);
+        for (int c = 0; c < C; c++) {
+            const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b0 + b].qs;
+            __m512i s0 = _mm512_set1_epi32(t->init[c][b]), s1 = _mm512_setzero_si512();
+            for (int g = 0; g < 8; g += 2) { /* two chains: decode has no other token to overlap */
+                s0 = _mm512_dpbusd_epi32(s0, q[g], bcast4(qs + 4 * g));
+                s1 = _mm512_dpbusd_epi32(s1, q[g + 1], bcast4(qs + 4 * g + 4));
+            }
+            const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(t->d[c][b]));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        float *o = out + c * os;
+        _mm512_storeu_ps(o, add ? _mm512_add_ps(_mm512_loadu_ps(o), acc[c]) : acc[c]);
+    }
+}
+
+#endif
+
+X86_INL void rp_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, const char *act,
+                     size_t as, float *out, int64_t os, bool add) {
+#if X86_ZMM
+    rp_tile_zmm(type, C, grp, b0, kb, t, act, as, out, os, add);
+#else
+    rp_tile_ymm(type, C, grp, b0, kb, t, act, as, out, os, add);
+#endif
+}
+
+/* Tokens in tiles of RP_C, k in slices of RP_KS blocks (the table), then
+ * every group of rows; the first slice writes the output, later ones add.
+ * Whole tiles and single tokens (decode) get code for their constant size. */
+X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                           int nt, float *out, int64_t os) {
+    _Alignas(64) rp_tab tab;
+    const int64_t nb = k / 32;
+    for (int t0 = 0; t0 < nt; t0 += RP_C) {
+        const int tn = nt - t0 < RP_C ? nt - t0 : RP_C;
+        const char *at = (const char *)act + (size_t)t0 * as;
+        for (int64_t b0 = 0; b0 < nb; b0 += RP_KS) {
+            const int kb = (int)(nb - b0 < RP_KS ? nb - b0 : RP_KS);
+            rp_tabulate(type, at, as, tn, b0, kb, &tab);
+            for (int64_t r = 0; r < nr; r += RP_R) {
+                const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
+                float *o = out + (int64_t)t0 * os + r;
+                if (tn == RP_C) rp_tile(type, RP_C, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
+                else if (tn == 1) rp_tile(type, 1, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
+                else rp_tile(type, tn, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
+            }
+        }
+    }
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_q4_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                  size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_q8_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                  size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
+}
