@@ -56,6 +56,9 @@ typedef struct plm_model_params {
     bool use_mmap;   /* default true: weights are paged in from the file */
     bool use_mlock;  /* default false: pin the weights in RAM */
     bool vocab_only; /* load only the tokenizer (no weights needed in the file) */
+    bool repack;     /* default false: copy Q4_0/Q8_0 matrices into a row-interleaved
+                        layout in anonymous memory (faster kernels; the file pages
+                        copied are released): see plm_plan_params.repack */
 } plm_model_params;
 
 PLM_API plm_model_params plm_model_default_params(void);
@@ -71,6 +74,8 @@ PLM_API int plm_model_n_embd(const plm_model *model);
 PLM_API int plm_model_n_layer(const plm_model *model);
 PLM_API uint64_t plm_model_n_params(const plm_model *model);
 PLM_API uint64_t plm_model_weight_bytes(const plm_model *model);
+/* Bytes of the row-interleaved copies made by plm_model_params.repack (0: none). */
+PLM_API uint64_t plm_model_repacked_bytes(const plm_model *model);
 
 /* ---- vocabulary ------------------------------------------------------- */
 

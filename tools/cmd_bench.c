@@ -33,7 +33,7 @@ typedef struct bench_opts {
     const char *n_prompt, *n_gen, *threads, *batch, *flash_attn, *output;
     int reps;
     float bandwidth;
-    bool no_warmup, verbose;
+    bool no_warmup, verbose, repack;
     spec_cli spec;             /* speculative decoding: a test of its own (bench_spec.c) */
     const char *spec_prompt;
 } bench_opts;
@@ -423,6 +423,7 @@ int cmd_bench(int argc, char **argv) {
         {"-o", "--output", ARG_STR, &o.output, "FMT", "md, json or csv (to stdout)"},
         {NULL, "--no-warmup", ARG_FLAG, &o.no_warmup, NULL, "skip the warm-up run before each test"},
         {"-v", "--verbose", ARG_FLAG, &o.verbose, NULL, "progress on stderr"},
+        {NULL, "--repack", ARG_FLAG, &o.repack, NULL, "row-interleaved Q4_0/Q8_0 weights (see pocketlm run)"},
         {NULL, "--spec-prompt", ARG_STR, &o.spec_prompt, "TEXT", "the prompt of the speculative-decoding test"},
     };
     int n_specs = 0;
@@ -498,7 +499,9 @@ int cmd_bench(int argc, char **argv) {
         plm_model *m;
         plm_error err;
         if (o.verbose) fprintf(stderr, "pocketlm bench: loading %s\n", path);
-        if (plm_model_load(path, NULL, &m, &err)) {
+        plm_model_params mp = plm_model_default_params();
+        mp.repack = o.repack;
+        if (plm_model_load(path, &mp, &m, &err)) {
             fprintf(stderr, "pocketlm bench: %s\n", err.message);
             rc = 1;
             break;

@@ -25,6 +25,7 @@ typedef struct plm_weight {
     plm_type type;
     int64_t cols, rows;
     size_t row_bytes;
+    bool repacked;  /* data is row-interleaved (quant/repack.h), in plm_model.repack_mem */
 } plm_weight;
 
 /* One block's weights.  Vectors are f32 (NULL when optional and absent). */
@@ -48,6 +49,8 @@ struct plm_model {
     plm_layer *layers;
     float *owned_f32;  /* norms/biases converted to f32 at load, if stored otherwise */
     uint64_t n_params, weight_bytes;
+    void *repack_mem;       /* anonymous mapping of the repacked matrices, or NULL */
+    uint64_t repack_bytes;  /* its size */
 };
 
 /* Reads hyperparameters and binds every weight of m->arch's tables; fills
@@ -57,5 +60,13 @@ plm_status plm_model_bind(plm_model *m, plm_error *err);
 /* Floats of m->owned_f32: one slot per vector of the tables, each as long as
  * the longest vector (what the memory plan counts). */
 uint64_t plm_model_owned_f32_floats(const plm_arch *arch, const plm_hparams *hp);
+
+/* Anonymous bytes plm_model_repack would allocate (each repackable matrix
+ * page-rounded); 0 when nothing can be repacked. */
+uint64_t plm_model_repack_bytes(plm_model *m);
+
+/* Rewrites every repackable matrix of m into the row-interleaved layout in
+ * one anonymous mapping, releasing the file pages it copied (model/repack.c). */
+plm_status plm_model_repack(plm_model *m, plm_error *err);
 
 #endif
