@@ -16,7 +16,7 @@ typedef struct plan_opts {
     int n_ctx, n_batch, n_threads;
     int layers, kv_heads, head_dim, embd, heads, ff, vocab, at_tokens, at_batch;
     float bandwidth, app_share, bpw, storage, gops;
-    bool no_mmap, shape, list_devices;
+    bool no_mmap, repack, shape, list_devices;
 } plan_opts;
 
 static void line(const char *what, uint64_t bytes) {
@@ -82,6 +82,7 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
     printf("\nthe bill (resident memory)\n");
     snprintf(what, sizeof what, "weights (%s)", pp->use_mmap ? "file pages, mmap" : "anonymous copy of the file");
     line(what, p->weights_resident);
+    if (p->repack_bytes) line("repacked matrices (anonymous, --repack)", p->repack_bytes);
     snprintf(what, sizeof what, "KV cache (K %s %s + V %s %s)", plm_kv_type_name(pp->type_k),
              human(p->buf.kv_k, a, sizeof a), plm_kv_type_name(pp->type_v), human(p->buf.kv_v, b, sizeof b));
     line(what, p->kv_bytes);
@@ -179,6 +180,7 @@ static int run_plan(plan_opts *o) {
     pp.n_batch = (uint32_t)o->n_batch;
     pp.n_threads = (uint32_t)o->n_threads;
     pp.use_mmap = !o->no_mmap;
+    pp.repack = o->repack;
     if (kv_type(o->type_k, &pp.type_k) || kv_type(o->type_v, &pp.type_v)) return 1;
 
     plm_plan p;
@@ -292,6 +294,7 @@ int cmd_plan(int argc, char **argv) {
         {NULL, "--cache-type-k", ARG_STR, &o.type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
         {NULL, "--cache-type-v", ARG_STR, &o.type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
         {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "plan for weights read into memory"},
+        {NULL, "--repack", ARG_FLAG, &o.repack, NULL, "plan for row-interleaved copies of the Q4_0/Q8_0 matrices"},
         {NULL, "--device", ARG_STR, &o.device, "NAME", "a device profile (--list-devices) or 'this' (default)"},
         {NULL, "--ram", ARG_STR, &o.ram, "SIZE", "plan for a device with this much RAM (8G, 12GB, 7.5GiB)"},
         {NULL, "--bandwidth", ARG_FLOAT, &o.bandwidth, "GB/s", "memory bandwidth (overrides the profile/probe)"},

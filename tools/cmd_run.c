@@ -281,7 +281,7 @@ int cmd_run(int argc, char **argv) {
     plm_model_params mp = plm_model_default_params();
     mp.use_mmap = !o.no_mmap;
     mp.use_mlock = o.mlock;
-    mp.repack = o.repack;
+    mp.repack = o.repack && fit_repack("run", o.model, !o.no_mmap, o.mem_limit, &cp);
     plm_model *model;
     plm_error err;
     double t0 = now_s();

@@ -36,6 +36,13 @@ bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, co
 bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
                  plm_context_params *cp);
 
+/* Whether --repack may go ahead at cp's (already chosen) context: the plan
+ * with the interleaved copies in anonymous memory must fit in RAM (not only
+ * by paging).  When it does not, says so on stderr and returns false: the
+ * run goes on with the file's layout. */
+bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
+                const plm_context_params *cp);
+
 /* The budget device: this machine with its process limits, tightened by
  * mem_limit ("2G", or NULL).  False with a message when mem_limit is not a
  * size or /proc cannot be read. */

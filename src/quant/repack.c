@@ -15,26 +15,23 @@ bool plm_repack_fits(plm_type type, int64_t rows, int64_t cols) {
 
 int plm_repack_offset(plm_type type) { return type == PLM_TYPE_Q8_0 ? 128 : 8; }
 
-/* Element e of row block x as its unsigned code. */
-static int code_of(plm_type type, const void *x, int e) {
-    if (type == PLM_TYPE_Q8_0) return ((const block_q8_0 *)x)->qs[e] + 128;
-    const block_q4_0 *b = x;
-    return e < 16 ? b->qs[e] & 0x0f : b->qs[e - 16] >> 4;
-}
-
-/* One super-block: block b of 16 rows into out. */
+/* One super-block: block b of 16 rows into out.  A Q4_0 byte holds
+ * elements e and e + 16 in its low and high nibble, exactly the slots s and
+ * s + 256 of the layout, so its 4-byte groups move unchanged; Q8_0 bytes
+ * gain the offset 128 (a flip of the top bit). */
 static void repack_block(plm_type type, const uint8_t *rows, size_t row_bytes, int64_t b, uint8_t *out) {
     const size_t bb = plm_row_size(type, 32);
+    const int groups = type == PLM_TYPE_Q8_0 ? 8 : 4;
     uint8_t *codes = out + PLM_REPACK_ROWS * sizeof(plm_fp16_t);
-    memset(codes, 0, (size_t)PLM_REPACK_ROWS * (bb - sizeof(plm_fp16_t)));
     for (int j = 0; j < PLM_REPACK_ROWS; j++) {
         const uint8_t *x = rows + (size_t)j * row_bytes + (size_t)b * bb;
-        memcpy(out + j * sizeof(plm_fp16_t), x, sizeof(plm_fp16_t)); /* d is first in both blocks */
-        for (int e = 0; e < 32; e++) {
-            const int s = (e / 4) * 64 + j * 4 + e % 4, u = code_of(type, x, e);
-            if (type == PLM_TYPE_Q8_0) codes[s] = (uint8_t)u;
-            else if (s < 256) codes[s] |= (uint8_t)u;
-            else codes[s - 256] |= (uint8_t)(u << 4);
+        const uint8_t *qs = x + sizeof(plm_fp16_t); /* d is first in both blocks, qs follows */
+        memcpy(out + j * sizeof(plm_fp16_t), x, sizeof(plm_fp16_t));
+        for (int g = 0; g < groups; g++) {
+            uint32_t v;
+            memcpy(&v, qs + 4 * g, 4);
+            if (type == PLM_TYPE_Q8_0) v ^= 0x80808080u;
+            memcpy(codes + 64 * g + 4 * j, &v, 4);
         }
     }
 }

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "pocketlm_gguf.h"
+#include "quant/repack.h"
 #include "quant/types.h"
 
 /* Process baseline of `pocketlm run`, measured on x86_64 Linux (glibc) with
@@ -225,8 +226,12 @@ static void finish(plm_plan *p) {
     } else {
         p->weights_resident = alloc_resident(p->file_bytes);
     }
+    /* Repacked: the copies are anonymous; with mmap the file pages they
+     * came from are released (model/repack.c), the rest stay. */
+    p->repack_bytes = pp->repack ? p->repackable_bytes : 0;
+    if (pp->use_mmap) p->weights_resident -= min_u64(p->weights_resident, p->repack_bytes);
     p->peak_rss = p->weights_resident + p->kv_bytes + p->scratch_bytes + p->vocab_bytes + p->model_bytes +
-                  p->overhead_bytes;
+                  p->overhead_bytes + p->repack_bytes;
     p->anon_bytes = p->peak_rss - (pp->use_mmap ? p->weights_resident : 0);
 
     /* Traffic per token. */
@@ -423,6 +428,9 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
         p->weight_bytes += t->nbytes;
         if (t->n_dims == 1 && (t->type != PLM_TYPE_F32 || ((uintptr_t)t->data % 4))) non_f32_vectors++;
         if (t->n_dims >= 2 && t->type != PLM_TYPE_F32) non_f32_matrices++;
+        /* what model/repack.c copies: every repackable matrix but the embedding */
+        if (t->n_dims == 2 && t != te && plm_repack_fits((plm_type)t->type, (int64_t)t->ne[1], (int64_t)t->ne[0]))
+            p->repackable_bytes += round_up(t->nbytes, PLM_PLAN_PAGE);
     }
     p->n_params_active = p->n_params;
     p->bits_per_weight = p->n_params ? 8.0 * (double)p->weight_bytes / (double)p->n_params : 0;
