@@ -15,11 +15,12 @@
  *  - gemm at prefill size: k = 4352 and 137 tokens, so a blocked gemm must
  *    cross k slices and token groups (the AVX-512 panels cut k every 1024
  *    elements and tokens every 128), on 21 rows (a ragged 16-row panel).
- *  - gemm_repacked (row-interleaved Q4_0/Q8_0, quant/repack.h): the
+ *  - gemm_repacked (row-interleaved Q4_0/Q8_0/Q4_K, quant/repack.h): the
  *    reference on repacked rows must equal the reference vec_dot on the
  *    original rows bit for bit (which checks the layout too), and every
  *    table's version must be close to it; k up to 300 blocks (past the
- *    x86 k slice of 256), 1..17 tokens, row ranges of whole groups.
+ *    x86 k slice of 256) or 37 super-blocks (past 32), 1..17 tokens, row
+ *    ranges of whole groups.
  *
  * Tolerance: |simd - ref| <= 2e-5 * sum_j |w_j * a_j| + 1e-30, with w and a
  * the dequantized weight and activation rows.  Both sides sum the same exact
@@ -311,27 +312,30 @@ static void test_gemm_large(const plm_kernels *kt, plm_type wt) {
 
 /* ---- row-interleaved weights ---------------------------------------------- */
 
-enum { RP_ROWS = 48, RP_OUT = RP_ROWS + 5, RP_MAXB = 300 };
+enum { RP_ROWS = 48, RP_OUT = RP_ROWS + 5, RP_MAXK = 300 * 32 };
 
 static void test_repacked(const plm_kernels *kt, plm_type wt) {
     const plm_kernels *ref = plm_kernels_ref();
     const plm_type_info *ti = plm_type_info_get(wt);
-    static const int nbs[] = {1, 3, 9, RP_MAXB}, toks[] = {1, 2, 3, 8, 9, 17};
-    static uint8_t w[RP_ROWS * RP_MAXB * 34], wr[RP_ROWS * RP_MAXB * 34], a[MAX_TOK * RP_MAXB * 34];
-    static float x[RP_MAXB * 32], out[MAX_TOK * RP_OUT], want[MAX_TOK * RP_OUT];
+    const plm_type at = ti->vec_dot_type;
+    const bool k_quant = ti->block_size == QK_K;
+    /* past the x86 k slices: 256 blocks of 32, 32 super-blocks */
+    const int nbs[] = {1, 3, 9, k_quant ? 37 : 300}, toks[] = {1, 2, 3, 8, 9, 17};
+    static uint8_t w[RP_ROWS * RP_MAXK * 34 / 32], wr[RP_ROWS * RP_MAXK * 34 / 32], a[MAX_TOK * RP_MAXK * 34 / 32];
+    static float x[RP_MAXK], out[MAX_TOK * RP_OUT], want[MAX_TOK * RP_OUT];
     static double mag[MAX_TOK * RP_OUT];
     int bad = 0, inexact = 0, runs = 0;
     for (int ib = 0; ib < 4; ib++) {
-        const int64_t k = 32 * nbs[ib];
-        const size_t wrow = plm_row_size(wt, k), arow = plm_row_size(PLM_TYPE_Q8_0, k);
+        const int64_t k = (int64_t)ti->block_size * nbs[ib];
+        const size_t wrow = plm_row_size(wt, k), arow = plm_row_size(at, k);
         for (int r = 0; r < RP_ROWS; r++) random_weights(wt, k, w + r * wrow);
         plm_repack_rows(wt, k, RP_ROWS, w, wr);
         for (int t = 0; t < MAX_TOK; t++) {
             random_floats(x, k);
-            ref->quantize_row[PLM_TYPE_Q8_0](x, a + t * arow, k);
+            ref->quantize_row[at](x, a + t * arow, k);
             for (int r = 0; r < RP_ROWS; r++) {
                 ref->vec_dot[wt](k, &want[t * RP_OUT + r], w + r * wrow, a + t * arow);
-                mag[t * RP_OUT + r] = magnitude(wt, w + r * wrow, PLM_TYPE_Q8_0, a + t * arow, k);
+                mag[t * RP_OUT + r] = magnitude(wt, w + r * wrow, at, a + t * arow, k);
             }
         }
         for (int it = 0; it < 6; it++) {
@@ -593,6 +597,7 @@ int main(void) {
         }
         test_repacked(list[i], PLM_TYPE_Q4_0);
         test_repacked(list[i], PLM_TYPE_Q8_0);
+        test_repacked(list[i], PLM_TYPE_Q4_K);
     }
     return test_summary();
 }

@@ -96,3 +96,8 @@ void plm_matmul_repacked(const plm_kernels *kt, plm_type wtype, const void *w, i
     kt->gemm_repacked[wtype](k, (const char *)w + (size_t)r0 * row_bytes, row_bytes, r1 - r0, act, act_stride, n_tok,
                              out + r0, out_stride);
 }
+
+bool plm_kernels_repacks(const plm_kernels *kt, plm_type type) {
+    const plm_kernels *ref = plm_kernels_ref();
+    return kt && kt->gemm_repacked[type] && (kt == ref || kt->gemm_repacked[type] != ref->gemm_repacked[type]);
+}

@@ -105,6 +105,11 @@ void plm_matmul(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k,
                 int64_t r0, int64_t r1, const void *act, size_t act_stride,
                 int n_tok, float *out, int64_t out_stride);
 
+/* Whether matrices of `type` are worth repacking for kt: kt has its own
+ * gemm_repacked for the type (not the reference's, which is only an oracle),
+ * or kt is the reference table itself. */
+bool plm_kernels_repacks(const plm_kernels *kt, plm_type type);
+
 /* plm_matmul for a row-interleaved weight (quant/repack.h): r0 and r1
  * multiples of PLM_REPACK_ROWS (or r1 the last row). */
 void plm_matmul_repacked(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k, int64_t r0, int64_t r1,

@@ -323,6 +323,34 @@ static void ref_gemm_repacked_q8_0(int64_t k, const void *w, size_t ws, int64_t 
     ref_gemm_repacked(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
 }
 
+/* Q4_K: each row's super-block gathered back from the layout, then the
+ * plain row's dot_q45_K. */
+static void ref_gemm_repacked_q4_K(int64_t k, const void *w, size_t row_bytes, int64_t nr, const void *act,
+                                   size_t as, int nt, float *out, int64_t os) {
+    const size_t sb = PLM_REPACK_ROWS * sizeof(block_q4_K);
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)(r / PLM_REPACK_ROWS) * PLM_REPACK_ROWS * row_bytes;
+        const int j = (int)(r % PLM_REPACK_ROWS);
+        for (int t = 0; t < nt; t++) {
+            const block_q8_K *y = (const void *)((const char *)act + (size_t)t * as);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < k / QK_K; b++) {
+                const uint8_t *blk = g + (size_t)b * sb;
+                plm_fp16_t d, dmin;
+                uint8_t scales[K_SCALE_SIZE], qs[QK_K / 2];
+                memcpy(&d, blk + 2 * j, 2);
+                memcpy(&dmin, blk + PLM_RQ4K_DMIN + 2 * j, 2);
+                for (int p = 0; p < K_SCALE_SIZE; p++) scales[p] = blk[PLM_RQ4K_PLANES + 16 * p + j];
+                for (int i = 0; i < 4; i++)
+                    for (int l = 0; l < 32; l++)
+                        qs[32 * i + l] = blk[PLM_RQ4K_CODES + 512 * i + (l / 4) * 64 + 4 * j + l % 4];
+                sum += dot_q45_K(scales, qs, NULL, plm_fp16_to_fp32(d), plm_fp16_to_fp32(dmin), &y[b]);
+            }
+            out[t * os + r] = sum;
+        }
+    }
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 /* Everything but the row conversions. */
@@ -351,6 +379,7 @@ static const plm_kernels ref_kernels = {
     .gemm_repacked = {
         [PLM_TYPE_Q4_0] = ref_gemm_repacked_q4_0,
         [PLM_TYPE_Q8_0] = ref_gemm_repacked_q8_0,
+        [PLM_TYPE_Q4_K] = ref_gemm_repacked_q4_K,
     },
 };
 

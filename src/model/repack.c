@@ -9,11 +9,15 @@
  * later read would only page them in again), so the peak RSS stays near one
  * copy of the weights rather than two.  A tied output matrix is the token
  * embedding, whose rows the forward pass reads one at a time: it stays.
+ * Only the formats the CPU's kernel table has interleaved kernels for are
+ * copied (Q4_K needs AVX-512 for now; elsewhere it would meet the scalar
+ * reference).
  */
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "quant/repack.h"
 
@@ -31,13 +35,15 @@ static void release_file_pages(const void *p, size_t n) {
 
 /* One pass over the matrices: counting (to == NULL) or copying into to. */
 typedef struct {
+    const plm_kernels *kt; /* the table a context will pick: types it has kernels for */
     uint8_t *to;
     bool release;     /* the weights are a file mapping whose pages may go */
     uint64_t bytes;
 } repack_walk;
 
 static void repack_one(repack_walk *s, plm_weight *w) {
-    if (!w->data || w->repacked || !plm_repack_fits(w->type, w->rows, w->cols)) return;
+    if (!w->data || w->repacked || !plm_repack_fits(w->type, w->rows, w->cols) || !plm_kernels_repacks(s->kt, w->type))
+        return;
     const size_t size = (size_t)w->rows * w->row_bytes;
     if (s->to) {
         plm_repack_rows(w->type, w->cols, w->rows, w->data, s->to + s->bytes);
@@ -59,7 +65,7 @@ static void repack_walk_model(plm_model *m, repack_walk *s) {
 }
 
 uint64_t plm_model_repack_bytes(plm_model *m) {
-    repack_walk s = {NULL, false, 0};
+    repack_walk s = {plm_kernels_select(NULL), NULL, false, 0};
     repack_walk_model(m, &s);
     return s.bytes;
 }
@@ -70,7 +76,7 @@ plm_status plm_model_repack(plm_model *m, plm_error *err) {
     void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
         return plm_fail(err, PLM_ERR_NOMEM, "cannot allocate %.1f MiB for the repacked weights", bytes / 1048576.0);
-    repack_walk s = {mem, m->file->mapped, 0};
+    repack_walk s = {plm_kernels_select(NULL), mem, m->file->mapped, 0};
     repack_walk_model(m, &s);
     m->repack_mem = mem;
     m->repack_bytes = bytes;

@@ -1,6 +1,6 @@
 /*
  * Row-interleaved ("repacked") weights: groups of PLM_REPACK_ROWS
- * consecutive rows of a Q4_0 or Q8_0 matrix stored block by block, so that
+ * consecutive rows of a Q4_0, Q8_0 or Q4_K matrix stored block by block, so that
  * one sequential pass over memory feeds 16 rows' dot products from one
  * activation load, and the rows' scales sit together.  Built at load
  * (plm_model_load with repack) into anonymous memory; same byte size as
@@ -19,6 +19,16 @@
  *              (256 bytes): slot s < 256 in the low nibble of byte s,
  *              slot s + 256 (elements 16..31) in its high nibble.
  *
+ * Q4_K, per super-block of 256 (16 * 144 bytes):
+ *
+ *   d[16], dmin[16]   the rows' f16 scales
+ *   planes[12][16]    byte p of row j's 12 packed 6-bit scales/mins at
+ *                     planes[p][j], so one 16-byte load has a byte of all
+ *                     16 rows and the unpacking works on 16 rows at once
+ *   codes[4][512]     sub-block pair i (elements 64i..64i+63): row j's
+ *                     qs[32i + l] at (l / 4) * 64 + j * 4 + l % 4, its low
+ *                     nibble in sub-block 2i, its high nibble in 2i + 1
+ *
  * Groups follow each other; group G starts at byte G * 16 * row_bytes, so
  * rows keep their byte ranges as a whole and a row range [r0, r1) with r0,
  * r1 multiples of 16 is still one contiguous range.
@@ -33,7 +43,7 @@
 
 enum { PLM_REPACK_ROWS = 16 };
 
-/* Whether `type` has an interleaved layout (Q4_0, Q8_0). */
+/* Whether `type` has an interleaved layout (Q4_0, Q8_0, Q4_K). */
 bool plm_repack_type(plm_type type);
 
 /* Whether a [rows x cols] matrix of `type` can be repacked: a layout for
@@ -45,8 +55,11 @@ bool plm_repack_fits(plm_type type, int64_t rows, int64_t cols);
  * and src the same size, not overlapping. */
 void plm_repack_rows(plm_type type, int64_t cols, int64_t rows, const void *src, void *dst);
 
-/* Code offset o of a repacked type (u = w + o). */
+/* Code offset o of a repacked 32-element type (u = w + o). */
 int plm_repack_offset(plm_type type);
+
+/* Byte offsets inside a repacked Q4_K super-block. */
+enum { PLM_RQ4K_DMIN = 32, PLM_RQ4K_PLANES = 64, PLM_RQ4K_CODES = 256 };
 
 /* The unsigned code of element e (0..31) of row j (0..15) in a repacked
  * super-block's codes (after its 16 scales). */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "pocketlm_gguf.h"
 #include "quant/repack.h"
@@ -415,6 +416,7 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
     }
 
     /* Weights by type. */
+    const plm_kernels *kt = plm_kernels_select(NULL);
     uint64_t non_f32_vectors = 0, non_f32_matrices = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const plm_gguf_tensor *t = &f->tensors[i];
@@ -429,7 +431,8 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
         if (t->n_dims == 1 && (t->type != PLM_TYPE_F32 || ((uintptr_t)t->data % 4))) non_f32_vectors++;
         if (t->n_dims >= 2 && t->type != PLM_TYPE_F32) non_f32_matrices++;
         /* what model/repack.c copies: every repackable matrix but the embedding */
-        if (t->n_dims == 2 && t != te && plm_repack_fits((plm_type)t->type, (int64_t)t->ne[1], (int64_t)t->ne[0]))
+        if (t->n_dims == 2 && t != te && plm_repack_fits((plm_type)t->type, (int64_t)t->ne[1], (int64_t)t->ne[0]) &&
+            plm_kernels_repacks(kt, (plm_type)t->type))
             p->repackable_bytes += round_up(t->nbytes, PLM_PLAN_PAGE);
     }
     p->n_params_active = p->n_params;

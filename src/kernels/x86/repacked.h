@@ -171,6 +171,121 @@ X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, i
     }
 }
 
+/* ---- Q4_K (AVX-512 only; the 256-bit tables take the reference) ----------
+ * Per super-block and group the 16 rows' scales are unpacked together from
+ * the byte planes (repack.h) into float vectors S_s = d * sc_s and
+ * M_s = dmin * m_s, once for every token of the tile.  A sub-block is then
+ * 8 vpdpbusd of unsigned nibbles, converted and scaled by S_s; the mins meet
+ * the activation's 32-element sums (tabled as floats), and the activation
+ * scale, one per super-block, comes last:
+ *   acc += d_a * (sum_s cvt(dot_s) * S_s - sum_s M_s * bsum_s) */
+#if X86_ZMM
+
+enum { RPK_KS = 32 }; /* super-blocks per k slice */
+
+typedef struct {
+    float d[RP_C][RPK_KS];
+    float bs[RP_C][RPK_KS][8]; /* sum of the activation's sub-block s */
+} rpk_tab;
+
+X86_INL void rpk_tabulate(const char *act, size_t as, int tn, int64_t b0, int kb, rpk_tab *t) {
+    for (int c = 0; c < tn; c++)
+        for (int b = 0; b < kb; b++) {
+            const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)c * as) + b0 + b;
+            t->d[c][b] = y->d;
+            for (int s = 0; s < 8; s++) t->bs[c][b][s] = (float)(y->bsums[2 * s] + y->bsums[2 * s + 1]);
+        }
+}
+
+/* The 16 rows' S_s and M_s of one super-block (plm_get_scale_min_k4 on 16
+ * bytes at a time: plane p holds byte p of every row). */
+X86_INL void rpk_scales(const uint8_t *blk, __m512 S[8], __m512 M[8]) {
+    const __m512 d = _mm512_cvtph_ps(loadu256(blk)), dm = _mm512_cvtph_ps(loadu256(blk + PLM_RQ4K_DMIN));
+    const __m128i m63 = _mm_set1_epi8(63), m0f = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
+    __m128i P[K_SCALE_SIZE];
+    for (int p = 0; p < K_SCALE_SIZE; p++) P[p] = loadu128(blk + PLM_RQ4K_PLANES + 16 * p);
+    for (int j = 0; j < 8; j++) {
+        __m128i sc, mn;
+        if (j < 4) {
+            sc = _mm_and_si128(P[j], m63);
+            mn = _mm_and_si128(P[j + 4], m63);
+        } else { /* the top two bits come from bits 6-7 of bytes j-4 and j */
+            sc = _mm_or_si128(_mm_and_si128(P[j + 4], m0f), _mm_and_si128(_mm_srli_epi16(P[j - 4], 2), m30));
+            mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(P[j + 4], 4), m0f),
+                              _mm_and_si128(_mm_srli_epi16(P[j], 2), m30));
+        }
+        S[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
+        M[j] = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+    }
+}
+
+X86_INL void rpk_tile(int C, const uint8_t *grp, int64_t b0, int kb, const rpk_tab *t, const char *act, size_t as,
+                      float *out, int64_t os, bool add) {
+    const size_t sb = RP_R * sizeof(block_q4_K);
+    __m512 acc[RP_C];
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < kb; b++) {
+        const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
+        __m512 S[8], M[8], part[RP_C];
+        rpk_scales(blk, S, M);
+        for (int c = 0; c < C; c++) part[c] = _mm512_setzero_ps();
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *cp = blk + PLM_RQ4K_CODES + 512 * (s / 2);
+            __m512i q[8];
+            for (int g = 0; g < 8; g++) {
+                const __m512i v = _mm512_loadu_si512(cp + 64 * g);
+                q[g] = _mm512_and_si512(s & 1 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0f));
+            }
+            for (int c = 0; c < C; c++) {
+                const int8_t *qs = ((const block_q8_K *)(const void *)(act + (size_t)c * as))[b0 + b].qs + 32 * s;
+                __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+                for (int g = 0; g < 8; g += 2) {
+                    s0 = _mm512_dpbusd_epi32(s0, q[g], bcast4(qs + 4 * g));
+                    s1 = _mm512_dpbusd_epi32(s1, q[g + 1], bcast4(qs + 4 * g + 4));
+                }
+                part[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), S[s], part[c]);
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            __m512 mins = _mm512_setzero_ps();
+            for (int s = 0; s < 8; s++) mins = _mm512_fmadd_ps(M[s], _mm512_set1_ps(t->bs[c][b][s]), mins);
+            acc[c] = _mm512_fmadd_ps(_mm512_sub_ps(part[c], mins), _mm512_set1_ps(t->d[c][b]), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        float *o = out + c * os;
+        _mm512_storeu_ps(o, add ? _mm512_add_ps(_mm512_loadu_ps(o), acc[c]) : acc[c]);
+    }
+}
+
+X86_INL void gemm_repacked_k(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as, int nt,
+                             float *out, int64_t os) {
+    _Alignas(64) rpk_tab tab;
+    const int64_t nb = k / QK_K;
+    for (int t0 = 0; t0 < nt; t0 += RP_C) {
+        const int tn = nt - t0 < RP_C ? nt - t0 : RP_C;
+        const char *at = (const char *)act + (size_t)t0 * as;
+        for (int64_t b0 = 0; b0 < nb; b0 += RPK_KS) {
+            const int kb = (int)(nb - b0 < RPK_KS ? nb - b0 : RPK_KS);
+            rpk_tabulate(at, as, tn, b0, kb, &tab);
+            for (int64_t r = 0; r < nr; r += RP_R) {
+                const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
+                float *o = out + (int64_t)t0 * os + r;
+                if (tn == RP_C) rpk_tile(RP_C, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
+                else if (tn == 1) rpk_tile(1, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
+                else rpk_tile(tn, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
+            }
+        }
+    }
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_q4_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                  size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked_k(k, w, ws, nr, act, as, nt, out, os);
+}
+
+#endif /* X86_ZMM */
+
 X86_TARGET static void X86_FN(gemm_repacked_q4_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                   size_t as, int nt, float *out, int64_t os) {
     gemm_repacked(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
