@@ -20,18 +20,28 @@
  */
 enum {
     RP_R = 16,                 /* rows per group (PLM_REPACK_ROWS) */
-    RP_KS = 256,               /* blocks per k slice (8192 elements) */
+    RP_TAB = 4096,             /* table entries (token x block): 32 KiB */
+    RP_KS = 256,               /* most blocks per k slice */
+    RP_TG = 128,               /* most tokens per group */
     RP_C = X86_ZMM ? 8 : 2,    /* tokens per register tile */
+    RP_PF = 8,                 /* blocks of prefetch distance (32-element formats) */
 };
 
 _Static_assert((int)RP_R == (int)PLM_REPACK_ROWS, "x86 repacked kernels are written for 16-row groups");
 
-/* Per token of the tile and block of the slice: where the block's integer
- * sum starts, and the activation scale. */
+/* Per token of the group and block of the slice (entry c * kb + b): where
+ * the block's integer sum starts, and the activation scale. */
 typedef struct {
-    int32_t init[RP_C][RP_KS];
-    float d[RP_C][RP_KS];
+    int32_t init[RP_TAB];
+    float d[RP_TAB];
 } rp_tab;
+
+/* Software prefetch of the super-block `ahead` blocks further: the hardware
+ * prefetcher alone left decode waiting on memory (perf: the code loads). */
+X86_INL void rp_prefetch(const uint8_t *blk, size_t sb, int ahead) {
+    const uint8_t *p = blk + (size_t)ahead * sb;
+    for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+}
 
 /* Whether the codes keep their offset in the dot (all but AVX2 Q8_0). */
 X86_INL bool rp_unsigned(plm_type type) { return X86_ISA != X86_ISA_AVX2 || type != PLM_TYPE_Q8_0; }
@@ -42,8 +52,8 @@ X86_INL void rp_tabulate(plm_type type, const char *act, size_t as, int tn, int6
     for (int c = 0; c < tn; c++) {
         const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + (size_t)c * as) + b0;
         for (int b = 0; b < kb; b++) {
-            t->init[c][b] = o ? -o * hsum_epi32(dot_us(_mm256_setzero_si256(), ones, loadu256(y[b].qs))) : 0;
-            t->d[c][b] = h2f(y[b].d);
+            t->init[c * kb + b] = o ? -o * hsum_epi32(dot_us(_mm256_setzero_si256(), ones, loadu256(y[b].qs))) : 0;
+            t->d[c * kb + b] = h2f(y[b].d);
         }
     }
 }
@@ -68,7 +78,7 @@ X86_INL __m256i rp_dot_ymm(plm_type type, __m256i acc, __m256i q, __m256i a) {
 }
 
 /* C tokens x 16 rows of one group over kb blocks, 256-bit: two halves. */
-X86_INL void rp_tile_ymm(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t,
+X86_INL void rp_tile_ymm(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, int c0,
                          const char *act, size_t as, float *out, int64_t os, bool add) {
     const size_t sb = RP_R * block_bytes(type);
     __m256 acc[2][RP_C];
@@ -82,12 +92,12 @@ X86_INL void rp_tile_ymm(plm_type type, int C, const uint8_t *grp, int64_t b0, i
             for (int g = 0; g < 8; g++) q[g] = rp_codes_ymm(type, codes, g, h);
             for (int c = 0; c < C; c++) {
                 const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b0 + b].qs;
-                __m256i s0 = _mm256_set1_epi32(t->init[c][b]), s1 = _mm256_setzero_si256();
+                __m256i s0 = _mm256_set1_epi32(t->init[(c0 + c) * kb + b]), s1 = _mm256_setzero_si256();
                 for (int g = 0; g < 8; g += 2) {
                     s0 = rp_dot_ymm(type, s0, q[g], bcast4_ymm(qs + 4 * g));
                     s1 = rp_dot_ymm(type, s1, q[g + 1], bcast4_ymm(qs + 4 * g + 4));
                 }
-                const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(t->d[c][b]));
+                const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(t->d[(c0 + c) * kb + b]));
                 acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), scale, acc[h][c]);
             }
         }
@@ -109,24 +119,25 @@ X86_INL __m512i rp_codes_zmm(plm_type type, const uint8_t *codes, int g) {
 }
 
 /* C tokens x 16 rows of one group over kb blocks, one zmm a token. */
-X86_INL void rp_tile_zmm(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t,
+X86_INL void rp_tile_zmm(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, int c0,
                          const char *act, size_t as, float *out, int64_t os, bool add) {
     const size_t sb = RP_R * block_bytes(type);
     __m512 acc[RP_C];
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int b = 0; b < kb; b++) {
         const uint8_t *blk = grp + (size_t)(b0 + b) * sb, *codes = blk + RP_R * sizeof(plm_fp16_t);
+        rp_prefetch(blk, sb, RP_PF);
         const __m512 dw = _mm512_cvtph_ps(loadu256(blk));
         __m512i q[8];
         for (int g = 0; g < 8; g++) q[g] = rp_codes_zmm(type, codes, g);
         for (int c = 0; c < C; c++) {
             const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b0 + b].qs;
-            __m512i s0 = _mm512_set1_epi32(t->init[c][b]), s1 = _mm512_setzero_si512();
+            __m512i s0 = _mm512_set1_epi32(t->init[(c0 + c) * kb + b]), s1 = _mm512_setzero_si512();
             for (int g = 0; g < 8; g += 2) { /* two chains: decode has no other token to overlap */
                 s0 = _mm512_dpbusd_epi32(s0, q[g], bcast4(qs + 4 * g));
                 s1 = _mm512_dpbusd_epi32(s1, q[g + 1], bcast4(qs + 4 * g + 4));
             }
-            const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(t->d[c][b]));
+            const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(t->d[(c0 + c) * kb + b]));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[c]);
         }
     }
@@ -138,34 +149,50 @@ X86_INL void rp_tile_zmm(plm_type type, int C, const uint8_t *grp, int64_t b0, i
 
 #endif
 
-X86_INL void rp_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, const char *act,
-                     size_t as, float *out, int64_t os, bool add) {
+X86_INL void rp_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, int c0,
+                     const char *act, size_t as, float *out, int64_t os, bool add) {
 #if X86_ZMM
-    rp_tile_zmm(type, C, grp, b0, kb, t, act, as, out, os, add);
+    rp_tile_zmm(type, C, grp, b0, kb, t, c0, act, as, out, os, add);
 #else
-    rp_tile_ymm(type, C, grp, b0, kb, t, act, as, out, os, add);
+    rp_tile_ymm(type, C, grp, b0, kb, t, c0, act, as, out, os, add);
 #endif
 }
 
-/* Tokens in tiles of RP_C, k in slices of RP_KS blocks (the table), then
- * every group of rows; the first slice writes the output, later ones add.
- * Whole tiles and single tokens (decode) get code for their constant size. */
+/* Tokens per group and blocks per k slice: the table holds tg x ks
+ * entries.  Decode (one token) takes whole rows in one slice, one pass over
+ * the weights in memory order; a batch takes slices short enough that a
+ * row group's slice (16 rows x ks blocks, ~17 KiB) stays in L1 while every
+ * token tile of the group passes over it. */
+X86_INL void rp_split(int nt, int tab, int ks_max, int *tg, int *ks) {
+    *tg = nt < RP_TG ? nt : RP_TG;
+    *ks = tab / *tg < ks_max ? tab / *tg : ks_max;
+}
+
+/* Tokens in groups (the table), k in slices, then row groups, then token
+ * tiles of RP_C; the first slice writes the output, later ones add.  Whole
+ * tiles and single tokens (decode) get code for their constant size. */
 X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
                            int nt, float *out, int64_t os) {
     _Alignas(64) rp_tab tab;
     const int64_t nb = k / 32;
-    for (int t0 = 0; t0 < nt; t0 += RP_C) {
-        const int tn = nt - t0 < RP_C ? nt - t0 : RP_C;
+    int tg, ks;
+    rp_split(nt, RP_TAB, RP_KS, &tg, &ks);
+    for (int t0 = 0; t0 < nt; t0 += tg) {
+        const int tn = nt - t0 < tg ? nt - t0 : tg;
         const char *at = (const char *)act + (size_t)t0 * as;
-        for (int64_t b0 = 0; b0 < nb; b0 += RP_KS) {
-            const int kb = (int)(nb - b0 < RP_KS ? nb - b0 : RP_KS);
+        for (int64_t b0 = 0; b0 < nb; b0 += ks) {
+            const int kb = (int)(nb - b0 < ks ? nb - b0 : ks);
             rp_tabulate(type, at, as, tn, b0, kb, &tab);
             for (int64_t r = 0; r < nr; r += RP_R) {
                 const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
-                float *o = out + (int64_t)t0 * os + r;
-                if (tn == RP_C) rp_tile(type, RP_C, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
-                else if (tn == 1) rp_tile(type, 1, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
-                else rp_tile(type, tn, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
+                for (int c0 = 0; c0 < tn; c0 += RP_C) {
+                    const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
+                    const char *ac = at + (size_t)c0 * as;
+                    float *o = out + (int64_t)(t0 + c0) * os + r;
+                    if (cn == RP_C) rp_tile(type, RP_C, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                    else if (cn == 1) rp_tile(type, 1, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                    else rp_tile(type, cn, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                }
             }
         }
     }
@@ -181,19 +208,19 @@ X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, i
  *   acc += d_a * (sum_s cvt(dot_s) * S_s - sum_s M_s * bsum_s) */
 #if X86_ZMM
 
-enum { RPK_KS = 32 }; /* super-blocks per k slice */
+enum { RPK_TAB = 1024, RPK_KS = 32 }; /* table entries (36 KiB); most super-blocks per slice */
 
 typedef struct {
-    float d[RP_C][RPK_KS];
-    float bs[RP_C][RPK_KS][8]; /* sum of the activation's sub-block s */
+    float d[RPK_TAB];
+    float bs[RPK_TAB][8]; /* sum of the activation's sub-block s */
 } rpk_tab;
 
 X86_INL void rpk_tabulate(const char *act, size_t as, int tn, int64_t b0, int kb, rpk_tab *t) {
     for (int c = 0; c < tn; c++)
         for (int b = 0; b < kb; b++) {
             const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)c * as) + b0 + b;
-            t->d[c][b] = y->d;
-            for (int s = 0; s < 8; s++) t->bs[c][b][s] = (float)(y->bsums[2 * s] + y->bsums[2 * s + 1]);
+            t->d[c * kb + b] = y->d;
+            for (int s = 0; s < 8; s++) t->bs[c * kb + b][s] = (float)(y->bsums[2 * s] + y->bsums[2 * s + 1]);
         }
 }
 
@@ -219,13 +246,14 @@ X86_INL void rpk_scales(const uint8_t *blk, __m512 S[8], __m512 M[8]) {
     }
 }
 
-X86_INL void rpk_tile(int C, const uint8_t *grp, int64_t b0, int kb, const rpk_tab *t, const char *act, size_t as,
-                      float *out, int64_t os, bool add) {
+X86_INL void rpk_tile(int C, const uint8_t *grp, int64_t b0, int kb, const rpk_tab *t, int c0, const char *act,
+                      size_t as, float *out, int64_t os, bool add) {
     const size_t sb = RP_R * sizeof(block_q4_K);
     __m512 acc[RP_C];
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int b = 0; b < kb; b++) {
         const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
+        rp_prefetch(blk, sb, 2);
         __m512 S[8], M[8], part[RP_C];
         rpk_scales(blk, S, M);
         for (int c = 0; c < C; c++) part[c] = _mm512_setzero_ps();
@@ -248,8 +276,8 @@ X86_INL void rpk_tile(int C, const uint8_t *grp, int64_t b0, int kb, const rpk_t
         }
         for (int c = 0; c < C; c++) {
             __m512 mins = _mm512_setzero_ps();
-            for (int s = 0; s < 8; s++) mins = _mm512_fmadd_ps(M[s], _mm512_set1_ps(t->bs[c][b][s]), mins);
-            acc[c] = _mm512_fmadd_ps(_mm512_sub_ps(part[c], mins), _mm512_set1_ps(t->d[c][b]), acc[c]);
+            for (int s = 0; s < 8; s++) mins = _mm512_fmadd_ps(M[s], _mm512_set1_ps(t->bs[(c0 + c) * kb + b][s]), mins);
+            acc[c] = _mm512_fmadd_ps(_mm512_sub_ps(part[c], mins), _mm512_set1_ps(t->d[(c0 + c) * kb + b]), acc[c]);
         }
     }
     for (int c = 0; c < C; c++) {
@@ -262,18 +290,24 @@ X86_INL void gemm_repacked_k(int64_t k, const void *w, size_t ws, int64_t nr, co
                              float *out, int64_t os) {
     _Alignas(64) rpk_tab tab;
     const int64_t nb = k / QK_K;
-    for (int t0 = 0; t0 < nt; t0 += RP_C) {
-        const int tn = nt - t0 < RP_C ? nt - t0 : RP_C;
+    int tg, ks;
+    rp_split(nt, RPK_TAB, RPK_KS, &tg, &ks);
+    for (int t0 = 0; t0 < nt; t0 += tg) {
+        const int tn = nt - t0 < tg ? nt - t0 : tg;
         const char *at = (const char *)act + (size_t)t0 * as;
-        for (int64_t b0 = 0; b0 < nb; b0 += RPK_KS) {
-            const int kb = (int)(nb - b0 < RPK_KS ? nb - b0 : RPK_KS);
+        for (int64_t b0 = 0; b0 < nb; b0 += ks) {
+            const int kb = (int)(nb - b0 < ks ? nb - b0 : ks);
             rpk_tabulate(at, as, tn, b0, kb, &tab);
             for (int64_t r = 0; r < nr; r += RP_R) {
                 const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
-                float *o = out + (int64_t)t0 * os + r;
-                if (tn == RP_C) rpk_tile(RP_C, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
-                else if (tn == 1) rpk_tile(1, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
-                else rpk_tile(tn, grp, b0, kb, &tab, at, as, o, os, b0 > 0);
+                for (int c0 = 0; c0 < tn; c0 += RP_C) {
+                    const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
+                    const char *ac = at + (size_t)c0 * as;
+                    float *o = out + (int64_t)(t0 + c0) * os + r;
+                    if (cn == RP_C) rpk_tile(RP_C, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                    else if (cn == 1) rpk_tile(1, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                    else rpk_tile(cn, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                }
             }
         }
     }
