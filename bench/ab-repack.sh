@@ -14,7 +14,7 @@ run() { # $1 = label, rest = extra flags
     awk -F'","' -v l="$label" '{ t = ($18 != "0") ? "pp" $18 : "tg" $19; print l, t, $24 }' >> "$out"
 }
 for ((i = 0; i < rounds; i++)); do
-  if ((i % 2 == 0)); then run plain "$@"; run repack --repack "$@"; else run repack --repack "$@"; run plain "$@"; fi
+  if ((i % 2 == 0)); then run plain --no-repack "$@"; run repack --repack "$@"; else run repack --repack "$@"; run plain --no-repack "$@"; fi
 done
 python3 - "$out" "$model" <<'PY'
 import sys, statistics as st

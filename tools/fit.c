@@ -137,7 +137,8 @@ bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, co
 }
 
 bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
-                const plm_context_params *cp) {
+                const plm_context_params *cp, bool forced) {
+    if (!forced && !use_mmap) return false; /* the copies would come on top of the file's image */
     plm_device dev;
     if (!fit_budget_device(cmd, mem_limit, &dev)) return false;
     plm_plan_params pp = plm_plan_default_params();
@@ -153,9 +154,10 @@ bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const ch
     plm_plan_verdict v;
     plm_error err;
     if (plm_plan_file(model_path, &pp, &plan, &err) || plm_plan_evaluate(&plan, &dev, &v, &err)) {
-        fprintf(stderr, "pocketlm %s: %s\n", cmd, err.message);
+        if (forced) fprintf(stderr, "pocketlm %s: %s\n", cmd, err.message);
         return false;
     }
+    if (!forced) return plan.repack_bytes > 0 && plan.peak_rss <= v.budget_bytes / 2;
     if (v.fit == PLM_FITS) return true;
     char a[32], b[32], c[32];
     fprintf(stderr, "pocketlm %s: not repacking: with %s of interleaved copies the bill is %s, over the budget %s (%s)\n",

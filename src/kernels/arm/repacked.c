@@ -53,24 +53,26 @@ RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
                       int64_t os) {
     const size_t sb = RPA_R * (type == PLM_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0));
     float32x4_t acc[4][RPA_C];
-    for (int m = 0; m < 4; m++)
-        for (int c = 0; c < C; c++) acc[m][c] = vdupq_n_f32(0.0f);
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) acc[m][c] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = grp + (size_t)b * sb, *codes = blk + RPA_R * sizeof(plm_fp16_t);
         float da[RPA_C];
-        for (int c = 0; c < C; c++) da[c] = plm_arm_h2f(((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b].d);
-        for (int m = 0; m < 4; m++) {
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) da[c] = plm_arm_h2f(((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b].d);
+        /* fully unrolled (GCC left the loops rolled, with the codes and the
+         * accumulators on the stack) */
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
             const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
             int8x16_t w[8];
-            for (int g = 0; g < 8; g++) w[g] = rpa_codes(type, codes, g, m);
-            for (int c = 0; c < C; c++) {
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) w[g] = rpa_codes(type, codes, g, m);
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
                 const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b].qs;
                 acc[m][c] = vfmaq_f32(acc[m][c], vcvtq_f32_s32(rpa_dot(w, qs)), vmulq_n_f32(dw, da[c]));
             }
         }
     }
-    for (int c = 0; c < C; c++)
-        for (int m = 0; m < 4; m++) vst1q_f32(out + c * os + 4 * m, acc[m][c]);
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) vst1q_f32(out + c * os + 4 * m, acc[m][c]);
 }
 
 RPA_INL void rpa_gemm(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
