@@ -136,6 +136,17 @@ bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, co
     return true;
 }
 
+/* Whether the file's main format (most weight bytes) is one whose repacked
+ * kernels measured faster end to end: Q4_0 and Q8_0.  Q4_K's decode
+ * measured slower (docs/BENCHMARKS.md, 2026-12-01), so it is repacked only
+ * on request. */
+static bool repack_pays(const plm_plan *p) {
+    int best = -1;
+    for (int i = 0; i < p->n_types; i++)
+        if (best < 0 || p->types[i].bytes > p->types[best].bytes) best = i;
+    return best >= 0 && (strcmp(p->types[best].type, "Q4_0") == 0 || strcmp(p->types[best].type, "Q8_0") == 0);
+}
+
 bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
                 const plm_context_params *cp, bool forced) {
     if (!forced && !use_mmap) return false; /* the copies would come on top of the file's image */
@@ -157,7 +168,7 @@ bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const ch
         if (forced) fprintf(stderr, "pocketlm %s: %s\n", cmd, err.message);
         return false;
     }
-    if (!forced) return plan.repack_bytes > 0 && plan.peak_rss <= v.budget_bytes / 2;
+    if (!forced) return plan.repack_bytes > 0 && plan.peak_rss <= v.budget_bytes / 2 && repack_pays(&plan);
     if (v.fit == PLM_FITS) return true;
     char a[32], b[32], c[32];
     fprintf(stderr, "pocketlm %s: not repacking: with %s of interleaved copies the bill is %s, over the budget %s (%s)\n",
