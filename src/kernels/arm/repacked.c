@@ -53,11 +53,12 @@ RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
                       int64_t os) {
     const size_t sb = RPA_R * (type == PLM_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0));
     float32x4_t acc[4][RPA_C];
+    /* all RPA_C columns: GCC cannot see that only C are read */
     _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
-        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) acc[m][c] = vdupq_n_f32(0.0f);
+        _Pragma("GCC unroll 4") for (int c = 0; c < RPA_C; c++) acc[m][c] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = grp + (size_t)b * sb, *codes = blk + RPA_R * sizeof(plm_fp16_t);
-        float da[RPA_C];
+        float da[RPA_C] = {0};
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) da[c] = plm_arm_h2f(((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b].d);
         /* fully unrolled (GCC left the loops rolled, with the codes and the
          * accumulators on the stack) */
