@@ -18,7 +18,7 @@
  *  - gemm_repacked (row-interleaved Q4_0/Q8_0/Q4_K, quant/repack.h): the
  *    reference on repacked rows must equal the reference vec_dot on the
  *    original rows bit for bit (which checks the layout too), and every
- *    table's version must be close to it; k up to 300 blocks (past the
+ *    table's version must be close to it; k up to 296 blocks (past the
  *    x86 k slice of 256) or 37 super-blocks (past 32), 1..17 tokens, row
  *    ranges of whole groups.
  *
@@ -121,9 +121,11 @@ static void random_floats(float *x, int64_t n) {
     }
 }
 
+enum { RP_MAXK_ELEMS = 37 * 256 }; /* test_repacked's longest row (Q4_K) */
+
 /* sum |w_j a_j| over dequantized rows. */
 static double magnitude(plm_type wt, const void *w, plm_type at, const void *a, int64_t n) {
-    static float fw[8192], fa[8192];
+    static float fw[RP_MAXK_ELEMS], fa[RP_MAXK_ELEMS]; /* the longest row of any test here */
     plm_kernels_ref()->dequantize_row[wt](w, fw, n);
     plm_kernels_ref()->dequantize_row[at](a, fa, n);
     double m = 0;
@@ -312,7 +314,7 @@ static void test_gemm_large(const plm_kernels *kt, plm_type wt) {
 
 /* ---- row-interleaved weights ---------------------------------------------- */
 
-enum { RP_ROWS = 48, RP_OUT = RP_ROWS + 5, RP_MAXK = 300 * 32 };
+enum { RP_ROWS = 48, RP_OUT = RP_ROWS + 5, RP_MAXK = RP_MAXK_ELEMS };
 
 static void test_repacked(const plm_kernels *kt, plm_type wt) {
     const plm_kernels *ref = plm_kernels_ref();
@@ -320,7 +322,7 @@ static void test_repacked(const plm_kernels *kt, plm_type wt) {
     const plm_type at = ti->vec_dot_type;
     const bool k_quant = ti->block_size == QK_K;
     /* past the x86 k slices: 256 blocks of 32, 32 super-blocks */
-    const int nbs[] = {1, 3, 9, k_quant ? 37 : 300}, toks[] = {1, 2, 3, 8, 9, 17};
+    const int nbs[] = {1, 3, 9, k_quant ? 37 : 296}, toks[] = {1, 2, 3, 8, 9, 17};
     static uint8_t w[RP_ROWS * RP_MAXK * 34 / 32], wr[RP_ROWS * RP_MAXK * 34 / 32], a[MAX_TOK * RP_MAXK * 34 / 32];
     static float x[RP_MAXK], out[MAX_TOK * RP_OUT], want[MAX_TOK * RP_OUT];
     static double mag[MAX_TOK * RP_OUT];
