@@ -137,14 +137,14 @@ bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, co
 }
 
 /* Whether the file's main format (most weight bytes) is one whose repacked
- * kernels measured faster end to end: Q4_0 and Q8_0.  Q4_K's decode
- * measured slower (docs/BENCHMARKS.md, 2026-12-01), so it is repacked only
- * on request. */
+ * kernels measured no slower end to end: Q4_0.  Q8_0's and Q4_K_M's decode
+ * measured slower (docs/BENCHMARKS.md, 2026-12-01), so they are repacked
+ * only on request. */
 static bool repack_pays(const plm_plan *p) {
     int best = -1;
     for (int i = 0; i < p->n_types; i++)
         if (best < 0 || p->types[i].bytes > p->types[best].bytes) best = i;
-    return best >= 0 && (strcmp(p->types[best].type, "Q4_0") == 0 || strcmp(p->types[best].type, "Q8_0") == 0);
+    return best >= 0 && strcmp(p->types[best].type, "Q4_0") == 0;
 }
 
 bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,

@@ -40,8 +40,8 @@ bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const c
  * context.  forced (--repack): when the plan with the interleaved copies in
  * anonymous memory fits in RAM (not only by paging); otherwise says so on
  * stderr.  Not forced (the default, unless --no-repack): only with mmap'd
- * weights (whose copied pages are released), a Q4_0 or Q8_0 file (the
- * formats measured faster), when this CPU's kernels repack some of the
+ * weights (whose copied pages are released), a Q4_0 file (the format
+ * measured no slower at decode), when this CPU's kernels repack some of the
  * file's matrices and the bill with the
  * copies leaves half the budget to spare, since anonymous weights cannot be
  * dropped and re-read under memory pressure as mapped ones can. */
