@@ -323,7 +323,7 @@ static void test_repacked(const plm_kernels *kt, plm_type wt) {
     const bool k_quant = ti->block_size == QK_K;
     /* past the x86 k slices: 256 blocks of 32, 32 super-blocks */
     const int nbs[] = {1, 3, 9, k_quant ? 37 : 296}, toks[] = {1, 2, 3, 8, 9, 17};
-    static uint8_t w[RP_ROWS * RP_MAXK * 34 / 32], wr[RP_ROWS * RP_MAXK * 34 / 32], a[MAX_TOK * RP_MAXK * 34 / 32];
+    static uint8_t w[RP_ROWS * RP_MAXK * 34 / 32], wr[RP_ROWS * RP_MAXK * 34 / 32], a[MAX_TOK * RP_MAXK / 256 * 292]; /* Q8_K rows are the longest */
     static float x[RP_MAXK], out[MAX_TOK * RP_OUT], want[MAX_TOK * RP_OUT];
     static double mag[MAX_TOK * RP_OUT];
     int bad = 0, inexact = 0, runs = 0;
