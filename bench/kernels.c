@@ -26,6 +26,10 @@
  *            what model code did before attn_quant was a table entry);
  *            reported as microseconds a call.
  *
+ *   repacked  the same decode and prefill on the row-interleaved layout
+ *            (quant/repack.h, `--repack`), for the formats the table has
+ *            interleaved kernels for ("-" otherwise).
+ *
  * usage: bench_kernels [table|all] [format ...]    e.g. bench_kernels avx512 Q4_0
  */
 #include <stdio.h>
@@ -38,6 +42,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/quant.h"
+#include "quant/repack.h"
 
 /* Thread CPU time: on a shared machine, time slices lost to other processes
  * do not count (memory contention still does). */
@@ -267,8 +272,11 @@ int main(int argc, char **argv) {
     const double sweep_gbs = BIG / best / 1e9;
     printf("memory sweep: %.1f GB/s (best of 5, %zu MiB, 1 thread)\n", sweep_gbs, BIG >> 20);
     int8_peak();
-    printf("%-7s %-7s %9s %7s %12s %12s\n", "table", "format", "decode", "of mem", "prefill", "(no gemm)");
-    printf("%-7s %-7s %9s %7s %12s %12s\n", "", "", "GB/s", "", "GMAC/s", "GMAC/s");
+    printf("%-7s %-7s %9s %7s %12s %12s %11s %11s\n", "table", "format", "decode", "of mem", "prefill", "(no gemm)",
+           "rp decode", "rp prefill");
+    printf("%-7s %-7s %9s %7s %12s %12s %11s %11s\n", "", "", "GB/s", "", "GMAC/s", "GMAC/s", "GB/s", "GMAC/s");
+    char *packed = aligned_alloc(64, BIG);
+    if (!packed) return 1;
 
     float *x = malloc(sizeof(float) * K * PF_TOK);
     void *act = malloc(sizeof(float) * K * PF_TOK);
@@ -318,10 +326,33 @@ int main(int argc, char **argv) {
                 if (dt < bn) bn = dt;
             }
             const double macs = (double)PF_K * PF_ROWS * PF_TOK;
-            char nog[32] = "-";
+            char nog[32] = "-", rpd[32] = "-", rpp[32] = "-";
             if (kt->gemm[t]) snprintf(nog, sizeof nog, "%.1f", macs / bn / 1e9);
-            printf("%-7s %-7s %9.1f %6.0f%% %12.1f %12s\n", kt->name, plm_type_name(t), gbs,
-                   100 * gbs / sweep_gbs, macs / bp / 1e9, nog);
+            if (kt != plm_kernels_ref() && plm_kernels_repacks(kt, t)) {
+                const int64_t rrows = rows / PLM_REPACK_ROWS * PLM_REPACK_ROWS;
+                kt->quantize_row[at](x, act, K);
+                plm_repack_rows(t, K, rrows, big, packed);
+                double brd = 1e9, brp = 1e9;
+                for (int rep = 0; rep < 4; rep++) {
+                    const double t0 = now();
+                    plm_matmul_repacked(kt, t, packed, K, 0, rrows, act, 0, 1, out, 0);
+                    const double dt = now() - t0;
+                    if (dt < brd) brd = dt;
+                }
+                snprintf(rpd, sizeof rpd, "%.1f", (double)rrows * row / brd / 1e9);
+                for (int tk = 0; tk < PF_TOK; tk++)
+                    kt->quantize_row[at](x + (size_t)tk * PF_K, (char *)act + tk * arow, PF_K);
+                plm_repack_rows(t, PF_K, PF_ROWS, big, packed);
+                for (int rep = 0; rep < 3; rep++) {
+                    const double t0 = now();
+                    plm_matmul_repacked(kt, t, packed, PF_K, 0, PF_ROWS, act, arow, PF_TOK, out, PF_ROWS);
+                    const double dt = now() - t0;
+                    if (dt < brp) brp = dt;
+                }
+                snprintf(rpp, sizeof rpp, "%.1f", macs / brp / 1e9);
+            }
+            printf("%-7s %-7s %9.1f %6.0f%% %12.1f %12s %11s %11s\n", kt->name, plm_type_name(t), gbs,
+                   100 * gbs / sweep_gbs, macs / bp / 1e9, nog, rpd, rpp);
             fflush(stdout);
         }
     }
@@ -331,5 +362,6 @@ int main(int argc, char **argv) {
     free(act);
     free(out);
     free(big);
+    free(packed);
     return 0;
 }

@@ -4,9 +4,10 @@
 //
 //   node bench/llamacpp-bench.mjs -m MODEL.gguf [-p 512] [-n 128] [-t 2] [-b 512] [-r 1] [-fa 0|1]
 //       prints a JSON array shaped like llama-bench's: one pp and one tg result
-//   node bench/llamacpp-bench.mjs --summarize OURS.jsonl LLAMA.jsonl
+//   node bench/llamacpp-bench.mjs --summarize OURS.jsonl LLAMA.jsonl [LABEL]
 //       reads the per-round results both sides wrote (one JSON array per line)
-//       and prints medians of t/s and the ratios ours / llama.cpp
+//       and prints medians of t/s and the ratios ours / theirs (LABEL names
+//       the peer, default llama.cpp)
 //
 // pp: evaluate p random tokens into an empty sequence, timed.
 // tg: generate n tokens greedily one at a time (after the first, which also
@@ -23,7 +24,10 @@ function parseArgs(argv) {
   const o = { p: 512, n: 128, t: os.availableParallelism?.() ?? os.cpus().length, b: 512, r: 1, fa: 0 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i], v = argv[i + 1];
-    if (a === "--summarize") { o.summarize = [v, argv[i + 2]]; i += 2; }
+    if (a === "--summarize") {
+      o.summarize = [v, argv[i + 2], argv[i + 3] && !argv[i + 3].startsWith("-") ? argv[i + 3] : "llama.cpp"];
+      i += o.summarize[2] === argv[i + 3] ? 3 : 2;
+    }
     else if (a === "-m") { o.m = v; i++; }
     else if (["-p", "-n", "-t", "-b", "-r"].includes(a)) { o[a[1]] = Number(v); i++; }
     else if (a === "-fa") { o.fa = Number(v); i++; }
@@ -38,7 +42,7 @@ const median = (a) => {
   return s.length % 2 ? s[k] : (s[k - 1] + s[k]) / 2;
 };
 
-function summarize(oursPath, llamaPath) {
+function summarize(oursPath, llamaPath, label = "llama.cpp") {
   const read = (p) => readFileSync(p, "utf8").split("\n").filter((l) => l.trim()).flatMap((l) => JSON.parse(l));
   const ours = read(oursPath), theirs = read(llamaPath);
   const key = (r) => (r.n_prompt ? `pp${r.n_prompt}` : `tg${r.n_gen}`);
@@ -54,7 +58,7 @@ function summarize(oursPath, llamaPath) {
   const model = ours[0]?.model_type ?? "?", threads = ours[0]?.n_threads ?? "?";
   console.log(`model ${ours[0]?.model_filename} (${model}), ${threads} threads, ` +
               `n_batch ${ours[0]?.n_batch}, flash attention ${ours[0]?.flash_attn ? 1 : 0}; medians of per-round t/s`);
-  console.log("| test | pocketlm t/s | llama.cpp t/s | ours / llama.cpp | rounds |");
+  console.log(`| test | pocketlm t/s | ${label} t/s | ours / ${label} | rounds |`);
   console.log("| ---- | -----------: | ------------: | ---------------: | -----: |");
   for (const r of rows)
     console.log(`| ${r.test} | ${r.ours.toFixed(2)} | ${r.llama.toFixed(2)} | ${r.ratio.toFixed(3)} | ${r.n} |`);

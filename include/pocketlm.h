@@ -101,6 +101,9 @@ typedef struct plm_model_params {
      * the load (PLM_ERR_ABORTED, nothing leaked).  Optional. */
     bool (*progress)(void *user, float fraction);
     void *progress_user;
+    bool repack;     /* default false: copy Q4_0/Q8_0/Q4_K matrices into a row-interleaved
+                        layout in anonymous memory (faster kernels; the file pages
+                        copied are released): see plm_plan_params.repack */
 } plm_model_params;
 
 PLM_API void plm_model_params_init(plm_model_params *p, size_t struct_size);
@@ -139,6 +142,8 @@ PLM_API uint64_t plm_model_weight_bytes(const plm_model *model);
 /* Weight bytes one generated token reads: all of them for a dense model;
  * for a Mixture-of-Experts, the selected experts' share only. */
 PLM_API uint64_t plm_model_weight_bytes_active(const plm_model *model);
+/* Bytes of the row-interleaved copies made by plm_model_params.repack (0: none). */
+PLM_API uint64_t plm_model_repacked_bytes(const plm_model *model);
 
 /* ---- vocabulary ------------------------------------------------------- */
 

@@ -133,6 +133,8 @@ typedef struct plm_plan_params {
     plm_kv_type type_k, type_v;
     bool use_mmap;        /* default true */
     bool logits_all;
+    bool repack;          /* plm_model_params.repack: the interleaved copies are
+                             anonymous memory, the file pages they replace are not */
     uint32_t n_seq;       /* sequences (server slots) the KV cache holds; 0 = 1 */
 } plm_plan_params;
 
@@ -190,7 +192,10 @@ typedef struct plm_plan {
     uint64_t vocab_bytes;       /* tokenizer tables and the parsed metadata */
     uint64_t model_bytes;       /* layer tables, norms converted to f32, thread stacks */
     uint64_t overhead_bytes;    /* process baseline: code, libc, stack, allocator */
-    uint64_t peak_rss;
+    uint64_t repack_bytes;      /* params.repack: the interleaved copies (anonymous; the
+                                   file pages they replace leave weights_resident) */
+    uint64_t repackable_bytes;  /* the file's bytes that repack would copy */
+    uint64_t peak_rss;          /* the six above plus repack_bytes */
     uint64_t anon_bytes;        /* the part that cannot be paged back to the file */
 
     /* Traffic per generated token. */

@@ -15,6 +15,12 @@
  *  - gemm at prefill size: k = 4352 and 137 tokens, so a blocked gemm must
  *    cross k slices and token groups (the AVX-512 panels cut k every 1024
  *    elements and tokens every 128), on 21 rows (a ragged 16-row panel).
+ *  - gemm_repacked (row-interleaved Q4_0/Q8_0/Q4_K, quant/repack.h): the
+ *    reference on repacked rows must equal the reference vec_dot on the
+ *    original rows bit for bit (which checks the layout too), and every
+ *    table's version must be close to it; k up to 296 blocks (past the
+ *    x86 k slice of 256) or 37 super-blocks (past 32), 1..17 tokens, row
+ *    ranges of whole groups.
  *
  * Tolerance: |simd - ref| <= 2e-5 * sum_j |w_j * a_j| + 1e-30, with w and a
  * the dequantized weight and activation rows.  Both sides sum the same exact
@@ -35,6 +41,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/quant.h"
+#include "quant/repack.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -136,9 +143,11 @@ static void random_floats(float *x, int64_t n) {
     }
 }
 
+enum { RP_MAXK_ELEMS = 37 * 256 }; /* test_repacked's longest row (Q4_K) */
+
 /* sum |w_j a_j| over dequantized rows. */
 static double magnitude(plm_type wt, const void *w, plm_type at, const void *a, int64_t n) {
-    static float fw[8192], fa[8192];
+    static float fw[RP_MAXK_ELEMS], fa[RP_MAXK_ELEMS]; /* the longest row of any test here */
     plm_kernels_ref()->dequantize_row[wt](w, fw, n);
     plm_kernels_ref()->dequantize_row[at](a, fa, n);
     double m = 0;
@@ -323,6 +332,61 @@ static void test_gemm_large(const plm_kernels *kt, plm_type wt) {
                         r, out[t * BIG_ROWS + r], want);
         }
     CHECK(bad == 0, "%s gemm %s at k=%d, %d tokens: %d outputs wrong", kt->name, ti->name, BIG_K, BIG_TOK, bad);
+}
+
+/* ---- row-interleaved weights ---------------------------------------------- */
+
+enum { RP_ROWS = 48, RP_OUT = RP_ROWS + 5, RP_MAXK = RP_MAXK_ELEMS };
+
+static void test_repacked(const plm_kernels *kt, plm_type wt) {
+    const plm_kernels *ref = plm_kernels_ref();
+    const plm_type_info *ti = plm_type_info_get(wt);
+    const plm_type at = ti->vec_dot_type;
+    const bool k_quant = ti->block_size == QK_K;
+    /* past the x86 k slices: 256 blocks of 32, 32 super-blocks */
+    const int nbs[] = {1, 3, 9, k_quant ? 37 : 296}, toks[] = {1, 2, 3, 8, 9, 17};
+    static uint8_t w[RP_ROWS * RP_MAXK * 34 / 32], wr[RP_ROWS * RP_MAXK * 34 / 32], a[MAX_TOK * RP_MAXK / 256 * 292]; /* Q8_K rows are the longest */
+    static float x[RP_MAXK], out[MAX_TOK * RP_OUT], want[MAX_TOK * RP_OUT];
+    static double mag[MAX_TOK * RP_OUT];
+    int bad = 0, inexact = 0, runs = 0;
+    for (int ib = 0; ib < 4; ib++) {
+        const int64_t k = (int64_t)ti->block_size * nbs[ib];
+        const size_t wrow = plm_row_size(wt, k), arow = plm_row_size(at, k);
+        for (int r = 0; r < RP_ROWS; r++) random_weights(wt, k, w + r * wrow);
+        plm_repack_rows(wt, k, RP_ROWS, w, wr);
+        for (int t = 0; t < MAX_TOK; t++) {
+            random_floats(x, k);
+            ref->quantize_row[at](x, a + t * arow, k);
+            for (int r = 0; r < RP_ROWS; r++) {
+                ref->vec_dot[wt](k, &want[t * RP_OUT + r], w + r * wrow, a + t * arow);
+                mag[t * RP_OUT + r] = magnitude(wt, w + r * wrow, at, a + t * arow, k);
+            }
+        }
+        for (int it = 0; it < 6; it++) {
+            const int nt = toks[it];
+            for (int pass = 0; pass < 2; pass++) { /* the reference, then this table */
+                const plm_kernels *use = pass ? kt : ref;
+                for (int i = 0; i < MAX_TOK * RP_OUT; i++) out[i] = -12345.0f;
+                plm_matmul_repacked(use, wt, wr, k, 0, 16, a, arow, nt, out, RP_OUT);
+                plm_matmul_repacked(use, wt, wr, k, 16, RP_ROWS, a, arow, nt, out, RP_OUT);
+                for (int t = 0; t < MAX_TOK; t++)
+                    for (int r = 0; r < RP_OUT; r++) {
+                        const int i = t * RP_OUT + r;
+                        const bool in = t < nt && r < RP_ROWS;
+                        runs++;
+                        if (pass == 0 && in && out[i] != want[i] && inexact++ < 3)
+                            fprintf(stderr, "  ref repacked %s k=%lld: [t=%d][r=%d] %.9g want exactly %.9g\n",
+                                    ti->name, (long long)k, t, r, out[i], want[i]);
+                        const int ok = in ? close_enough(out[i], want[i], mag[i]) : out[i] == -12345.0f;
+                        if (!ok && bad++ < 3)
+                            fprintf(stderr, "  %s repacked %s k=%lld n_tok=%d: [t=%d][r=%d] %.9g want %.9g\n",
+                                    use->name, ti->name, (long long)k, nt, t, r, out[i], in ? want[i] : -12345.0f);
+                    }
+            }
+        }
+    }
+    CHECK(inexact == 0, "ref repacked %s differs from the plain rows' vec_dot", ti->name);
+    CHECK(bad == 0, "%s repacked %s: %d of %d outputs wrong", kt->name, ti->name, bad, runs);
 }
 
 static void test_select(const plm_kernels **list, int n) {
@@ -555,6 +619,9 @@ int main(void) {
             test_gemm(list[i], weight_types[j]);
             test_gemm_large(list[i], weight_types[j]);
         }
+        test_repacked(list[i], PLM_TYPE_Q4_0);
+        test_repacked(list[i], PLM_TYPE_Q8_0);
+        test_repacked(list[i], PLM_TYPE_Q4_K);
     }
     return test_summary();
 }

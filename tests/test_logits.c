@@ -17,6 +17,7 @@
 
 #include "pocketlm.h"
 #include "expected.h"
+#include "kernels/kernels.h"
 #include "test.h"
 
 typedef struct {
@@ -25,50 +26,66 @@ typedef struct {
     float tol;
     plm_kv_type kv;    /* KV cache format (llama.cpp's reference used f16) */
     bool flash;        /* one-pass attention softmax (ops.h) */
+    bool repack;       /* row-interleaved Q4_0/Q8_0 matrices (quant/repack.h) */
 } fixture;
 
 static const fixture fixtures[] = {
     /* measured worst: stories260K 0.0034, f16 0.0031, Q8_0 0.058, others <= 0.115 */
-    {"stories260K", "stories260K.gguf", 0.01f, PLM_KV_F16, false},
-    {"fixture-llama-f16", "fixtures/fixture-llama-f16.gguf", 0.01f, PLM_KV_F16, false},
+    {"stories260K", "stories260K.gguf", 0.01f, PLM_KV_F16, false, false},
+    {"fixture-llama-f16", "fixtures/fixture-llama-f16.gguf", 0.01f, PLM_KV_F16, false, false},
     /* A quantized KV cache against llama.cpp's f16-cache logits: what the
      * cache quantization itself costs (measured worst, llama / qwen2: q8_0
      * 0.037 / 0.033, q4_0 0.63 / 0.49).  stories260K's 8-wide heads cannot hold 32-blocks. */
-    {"fixture-llama-f16", "fixtures/fixture-llama-f16.gguf", 0.1f, PLM_KV_Q8_0, false},
-    {"fixture-llama-f16", "fixtures/fixture-llama-f16.gguf", 1.0f, PLM_KV_Q4_0, false},
-    {"fixture-qwen2-f16", "fixtures/fixture-qwen2-f16.gguf", 0.1f, PLM_KV_Q8_0, false},
-    {"fixture-qwen2-f16", "fixtures/fixture-qwen2-f16.gguf", 1.0f, PLM_KV_Q4_0, false},
-    {"fixture-llama-pure-Q8_0", "fixtures/fixture-llama-pure-Q8_0.gguf", 0.1f, PLM_KV_F16, false},
-    {"fixture-llama-pure-Q4_0", "fixtures/fixture-llama-pure-Q4_0.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-pure-Q4_1", "fixtures/fixture-llama-pure-Q4_1.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-pure-Q5_0", "fixtures/fixture-llama-pure-Q5_0.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-pure-Q5_1", "fixtures/fixture-llama-pure-Q5_1.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-pure-Q2_K", "fixtures/fixture-llama-pure-Q2_K.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-pure-Q3_K_S", "fixtures/fixture-llama-pure-Q3_K_S.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-pure-Q4_K_S", "fixtures/fixture-llama-pure-Q4_K_S.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-pure-Q5_K_S", "fixtures/fixture-llama-pure-Q5_K_S.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-pure-Q6_K", "fixtures/fixture-llama-pure-Q6_K.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-pure-IQ4_NL", "fixtures/fixture-llama-pure-IQ4_NL.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-pure-IQ4_XS", "fixtures/fixture-llama-pure-IQ4_XS.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-Q2_K", "fixtures/fixture-llama-Q2_K.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-Q3_K_M", "fixtures/fixture-llama-Q3_K_M.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-Q4_K_M", "fixtures/fixture-llama-Q4_K_M.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-llama-Q5_K_M", "fixtures/fixture-llama-Q5_K_M.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-qwen2-f16", "fixtures/fixture-qwen2-f16.gguf", 0.01f, PLM_KV_F16, false},
-    {"fixture-qwen2-pure-Q8_0", "fixtures/fixture-qwen2-pure-Q8_0.gguf", 0.1f, PLM_KV_F16, false},
-    {"fixture-qwen2-pure-Q6_K", "fixtures/fixture-qwen2-pure-Q6_K.gguf", 0.15f, PLM_KV_F16, false},
-    {"fixture-qwen2-Q4_K_M", "fixtures/fixture-qwen2-Q4_K_M.gguf", 0.15f, PLM_KV_F16, false},
+    {"fixture-llama-f16", "fixtures/fixture-llama-f16.gguf", 0.1f, PLM_KV_Q8_0, false, false},
+    {"fixture-llama-f16", "fixtures/fixture-llama-f16.gguf", 1.0f, PLM_KV_Q4_0, false, false},
+    {"fixture-qwen2-f16", "fixtures/fixture-qwen2-f16.gguf", 0.1f, PLM_KV_Q8_0, false, false},
+    {"fixture-qwen2-f16", "fixtures/fixture-qwen2-f16.gguf", 1.0f, PLM_KV_Q4_0, false, false},
+    {"fixture-llama-pure-Q8_0", "fixtures/fixture-llama-pure-Q8_0.gguf", 0.1f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-Q4_0", "fixtures/fixture-llama-pure-Q4_0.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-Q4_1", "fixtures/fixture-llama-pure-Q4_1.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-Q5_0", "fixtures/fixture-llama-pure-Q5_0.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-Q5_1", "fixtures/fixture-llama-pure-Q5_1.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-Q2_K", "fixtures/fixture-llama-pure-Q2_K.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-Q3_K_S", "fixtures/fixture-llama-pure-Q3_K_S.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-Q4_K_S", "fixtures/fixture-llama-pure-Q4_K_S.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-Q5_K_S", "fixtures/fixture-llama-pure-Q5_K_S.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-Q6_K", "fixtures/fixture-llama-pure-Q6_K.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-IQ4_NL", "fixtures/fixture-llama-pure-IQ4_NL.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-pure-IQ4_XS", "fixtures/fixture-llama-pure-IQ4_XS.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-Q2_K", "fixtures/fixture-llama-Q2_K.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-Q3_K_M", "fixtures/fixture-llama-Q3_K_M.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-Q4_K_M", "fixtures/fixture-llama-Q4_K_M.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-llama-Q5_K_M", "fixtures/fixture-llama-Q5_K_M.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-qwen2-f16", "fixtures/fixture-qwen2-f16.gguf", 0.01f, PLM_KV_F16, false, false},
+    {"fixture-qwen2-pure-Q8_0", "fixtures/fixture-qwen2-pure-Q8_0.gguf", 0.1f, PLM_KV_F16, false, false},
+    {"fixture-qwen2-pure-Q6_K", "fixtures/fixture-qwen2-pure-Q6_K.gguf", 0.15f, PLM_KV_F16, false, false},
+    {"fixture-qwen2-Q4_K_M", "fixtures/fixture-qwen2-Q4_K_M.gguf", 0.15f, PLM_KV_F16, false, false},
     /* Flash attention keeps the softmax weights in f32 where llama.cpp's
      * reference rounded them to f16.  stories260K feels it most: against an
      * attention computed in double, in log-probs, flash is 0.004 off, the
      * reference 0.029 off (llama.cpp's own flash path 0.026 off, and 0.017
      * from its reference).  Measured worst here: stories260K 0.031, f16
      * 0.0032, q8_0 cache 0.037. */
-    {"stories260K", "stories260K.gguf", 0.04f, PLM_KV_F16, true},
-    {"fixture-llama-f16", "fixtures/fixture-llama-f16.gguf", 0.01f, PLM_KV_F16, true},
-    {"fixture-qwen2-f16", "fixtures/fixture-qwen2-f16.gguf", 0.01f, PLM_KV_F16, true},
-    {"fixture-llama-f16", "fixtures/fixture-llama-f16.gguf", 0.1f, PLM_KV_Q8_0, true},
+    {"stories260K", "stories260K.gguf", 0.04f, PLM_KV_F16, true, false},
+    {"fixture-llama-f16", "fixtures/fixture-llama-f16.gguf", 0.01f, PLM_KV_F16, true, false},
+    {"fixture-qwen2-f16", "fixtures/fixture-qwen2-f16.gguf", 0.01f, PLM_KV_F16, true, false},
+    {"fixture-llama-f16", "fixtures/fixture-llama-f16.gguf", 0.1f, PLM_KV_Q8_0, true, false},
+    /* Repacked weights: the same integer block sums, other float order;
+     * the plain tolerances hold. */
+    {"fixture-llama-pure-Q8_0", "fixtures/fixture-llama-pure-Q8_0.gguf", 0.1f, PLM_KV_F16, false, true},
+    {"fixture-llama-pure-Q4_0", "fixtures/fixture-llama-pure-Q4_0.gguf", 0.15f, PLM_KV_F16, false, true},
+    {"fixture-qwen2-pure-Q8_0", "fixtures/fixture-qwen2-pure-Q8_0.gguf", 0.1f, PLM_KV_F16, false, true},
+    {"fixture-llama-pure-Q4_K_S", "fixtures/fixture-llama-pure-Q4_K_S.gguf", 0.15f, PLM_KV_F16, false, true},
+    {"fixture-llama-Q4_K_M", "fixtures/fixture-llama-Q4_K_M.gguf", 0.15f, PLM_KV_F16, false, true},
+    {"fixture-qwen2-Q4_K_M", "fixtures/fixture-qwen2-Q4_K_M.gguf", 0.15f, PLM_KV_F16, false, true},
 };
+
+/* Whether this CPU's kernel table repacks the fixture's main format (only
+ * those it has interleaved kernels for: kernels.h). */
+static bool expect_repack(const fixture *fx) {
+    const plm_type t = strstr(fx->name, "Q8_0") ? PLM_TYPE_Q8_0 : strstr(fx->name, "Q4_0") ? PLM_TYPE_Q4_0 : PLM_TYPE_Q4_K;
+    return fx->repack && plm_kernels_repacks(plm_kernels_select(NULL), t);
+}
 
 enum { MAX_TOKENS = 1024 };
 
@@ -122,8 +139,8 @@ static void compare(const fixture *fx, plm_model *model, const plm_token *toks, 
             if (argmax(got, nv, NULL) != want_top) top1_diff++;
         }
     }
-    printf("%-28s %-4s%s batch %3d: max |dlogit| %.5f (pos %d, tol %.3f), top-1 equal at %d/%d checked positions\n",
-           fx->name, plm_kv_type_name(fx->kv), fx->flash ? " fa" : "   ", n_batch, worst, worst_pos, fx->tol, top1_checked - top1_diff, top1_checked);
+    printf("%-28s %-4s%s%s batch %3d: max |dlogit| %.5f (pos %d, tol %.3f), top-1 equal at %d/%d checked positions\n",
+           fx->name, plm_kv_type_name(fx->kv), fx->flash ? " fa" : "   ", fx->repack ? " rp" : "   ", n_batch, worst, worst_pos, fx->tol, top1_checked - top1_diff, top1_checked);
     CHECK(worst <= fx->tol, "%s: max logit difference %g > %g at position %d", fx->name, worst, fx->tol, worst_pos);
     /* Loose tolerances leave few positions with a clear top-1; demand many
      * only where the tolerance is the tight one of an f16 cache. */
@@ -145,10 +162,15 @@ int main(void) {
         snprintf(path, sizeof path, "%s/models/%s", PLM_SHARED_DIR, fx->path);
         plm_model *model;
         plm_error err;
-        if (plm_model_load(path, NULL, &model, &err)) {
+        plm_model_params mp = plm_model_default_params();
+        mp.repack = fx->repack;
+        if (plm_model_load(path, &mp, &model, &err)) {
             CHECK(0, "%s: load: %s", fx->name, err.message);
             continue;
         }
+        CHECK(!expect_repack(fx) || plm_model_repacked_bytes(model) > plm_model_weight_bytes(model) / 2,
+              "%s: --repack left most weights as they were (%llu of %llu bytes repacked)", fx->name,
+              (unsigned long long)plm_model_repacked_bytes(model), (unsigned long long)plm_model_weight_bytes(model));
         const int nv = plm_model_n_vocab(model);
         snprintf(path, sizeof path, "%s/models/expected/%s.logits.f32", PLM_SHARED_DIR, fx->name);
         float *want = expected_read_logits(path, (size_t)n * nv);

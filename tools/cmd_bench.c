@@ -15,6 +15,7 @@
 #include "bench_spec.h"
 #include "cli.h"
 #include "config.h"
+#include "fit.h"
 #include "measure.h"
 #include "pocketlm.h"
 #include "pocketlm_plan.h"
@@ -34,7 +35,7 @@ typedef struct bench_opts {
     const char *n_prompt, *n_gen, *threads, *batch, *flash_attn, *output;
     int reps;
     float bandwidth;
-    bool no_warmup, verbose;
+    bool no_warmup, verbose, repack, no_repack;
     spec_cli spec;             /* speculative decoding: a test of its own (bench_spec.c) */
     const char *spec_prompt;
 } bench_opts;
@@ -427,6 +428,8 @@ int cmd_bench(int argc, char **argv) {
         {"-o", "--output", ARG_STR, &o.output, "FMT", "md, json or csv (to stdout)"},
         {NULL, "--no-warmup", ARG_FLAG, &o.no_warmup, NULL, "skip the warm-up run before each test"},
         {"-v", "--verbose", ARG_FLAG, &o.verbose, NULL, "progress on stderr"},
+        {NULL, "--repack", ARG_FLAG, &o.repack, NULL, "row-interleaved weights (default: as pocketlm run decides)"},
+        {NULL, "--no-repack", ARG_FLAG, &o.no_repack, NULL, "keep the file's layout"},
         {NULL, "--spec-prompt", ARG_STR, &o.spec_prompt, "TEXT", "the prompt of the speculative-decoding test"},
     };
     int n_specs = 0;
@@ -502,7 +505,11 @@ int cmd_bench(int argc, char **argv) {
         plm_model *m;
         plm_error err;
         if (o.verbose) fprintf(stderr, "pocketlm bench: loading %s\n", path);
-        if (plm_model_load(path, NULL, &m, &err)) {
+        plm_model_params mp = plm_model_default_params();
+        plm_context_params rcp = plm_context_default_params();
+        rcp.n_ctx = 4096;
+        mp.repack = !o.no_repack && (o.repack || fit_repack("bench", path, true, NULL, &rcp, false));
+        if (plm_model_load(path, &mp, &m, &err)) {
             fprintf(stderr, "pocketlm bench: %s\n", err.message);
             rc = 1;
             break;

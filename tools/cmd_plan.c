@@ -18,7 +18,7 @@ typedef struct plan_opts {
     int n_ctx, n_batch, n_threads, parallel;
     int layers, kv_heads, head_dim, embd, heads, ff, vocab, at_tokens, at_batch;
     float bandwidth, app_share, bpw, storage, gops;
-    bool no_mmap, shape, list_devices;
+    bool no_mmap, repack, shape, list_devices;
 } plan_opts;
 
 /* " x 4 sequences" when the KV cache holds several (serve --parallel). */
@@ -102,6 +102,7 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
     printf("\nthe bill (resident memory)\n");
     snprintf(what, sizeof what, "weights (%s)", pp->use_mmap ? "file pages, mmap" : "anonymous copy of the file");
     line(what, p->weights_resident);
+    if (p->repack_bytes) line("repacked matrices (anonymous, --repack)", p->repack_bytes);
     snprintf(what, sizeof what, "KV cache (K %s %s + V %s %s)", plm_kv_type_name(pp->type_k),
              human(p->buf.kv_k, a, sizeof a), plm_kv_type_name(pp->type_v), human(p->buf.kv_v, b, sizeof b));
     line(what, p->kv_bytes);
@@ -212,6 +213,7 @@ static int run_plan(plan_opts *o) {
     pp.n_threads = (uint32_t)o->n_threads;
     pp.n_seq = (uint32_t)o->parallel;
     pp.use_mmap = !o->no_mmap;
+    pp.repack = o->repack;
     if (kv_type(o->type_k, &pp.type_k) || kv_type(o->type_v, &pp.type_v)) return 1;
 
     plm_plan p;
@@ -336,6 +338,7 @@ int cmd_plan(int argc, char **argv) {
         {NULL, "--draft-model", ARG_STR, &o.draft_model, "PATH", "plan a speculative draft model beside it (both "
          "weights, both KV caches)"},
         {NULL, "--draft-max", ARG_INT, &o.draft_max, "N", "tokens drafted per verification (its logits)"},
+        {NULL, "--repack", ARG_FLAG, &o.repack, NULL, "plan for row-interleaved copies of the Q4_0/Q8_0 matrices"},
         {NULL, "--device", ARG_STR, &o.device, "NAME", "a device profile (--list-devices) or 'this' (default)"},
         {NULL, "--ram", ARG_STR, &o.ram, "SIZE", "plan for a device with this much RAM (8G, 12GB, 7.5GiB)"},
         {NULL, "--bandwidth", ARG_FLOAT, &o.bandwidth, "GB/s", "memory bandwidth (overrides the profile/probe)"},

@@ -23,7 +23,7 @@ typedef struct run_opts {
     const char *mem_log, *mem_plot, *mem_limit;
     int mem_every;
     int n_predict, n_ctx, n_batch, n_threads;
-    bool no_mmap, mlock, ignore_eos, no_display_prompt, ctx_shift, flash_attn;
+    bool no_mmap, mlock, repack, no_repack, ignore_eos, no_display_prompt, ctx_shift, flash_attn;
     int keep;
     plm_sampler_params sp;
     uint64_t seed;
@@ -228,6 +228,9 @@ int cmd_run(int argc, char **argv) {
         {NULL, "--mem-every", ARG_INT, &o.mem_every, "N", "tokens between telemetry samples"},
         {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "read the weights into memory instead of mapping"},
         {NULL, "--mlock", ARG_FLAG, &o.mlock, NULL, "lock the weights in RAM"},
+        {NULL, "--repack", ARG_FLAG, &o.repack, NULL,
+         "row-interleaved Q4_0/Q8_0/Q4_K copies at load (default: when they fit with half the memory to spare)"},
+        {NULL, "--no-repack", ARG_FLAG, &o.no_repack, NULL, "keep the file's layout"},
     };
     int n_specs = 0;
     while (specs[n_specs].long_name) n_specs++;
@@ -280,6 +283,7 @@ int cmd_run(int argc, char **argv) {
     plm_model_params mp = plm_model_default_params();
     mp.use_mmap = !o.no_mmap;
     mp.use_mlock = o.mlock;
+    mp.repack = !o.no_repack && fit_repack("run", o.model, !o.no_mmap, o.mem_limit, &cp, o.repack);
     plm_model *model;
     plm_error err;
     double t0 = now_s();

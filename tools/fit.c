@@ -136,6 +136,47 @@ bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, co
     return true;
 }
 
+/* Whether the file's main format (most weight bytes) is one whose repacked
+ * kernels measured no slower end to end: Q4_0.  Q8_0's and Q4_K_M's decode
+ * measured slower (docs/BENCHMARKS.md, 2026-12-01), so they are repacked
+ * only on request. */
+static bool repack_pays(const plm_plan *p) {
+    int best = -1;
+    for (int i = 0; i < p->n_types; i++)
+        if (best < 0 || p->types[i].bytes > p->types[best].bytes) best = i;
+    return best >= 0 && strcmp(p->types[best].type, "Q4_0") == 0;
+}
+
+bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
+                const plm_context_params *cp, bool forced) {
+    if (!forced && !use_mmap) return false; /* the copies would come on top of the file's image */
+    plm_device dev;
+    if (!fit_budget_device(cmd, mem_limit, &dev)) return false;
+    plm_plan_params pp = plm_plan_default_params();
+    pp.n_ctx = cp->n_ctx;
+    pp.n_batch = cp->n_batch;
+    pp.n_threads = cp->n_threads;
+    pp.type_k = cp->type_k;
+    pp.type_v = cp->type_v;
+    pp.use_mmap = use_mmap;
+    pp.logits_all = cp->logits_all;
+    pp.repack = true;
+    plm_plan plan;
+    plm_plan_verdict v;
+    plm_error err;
+    if (plm_plan_file(model_path, &pp, &plan, &err) || plm_plan_evaluate(&plan, &dev, &v, &err)) {
+        if (forced) fprintf(stderr, "pocketlm %s: %s\n", cmd, err.message);
+        return false;
+    }
+    if (!forced) return plan.repack_bytes > 0 && plan.peak_rss <= v.budget_bytes / 2 && repack_pays(&plan);
+    if (v.fit == PLM_FITS) return true;
+    char a[32], b[32], c[32];
+    fprintf(stderr, "pocketlm %s: not repacking: with %s of interleaved copies the bill is %s, over the budget %s (%s)\n",
+            cmd, human(plan.repack_bytes, a, sizeof a), human(plan.peak_rss, b, sizeof b),
+            human(v.budget_bytes, c, sizeof c), v.budget_source);
+    return false;
+}
+
 bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
                  plm_context_params *cp) {
     return fit_context_info(cmd, model_path, use_mmap, mem_limit, cp, NULL);

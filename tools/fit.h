@@ -37,6 +37,18 @@ bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, co
 bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
                  plm_context_params *cp);
 
+/* Whether to repack (plm_model_params.repack) at cp's (already chosen)
+ * context.  forced (--repack): when the plan with the interleaved copies in
+ * anonymous memory fits in RAM (not only by paging); otherwise says so on
+ * stderr.  Not forced (the default, unless --no-repack): only with mmap'd
+ * weights (whose copied pages are released), a Q4_0 file (the format
+ * measured no slower at decode), when this CPU's kernels repack some of the
+ * file's matrices and the bill with the
+ * copies leaves half the budget to spare, since anonymous weights cannot be
+ * dropped and re-read under memory pressure as mapped ones can. */
+bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
+                const plm_context_params *cp, bool forced);
+
 /* The budget device: this machine with its process limits, tightened by
  * mem_limit ("2G", or NULL).  False with a message when mem_limit is not a
  * size or /proc cannot be read. */

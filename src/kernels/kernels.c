@@ -32,6 +32,7 @@ void plm_kernels_fill_from(plm_kernels *t, const plm_kernels *base) {
     for (int i = 0; i < PLM_TYPE_COUNT; i++) {
         if (!t->vec_dot[i]) t->vec_dot[i] = base->vec_dot[i];
         if (!t->gemm[i]) t->gemm[i] = base->gemm[i];
+        if (!t->gemm_repacked[i]) t->gemm_repacked[i] = base->gemm_repacked[i];
         if (!t->quantize_row[i]) t->quantize_row[i] = base->quantize_row[i];
         if (!t->dequantize_row[i]) t->dequantize_row[i] = base->dequantize_row[i];
     }
@@ -86,4 +87,17 @@ void plm_matmul(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k,
         for (int t = 0; t < n_tok; t++)
             dot(k, &out[t * out_stride + r], wr, (const char *)act + (size_t)t * act_stride);
     }
+}
+
+void plm_matmul_repacked(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k, int64_t r0, int64_t r1,
+                         const void *act, size_t act_stride, int n_tok, float *out, int64_t out_stride) {
+    const size_t row_bytes = plm_row_size(wtype, k);
+    if (r1 <= r0 || n_tok <= 0) return;
+    kt->gemm_repacked[wtype](k, (const char *)w + (size_t)r0 * row_bytes, row_bytes, r1 - r0, act, act_stride, n_tok,
+                             out + r0, out_stride);
+}
+
+bool plm_kernels_repacks(const plm_kernels *kt, plm_type type) {
+    const plm_kernels *ref = plm_kernels_ref();
+    return kt && kt->gemm_repacked[type] && (kt == ref || kt->gemm_repacked[type] != ref->gemm_repacked[type]);
 }

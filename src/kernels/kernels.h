@@ -60,6 +60,11 @@ typedef struct plm_kernels {
     plm_swiglu_fn swiglu;
     plm_vec_dot_fn vec_dot[PLM_TYPE_COUNT];            /* by weight type */
     plm_gemm_fn gemm[PLM_TYPE_COUNT];                  /* by weight type; NULL: loop vec_dot */
+    /* By weight type, for the row-interleaved layout (quant/repack.h): w
+     * is the first row of a group, n_rows and the rows' start multiples of
+     * PLM_REPACK_ROWS, w_stride the bytes of one (plain) row; any n_tok
+     * >= 1 (decode too).  Every table has one for each repackable type. */
+    plm_gemm_fn gemm_repacked[PLM_TYPE_COUNT];
     plm_quantize_row_fn quantize_row[PLM_TYPE_COUNT];  /* by target type */
     plm_dequantize_row_fn dequantize_row[PLM_TYPE_COUNT];
 } plm_kernels;
@@ -99,5 +104,15 @@ const plm_kernels *plm_kernels_select(const char *force);
 void plm_matmul(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k,
                 int64_t r0, int64_t r1, const void *act, size_t act_stride,
                 int n_tok, float *out, int64_t out_stride);
+
+/* Whether matrices of `type` are worth repacking for kt: kt has its own
+ * gemm_repacked for the type (not the reference's, which is only an oracle),
+ * or kt is the reference table itself. */
+bool plm_kernels_repacks(const plm_kernels *kt, plm_type type);
+
+/* plm_matmul for a row-interleaved weight (quant/repack.h): r0 and r1
+ * multiples of PLM_REPACK_ROWS (or r1 the last row). */
+void plm_matmul_repacked(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k, int64_t r0, int64_t r1,
+                         const void *act, size_t act_stride, int n_tok, float *out, int64_t out_stride);
 
 #endif

@@ -7,6 +7,7 @@
  * table is tested against, so it favours clarity over speed.
  */
 #include <pthread.h>
+#include <string.h>
 
 #include "kernels/attn_quant.h"
 #include "kernels/kernels.h"
@@ -14,6 +15,7 @@
 #include "quant/blocks.h"
 #include "quant/iq_unpack.h"
 #include "quant/quant.h"
+#include "quant/repack.h"
 
 /* ---- float formats (activation stays f32) ------------------------------- */
 
@@ -353,6 +355,73 @@ static void ref_vec_dot_mxfp4(int64_t n, float *s, const void *vw, const void *v
     *s = sum;
 }
 
+/* ---- row-interleaved weights (quant/repack.h) ---------------------------
+ * Row by row and block by block, with the float arithmetic of the plain
+ * row's vec_dot above, so a repacked row gives that row's result exactly:
+ * the oracle of the SIMD versions and of the layout itself. */
+static void ref_gemm_repacked(plm_type type, int64_t k, const void *w, size_t row_bytes, int64_t nr,
+                              const void *act, size_t as, int nt, float *out, int64_t os) {
+    const size_t bb = plm_row_size(type, 32), sb = PLM_REPACK_ROWS * bb;
+    const int o = plm_repack_offset(type);
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)(r / PLM_REPACK_ROWS) * PLM_REPACK_ROWS * row_bytes;
+        const int j = (int)(r % PLM_REPACK_ROWS);
+        for (int t = 0; t < nt; t++) {
+            const block_q8_0 *y = (const void *)((const char *)act + (size_t)t * as);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < k / 32; b++) {
+                const uint8_t *blk = g + (size_t)b * sb;
+                plm_fp16_t d;
+                memcpy(&d, blk + j * sizeof d, sizeof d);
+                int sumi = 0;
+                for (int e = 0; e < 32; e++)
+                    sumi += (plm_repack_code(type, blk + PLM_REPACK_ROWS * sizeof d, j, e) - o) * y[b].qs[e];
+                if (type == PLM_TYPE_Q8_0) sum += sumi * (plm_fp16_to_fp32(d) * plm_fp16_to_fp32(y[b].d));
+                else sum += sumi * plm_fp16_to_fp32(d) * plm_fp16_to_fp32(y[b].d);
+            }
+            out[t * os + r] = sum;
+        }
+    }
+}
+
+static void ref_gemm_repacked_q4_0(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                   int nt, float *out, int64_t os) {
+    ref_gemm_repacked(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+static void ref_gemm_repacked_q8_0(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                   int nt, float *out, int64_t os) {
+    ref_gemm_repacked(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+/* Q4_K: each row's super-block gathered back from the layout, then the
+ * plain row's dot_q45_K. */
+static void ref_gemm_repacked_q4_K(int64_t k, const void *w, size_t row_bytes, int64_t nr, const void *act,
+                                   size_t as, int nt, float *out, int64_t os) {
+    const size_t sb = PLM_REPACK_ROWS * sizeof(block_q4_K);
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)(r / PLM_REPACK_ROWS) * PLM_REPACK_ROWS * row_bytes;
+        const int j = (int)(r % PLM_REPACK_ROWS);
+        for (int t = 0; t < nt; t++) {
+            const block_q8_K *y = (const void *)((const char *)act + (size_t)t * as);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < k / QK_K; b++) {
+                const uint8_t *blk = g + (size_t)b * sb;
+                plm_fp16_t d, dmin;
+                uint8_t scales[K_SCALE_SIZE], qs[QK_K / 2];
+                memcpy(&d, blk + 2 * j, 2);
+                memcpy(&dmin, blk + PLM_RQ4K_DMIN + 2 * j, 2);
+                for (int p = 0; p < K_SCALE_SIZE; p++) scales[p] = blk[PLM_RQ4K_PLANES + 16 * p + j];
+                for (int i = 0; i < 4; i++)
+                    for (int l = 0; l < 32; l++)
+                        qs[32 * i + l] = blk[PLM_RQ4K_CODES + 512 * i + (l / 4) * 64 + 4 * j + l % 4];
+                sum += dot_q45_K(scales, qs, NULL, plm_fp16_to_fp32(d), plm_fp16_to_fp32(dmin), &y[b]);
+            }
+            out[t * os + r] = sum;
+        }
+    }
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 /* Everything but the row conversions. */
@@ -387,6 +456,11 @@ static const plm_kernels ref_kernels = {
         [PLM_TYPE_TQ1_0] = ref_vec_dot_tq1_0,
         [PLM_TYPE_TQ2_0] = ref_vec_dot_tq2_0,
         [PLM_TYPE_MXFP4] = ref_vec_dot_mxfp4,
+    },
+    .gemm_repacked = {
+        [PLM_TYPE_Q4_0] = ref_gemm_repacked_q4_0,
+        [PLM_TYPE_Q8_0] = ref_gemm_repacked_q8_0,
+        [PLM_TYPE_Q4_K] = ref_gemm_repacked_q4_K,
     },
 };
 

@@ -34,7 +34,7 @@ static plm_status bind_matrix(plm_model *m, const plm_gguf_tensor *t, const char
     if (!ti || !ti->supported)
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which pocketlm cannot compute with",
                         name, plm_type_name(t->type));
-    *w = (plm_weight){t->data, (plm_type)t->type, cols, rows, plm_row_size((plm_type)t->type, cols), experts};
+    *w = (plm_weight){t->data, (plm_type)t->type, cols, rows, plm_row_size((plm_type)t->type, cols), experts, false};
     m->n_params += (uint64_t)cols * rows * ne2;
     m->weight_bytes += t->nbytes;
     const uint64_t used = experts > 0 ? (uint64_t)m->hp.n_expert_used : 1;

@@ -43,6 +43,7 @@
 #include "kernels/ops.h"
 #include "model/moe.h"
 #include "quant/fp16.h"
+#include "quant/repack.h"
 
 /* The first choice of the descriptor this file has no step for, or NULL.
  * The families of issue 9 each remove a line here as they add the step. */
@@ -60,6 +61,8 @@ plm_status plm_forward_check(const plm_arch *a, plm_error *err) {
 }
 
 enum { MAX_JOB_WEIGHTS = 3, ROW_ALIGN = 16 };
+/* Chunks of repacked matrices must be whole row groups. */
+_Static_assert(ROW_ALIGN % PLM_REPACK_ROWS == 0, "row chunks split repacked groups");
 
 /* One step of matrix products: up to three weights reading the same input
  * rows (Q, K, V or gate, up), their rows handed out to threads in chunks. */
@@ -80,6 +83,11 @@ typedef struct matmul_job {
 
 static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
     const plm_weight *w = j->w[i];
+    if (w->repacked) { /* one kernel for any batch: decoded blocks serve every token */
+        plm_matmul_repacked(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], j->n_tok,
+                            j->out[i], w->rows);
+        return;
+    }
     if (!j->rowwise) {
         plm_matmul(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], j->n_tok, j->out[i],
                    w->rows);

@@ -132,6 +132,10 @@ static plm_status load_source(plm_gguf_source *src, const plm_model_params *para
         plm_model_free(m);
         return st;
     }
+    if (!p.vocab_only && p.repack && (st = plm_model_repack(m, err))) {
+        plm_model_free(m);
+        return st;
+    }
     if (p.vocab_only) m->hp.n_vocab = plm_vocab_n_tokens(m->vocab);
     else warm_up(m->file);
     /* A decode that reads a page the file no longer has fails cleanly. */
@@ -178,6 +182,7 @@ void plm_model_free(plm_model *m) {
     if (m->file && m->file->mapped) plm_fault_guard_unregister(m->file->image);
     plm_vocab_free(m->vocab);
     plm_gguf_close(m->file);
+    if (m->repack_mem) munmap(m->repack_mem, m->repack_bytes);
     free(m->layers);
     free(m->owned_f32);
     free(m);
@@ -192,6 +197,7 @@ int plm_model_n_layer(const plm_model *m) { return m->hp.n_layer; }
 uint64_t plm_model_n_params(const plm_model *m) { return m->n_params; }
 uint64_t plm_model_weight_bytes(const plm_model *m) { return m->weight_bytes; }
 uint64_t plm_model_weight_bytes_active(const plm_model *m) { return m->weight_bytes_active; }
+uint64_t plm_model_repacked_bytes(const plm_model *m) { return m->repack_bytes; }
 
 plm_token plm_token_bos(const plm_model *m) { return plm_vocab_bos(m->vocab); }
 plm_token plm_token_eos(const plm_model *m) { return plm_vocab_eos(m->vocab); }

@@ -29,6 +29,7 @@ typedef struct plm_weight {
      * after another: expert e's starts e x rows x row_bytes into data
      * (plm_weight_expert).  0 for a plain matrix. */
     int64_t experts;
+    bool repacked;  /* data is row-interleaved (quant/repack.h), in plm_model.repack_mem */
 } plm_weight;
 
 /* Expert e of a 3-D weight, as a plain matrix. */
@@ -67,6 +68,8 @@ struct plm_model {
     /* Read per generated token: all of it but the share of the experts a
      * token does not select (n_expert - n_expert_used of n_expert). */
     uint64_t n_params_active, weight_bytes_active;
+    void *repack_mem;       /* anonymous mapping of the repacked matrices, or NULL */
+    uint64_t repack_bytes;  /* its size */
 };
 
 /* Reads hyperparameters and binds every weight of m->arch's tables; fills
@@ -76,5 +79,13 @@ plm_status plm_model_bind(plm_model *m, plm_error *err);
 /* Floats of m->owned_f32: one slot per vector of the tables, each as long as
  * the longest vector (what the memory plan counts). */
 uint64_t plm_model_owned_f32_floats(const plm_arch *arch, const plm_hparams *hp);
+
+/* Anonymous bytes plm_model_repack would allocate (each repackable matrix
+ * page-rounded); 0 when nothing can be repacked. */
+uint64_t plm_model_repack_bytes(plm_model *m);
+
+/* Rewrites every repackable matrix of m into the row-interleaved layout in
+ * one anonymous mapping, releasing the file pages it copied (model/repack.c). */
+plm_status plm_model_repack(plm_model *m, plm_error *err);
 
 #endif

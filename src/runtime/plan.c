@@ -15,10 +15,12 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "pocketlm_gguf.h"
 #include "pocketlm_plan.h"
+#include "quant/repack.h"
 #include "quant/types.h"
 
 /* Process baseline of `pocketlm run`, measured on x86_64 Linux (glibc) with
@@ -274,8 +276,12 @@ static void finish(plm_plan *p) {
     } else {
         p->weights_resident = alloc_resident(p->file_bytes);
     }
+    /* Repacked: the copies are anonymous; with mmap the file pages they
+     * came from are released (model/repack.c), the rest stay. */
+    p->repack_bytes = pp->repack ? p->repackable_bytes : 0;
+    if (pp->use_mmap) p->weights_resident -= min_u64(p->weights_resident, p->repack_bytes);
     p->peak_rss = p->weights_resident + p->kv_bytes + p->scratch_bytes + p->vocab_bytes + p->model_bytes +
-                  p->overhead_bytes;
+                  p->overhead_bytes + p->repack_bytes;
     p->anon_bytes = p->peak_rss - (pp->use_mmap ? p->weights_resident : 0);
     add_draft_bill(p);
 
@@ -481,6 +487,7 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
 
     /* Weights by type; a 3-D tensor holds n_expert experts, of which a
      * token reads n_expert_used. */
+    const plm_kernels *kt = plm_kernels_select(NULL);
     uint64_t non_f32_vectors = 0, non_f32_matrices = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const plm_gguf_tensor *t = &f->tensors[i];
@@ -499,6 +506,10 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
             p->moe_quantized = true;
         if (t->n_dims == 1 && (t->type != PLM_TYPE_F32 || ((uintptr_t)t->data % 4))) non_f32_vectors++;
         if (t->n_dims >= 2 && t->type != PLM_TYPE_F32) non_f32_matrices++;
+        /* what model/repack.c copies: every repackable matrix but the embedding */
+        if (t->n_dims == 2 && t != te && plm_repack_fits((plm_type)t->type, (int64_t)t->ne[1], (int64_t)t->ne[0]) &&
+            plm_kernels_repacks(kt, (plm_type)t->type))
+            p->repackable_bytes += round_up(t->nbytes, PLM_PLAN_PAGE);
     }
     p->bits_per_weight = p->n_params ? 8.0 * (double)p->weight_bytes / (double)p->n_params : 0;
     p->file_bytes = f->size;

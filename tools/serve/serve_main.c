@@ -25,7 +25,7 @@ typedef struct serve_opts {
     int port, n_ctx, n_batch, n_threads, parallel, queue, max_prompt, max_tokens, timeout, max_conn;
     int max_body_kib;
     float grace;
-    bool no_mmap, mlock, flash_attn, batch_invariant;
+    bool no_mmap, mlock, repack, no_repack, flash_attn, batch_invariant;
 } serve_opts;
 
 /* "260K", "1.1B": Ollama's parameter_size. */
@@ -87,6 +87,7 @@ static int serve(const serve_opts *o, srv_server *srv) {
     plm_model_params mp = plm_model_default_params();
     mp.use_mmap = !o->no_mmap;
     mp.use_mlock = o->mlock;
+    mp.repack = !o->no_repack && fit_repack("serve", o->model, !o->no_mmap, o->mem_limit, &cp, o->repack);
     plm_error err;
     if (plm_model_load(o->model, &mp, &srv->model, &err)) {
         fprintf(stderr, "pocketlm serve: %s\n", err.message);
@@ -160,6 +161,9 @@ int main(int argc, char **argv) {
         {NULL, "--grace", ARG_FLOAT, &o.grace, "S", "on SIGTERM, time running requests get to finish"},
         {NULL, "--no-mmap", ARG_FLAG, &o.no_mmap, NULL, "read the weights into memory instead of mapping"},
         {NULL, "--mlock", ARG_FLAG, &o.mlock, NULL, "lock the weights in RAM"},
+        {NULL, "--repack", ARG_FLAG, &o.repack, NULL,
+         "row-interleaved Q4_0/Q8_0/Q4_K copies at load (default: when they fit with half the memory to spare)"},
+        {NULL, "--no-repack", ARG_FLAG, &o.no_repack, NULL, "keep the file's layout"},
     };
     const arg_parser parser = {"serve", "pocketlm serve [-m MODEL.gguf] [--host ADDR] [--port N] [options]", specs,
                                sizeof specs / sizeof specs[0], 0};

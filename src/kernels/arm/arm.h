@@ -55,6 +55,7 @@ void plm_arm_attn_quant(const plm_kernels *kt, float *o, const float *q, int n_q
 void plm_arm_fill_neon(plm_kernels *t);      /* float formats, quantizers, NEON int dots */
 void plm_arm_fill_dotprod(plm_kernels *t);   /* the integer dots again, with sdot */
 void plm_arm_fill_i8mm(plm_kernels *t);      /* smmla gemm */
+void plm_arm_fill_repacked(plm_kernels *t);  /* repacked.c: sdot kernels of the interleaved layout */
 
 #endif /* __aarch64__ */
 #endif

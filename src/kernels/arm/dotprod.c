@@ -20,7 +20,10 @@ PLM_TARGET_DOTPROD static inline int32x4_t plm_dot_sdot(int32x4_t acc, int8x16_t
 #undef PLM_FN_ATTR
 #undef PLM_SFX
 
-void plm_arm_fill_dotprod(plm_kernels *t) { fill_quants_dotprod(t); }
+void plm_arm_fill_dotprod(plm_kernels *t) {
+    fill_quants_dotprod(t);
+    plm_arm_fill_repacked(t);
+}
 
 #else
 typedef int plm_arm_dotprod_unused; /* ISO C: no empty translation unit */

@@ -51,6 +51,7 @@
 #include "kernels/ops.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
+#include "quant/repack.h"
 
 /* Values of X86_ISA (macros: `#if` compares them). */
 #define X86_ISA_AVX2 1    /* AVX2 + FMA + F16C: byte dots by vpmaddubsw + vpmaddwd */

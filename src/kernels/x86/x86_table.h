@@ -19,6 +19,7 @@
 #include "kernels/x86/gemm_panel.h"
 #endif
 #include "kernels/x86/gemm_rows.h"
+#include "kernels/x86/repacked.h"
 
 /* What the x86 files have SIMD code for; the rest (row quantizers of the
  * weight formats, most dequantizers) comes from the reference table when the
@@ -80,6 +81,13 @@ static const plm_kernels X86_FN(simd) = {
         [PLM_TYPE_TQ1_0] = X86_FN(gemm_tq1_0),
         [PLM_TYPE_TQ2_0] = X86_FN(gemm_tq2_0),
         [PLM_TYPE_MXFP4] = X86_FN(gemm_mxfp4),
+    },
+    .gemm_repacked = {
+        [PLM_TYPE_Q4_0] = X86_FN(gemm_repacked_q4_0),
+        [PLM_TYPE_Q8_0] = X86_FN(gemm_repacked_q8_0),
+#if X86_ZMM
+        [PLM_TYPE_Q4_K] = X86_FN(gemm_repacked_q4_K),
+#endif
     },
     .quantize_row = {
         [PLM_TYPE_Q8_0] = X86_FN(quantize_row_q8_0),

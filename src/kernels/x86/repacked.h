@@ -1,0 +1,331 @@
+/*
+ * x86 kernels for row-interleaved weights (quant/repack.h): Q4_0 and Q8_0
+ * in groups of 16 rows.  Part of an x86 table (see x86.h); `type` is a
+ * constant at every call.
+ *
+ * The layout is the panel gemm's transposed block (gemm_panel.h) stored
+ * ahead of time: the 4-byte group g of the 16 rows is one 64-byte run, so
+ * one vpdpbusd with the activation's bytes 4g..4g+3 broadcast does 64
+ * multiply-adds for 16 rows (AVX-512: one zmm; 256-bit tables: two ymm
+ * halves of 8 rows), and the float work of a block (convert, scale,
+ * accumulate) is paid once per 16 rows.  Unlike the panel gemm nothing is
+ * packed at run time, so the same kernel serves decode (one token) and
+ * prefill (tiles of RP_C tokens against each decoded block).
+ *
+ * Codes are unsigned (u = w + o); the offset comes back exactly by starting
+ * each block's integer sum at -o * sum(a), tabled once per call for the
+ * token tile and k slice.  On AVX2 without VNNI, vpmaddubsw would saturate
+ * on Q8_0's codes (255 * 127 * 2 > 32767), so Q8_0 goes back to signed
+ * bytes and the sign trick there (no offset).
+ */
+enum {
+    RP_R = 16,                 /* rows per group (PLM_REPACK_ROWS) */
+    RP_TAB = 4096,             /* table entries (token x block): 32 KiB */
+    RP_KS = 256,               /* most blocks per k slice */
+    RP_TG = 128,               /* most tokens per group */
+    RP_C = X86_ZMM ? 8 : 2,    /* tokens per register tile */
+    RP_PF = 8,                 /* blocks of prefetch distance (32-element formats) */
+};
+
+_Static_assert((int)RP_R == (int)PLM_REPACK_ROWS, "x86 repacked kernels are written for 16-row groups");
+
+/* Per token of the group and block of the slice (entry c * kb + b): where
+ * the block's integer sum starts, and the activation scale. */
+typedef struct {
+    int32_t init[RP_TAB];
+    float d[RP_TAB];
+} rp_tab;
+
+/* Software prefetch of the super-block `ahead` blocks further: the hardware
+ * prefetcher alone left decode waiting on memory (perf: the code loads). */
+X86_INL void rp_prefetch(const uint8_t *blk, size_t sb, int ahead) {
+    const uint8_t *p = blk + (size_t)ahead * sb;
+    for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+}
+
+/* Whether the codes keep their offset in the dot (all but AVX2 Q8_0). */
+X86_INL bool rp_unsigned(plm_type type) { return X86_ISA != X86_ISA_AVX2 || type != PLM_TYPE_Q8_0; }
+
+X86_INL void rp_tabulate(plm_type type, const char *act, size_t as, int tn, int64_t b0, int kb, rp_tab *t) {
+    const int o = rp_unsigned(type) ? plm_repack_offset(type) : 0;
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int c = 0; c < tn; c++) {
+        const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + (size_t)c * as) + b0;
+        for (int b = 0; b < kb; b++) {
+            t->init[c * kb + b] = o ? -o * hsum_epi32(dot_us(_mm256_setzero_si256(), ones, loadu256(y[b].qs))) : 0;
+            t->d[c * kb + b] = h2f(y[b].d);
+        }
+    }
+}
+
+/* Four activation bytes in every 32-bit lane. */
+X86_INL __m256i bcast4_ymm(const void *p) { return _mm256_broadcastd_epi32(_mm_loadu_si32(p)); }
+
+/* Group g of rows 8h..8h+7 of a super-block's codes, as unsigned codes
+ * (or, for AVX2 Q8_0, signed weights). */
+X86_INL __m256i rp_codes_ymm(plm_type type, const uint8_t *codes, int g, int h) {
+    if (type == PLM_TYPE_Q8_0) {
+        const __m256i u = loadu256(codes + 64 * g + 32 * h);
+        return rp_unsigned(type) ? u : _mm256_xor_si256(u, _mm256_set1_epi8((char)0x80));
+    }
+    const __m256i q = loadu256(codes + 64 * (g & 3) + 32 * h);
+    return _mm256_and_si256(g < 4 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0f));
+}
+
+X86_INL __m256i rp_dot_ymm(plm_type type, __m256i acc, __m256i q, __m256i a) {
+    if (rp_unsigned(type)) return dot_us(acc, q, a);
+    return dot_ss(acc, _mm256_abs_epi8(q), q, a);
+}
+
+/* C tokens x 16 rows of one group over kb blocks, 256-bit: two halves. */
+X86_INL void rp_tile_ymm(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, int c0,
+                         const char *act, size_t as, float *out, int64_t os, bool add) {
+    const size_t sb = RP_R * block_bytes(type);
+    __m256 acc[2][RP_C];
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < C; c++) acc[h][c] = _mm256_setzero_ps();
+    for (int b = 0; b < kb; b++) {
+        const uint8_t *blk = grp + (size_t)(b0 + b) * sb, *codes = blk + RP_R * sizeof(plm_fp16_t);
+        for (int h = 0; h < 2; h++) {
+            const __m256 dw = _mm256_cvtph_ps(loadu128(blk + 16 * h));
+            __m256i q[8];
+            for (int g = 0; g < 8; g++) q[g] = rp_codes_ymm(type, codes, g, h);
+            for (int c = 0; c < C; c++) {
+                const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b0 + b].qs;
+                __m256i s0 = _mm256_set1_epi32(t->init[(c0 + c) * kb + b]), s1 = _mm256_setzero_si256();
+                for (int g = 0; g < 8; g += 2) {
+                    s0 = rp_dot_ymm(type, s0, q[g], bcast4_ymm(qs + 4 * g));
+                    s1 = rp_dot_ymm(type, s1, q[g + 1], bcast4_ymm(qs + 4 * g + 4));
+                }
+                const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(t->d[(c0 + c) * kb + b]));
+                acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), scale, acc[h][c]);
+            }
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int h = 0; h < 2; h++) {
+            float *o = out + c * os + 8 * h;
+            _mm256_storeu_ps(o, add ? _mm256_add_ps(_mm256_loadu_ps(o), acc[h][c]) : acc[h][c]);
+        }
+}
+
+#if X86_ZMM
+
+/* Group g of the 16 rows as one zmm of unsigned codes. */
+X86_INL __m512i rp_codes_zmm(plm_type type, const uint8_t *codes, int g) {
+    if (type == PLM_TYPE_Q8_0) return _mm512_loadu_si512(codes + 64 * g);
+    const __m512i q = _mm512_loadu_si512(codes + 64 * (g & 3));
+    return _mm512_and_si512(g < 4 ? q : _mm512_srli_epi16(q, 4), _mm512_set1_epi8(0x0f));
+}
+
+/* C tokens x 16 rows of one group over kb blocks, one zmm a token. */
+X86_INL void rp_tile_zmm(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, int c0,
+                         const char *act, size_t as, float *out, int64_t os, bool add) {
+    const size_t sb = RP_R * block_bytes(type);
+    __m512 acc[RP_C];
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < kb; b++) {
+        const uint8_t *blk = grp + (size_t)(b0 + b) * sb, *codes = blk + RP_R * sizeof(plm_fp16_t);
+        rp_prefetch(blk, sb, RP_PF);
+        const __m512 dw = _mm512_cvtph_ps(loadu256(blk));
+        __m512i q[8];
+        for (int g = 0; g < 8; g++) q[g] = rp_codes_zmm(type, codes, g);
+        for (int c = 0; c < C; c++) {
+            const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b0 + b].qs;
+            __m512i s0 = _mm512_set1_epi32(t->init[(c0 + c) * kb + b]), s1 = _mm512_setzero_si512();
+            for (int g = 0; g < 8; g += 2) { /* two chains: decode has no other token to overlap */
+                s0 = _mm512_dpbusd_epi32(s0, q[g], bcast4(qs + 4 * g));
+                s1 = _mm512_dpbusd_epi32(s1, q[g + 1], bcast4(qs + 4 * g + 4));
+            }
+            const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(t->d[(c0 + c) * kb + b]));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        float *o = out + c * os;
+        _mm512_storeu_ps(o, add ? _mm512_add_ps(_mm512_loadu_ps(o), acc[c]) : acc[c]);
+    }
+}
+
+#endif
+
+X86_INL void rp_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, int c0,
+                     const char *act, size_t as, float *out, int64_t os, bool add) {
+#if X86_ZMM
+    rp_tile_zmm(type, C, grp, b0, kb, t, c0, act, as, out, os, add);
+#else
+    rp_tile_ymm(type, C, grp, b0, kb, t, c0, act, as, out, os, add);
+#endif
+}
+
+/* Tokens per group and blocks per k slice: the table holds tg x ks
+ * entries.  Decode (one token) takes whole rows in one slice, one pass over
+ * the weights in memory order; a batch takes slices short enough that a
+ * row group's slice (16 rows x ks blocks, ~17 KiB) stays in L1 while every
+ * token tile of the group passes over it. */
+X86_INL void rp_split(int nt, int tab, int ks_max, int *tg, int *ks) {
+    *tg = nt < RP_TG ? nt : RP_TG;
+    *ks = tab / *tg < ks_max ? tab / *tg : ks_max;
+}
+
+/* Tokens in groups (the table), k in slices, then row groups, then token
+ * tiles of RP_C; the first slice writes the output, later ones add.  Whole
+ * tiles and single tokens (decode) get code for their constant size. */
+X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                           int nt, float *out, int64_t os) {
+    _Alignas(64) rp_tab tab;
+    const int64_t nb = k / 32;
+    int tg, ks;
+    rp_split(nt, RP_TAB, RP_KS, &tg, &ks);
+    for (int t0 = 0; t0 < nt; t0 += tg) {
+        const int tn = nt - t0 < tg ? nt - t0 : tg;
+        const char *at = (const char *)act + (size_t)t0 * as;
+        for (int64_t b0 = 0; b0 < nb; b0 += ks) {
+            const int kb = (int)(nb - b0 < ks ? nb - b0 : ks);
+            rp_tabulate(type, at, as, tn, b0, kb, &tab);
+            for (int64_t r = 0; r < nr; r += RP_R) {
+                const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
+                for (int c0 = 0; c0 < tn; c0 += RP_C) {
+                    const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
+                    const char *ac = at + (size_t)c0 * as;
+                    float *o = out + (int64_t)(t0 + c0) * os + r;
+                    if (cn == RP_C) rp_tile(type, RP_C, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                    else if (cn == 1) rp_tile(type, 1, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                    else rp_tile(type, cn, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                }
+            }
+        }
+    }
+}
+
+/* ---- Q4_K (AVX-512 only; the 256-bit tables take the reference) ----------
+ * Per super-block and group the 16 rows' scales are unpacked together from
+ * the byte planes (repack.h) into float vectors S_s = d * sc_s and
+ * M_s = dmin * m_s, once for every token of the tile.  A sub-block is then
+ * 8 vpdpbusd of unsigned nibbles, converted and scaled by S_s; the mins meet
+ * the activation's 32-element sums (tabled as floats), and the activation
+ * scale, one per super-block, comes last:
+ *   acc += d_a * (sum_s cvt(dot_s) * S_s - sum_s M_s * bsum_s) */
+#if X86_ZMM
+
+enum { RPK_TAB = 1024, RPK_KS = 32 }; /* table entries (36 KiB); most super-blocks per slice */
+
+typedef struct {
+    float d[RPK_TAB];
+    float bs[RPK_TAB][8]; /* sum of the activation's sub-block s */
+} rpk_tab;
+
+X86_INL void rpk_tabulate(const char *act, size_t as, int tn, int64_t b0, int kb, rpk_tab *t) {
+    for (int c = 0; c < tn; c++)
+        for (int b = 0; b < kb; b++) {
+            const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)c * as) + b0 + b;
+            t->d[c * kb + b] = y->d;
+            for (int s = 0; s < 8; s++) t->bs[c * kb + b][s] = (float)(y->bsums[2 * s] + y->bsums[2 * s + 1]);
+        }
+}
+
+/* The 16 rows' S_s and M_s of one super-block (plm_get_scale_min_k4 on 16
+ * bytes at a time: plane p holds byte p of every row). */
+X86_INL void rpk_scales(const uint8_t *blk, __m512 S[8], __m512 M[8]) {
+    const __m512 d = _mm512_cvtph_ps(loadu256(blk)), dm = _mm512_cvtph_ps(loadu256(blk + PLM_RQ4K_DMIN));
+    const __m128i m63 = _mm_set1_epi8(63), m0f = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
+    __m128i P[K_SCALE_SIZE];
+    for (int p = 0; p < K_SCALE_SIZE; p++) P[p] = loadu128(blk + PLM_RQ4K_PLANES + 16 * p);
+    for (int j = 0; j < 8; j++) {
+        __m128i sc, mn;
+        if (j < 4) {
+            sc = _mm_and_si128(P[j], m63);
+            mn = _mm_and_si128(P[j + 4], m63);
+        } else { /* the top two bits come from bits 6-7 of bytes j-4 and j */
+            sc = _mm_or_si128(_mm_and_si128(P[j + 4], m0f), _mm_and_si128(_mm_srli_epi16(P[j - 4], 2), m30));
+            mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(P[j + 4], 4), m0f),
+                              _mm_and_si128(_mm_srli_epi16(P[j], 2), m30));
+        }
+        S[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
+        M[j] = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+    }
+}
+
+X86_INL void rpk_tile(int C, const uint8_t *grp, int64_t b0, int kb, const rpk_tab *t, int c0, const char *act,
+                      size_t as, float *out, int64_t os, bool add) {
+    const size_t sb = RP_R * sizeof(block_q4_K);
+    __m512 acc[RP_C];
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < kb; b++) {
+        const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
+        rp_prefetch(blk, sb, 2);
+        __m512 S[8], M[8], part[RP_C];
+        rpk_scales(blk, S, M);
+        for (int c = 0; c < C; c++) part[c] = _mm512_setzero_ps();
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *cp = blk + PLM_RQ4K_CODES + 512 * (s / 2);
+            __m512i q[8];
+            for (int g = 0; g < 8; g++) {
+                const __m512i v = _mm512_loadu_si512(cp + 64 * g);
+                q[g] = _mm512_and_si512(s & 1 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0f));
+            }
+            for (int c = 0; c < C; c++) {
+                const int8_t *qs = ((const block_q8_K *)(const void *)(act + (size_t)c * as))[b0 + b].qs + 32 * s;
+                __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+                for (int g = 0; g < 8; g += 2) {
+                    s0 = _mm512_dpbusd_epi32(s0, q[g], bcast4(qs + 4 * g));
+                    s1 = _mm512_dpbusd_epi32(s1, q[g + 1], bcast4(qs + 4 * g + 4));
+                }
+                part[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), S[s], part[c]);
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            __m512 mins = _mm512_setzero_ps();
+            for (int s = 0; s < 8; s++) mins = _mm512_fmadd_ps(M[s], _mm512_set1_ps(t->bs[(c0 + c) * kb + b][s]), mins);
+            acc[c] = _mm512_fmadd_ps(_mm512_sub_ps(part[c], mins), _mm512_set1_ps(t->d[(c0 + c) * kb + b]), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        float *o = out + c * os;
+        _mm512_storeu_ps(o, add ? _mm512_add_ps(_mm512_loadu_ps(o), acc[c]) : acc[c]);
+    }
+}
+
+X86_INL void gemm_repacked_k(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as, int nt,
+                             float *out, int64_t os) {
+    _Alignas(64) rpk_tab tab;
+    const int64_t nb = k / QK_K;
+    int tg, ks;
+    rp_split(nt, RPK_TAB, RPK_KS, &tg, &ks);
+    for (int t0 = 0; t0 < nt; t0 += tg) {
+        const int tn = nt - t0 < tg ? nt - t0 : tg;
+        const char *at = (const char *)act + (size_t)t0 * as;
+        for (int64_t b0 = 0; b0 < nb; b0 += ks) {
+            const int kb = (int)(nb - b0 < ks ? nb - b0 : ks);
+            rpk_tabulate(at, as, tn, b0, kb, &tab);
+            for (int64_t r = 0; r < nr; r += RP_R) {
+                const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
+                for (int c0 = 0; c0 < tn; c0 += RP_C) {
+                    const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
+                    const char *ac = at + (size_t)c0 * as;
+                    float *o = out + (int64_t)(t0 + c0) * os + r;
+                    if (cn == RP_C) rpk_tile(RP_C, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                    else if (cn == 1) rpk_tile(1, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                    else rpk_tile(cn, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                }
+            }
+        }
+    }
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_q4_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                  size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked_k(k, w, ws, nr, act, as, nt, out, os);
+}
+
+#endif /* X86_ZMM */
+
+X86_TARGET static void X86_FN(gemm_repacked_q4_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                  size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_q8_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                  size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
+}
