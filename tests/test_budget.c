@@ -128,7 +128,9 @@ static void in_a_cgroup(void) {
     const char *b = strstr(out, "\"budget\": ");
     unsigned long long budget = 0;
     if (b) sscanf(b, "\"budget\": %llu", &budget);
-    CHECK(strstr(out, "\"budget_source\": \"cgroup memory.") && budget <= 300ull << 20 && budget >= 280ull << 20,
+    /* the limit minus what the process already uses: a few MiB, tens of MiB
+     * under ASan (its shadow and quarantine count in the cgroup too) */
+    CHECK(strstr(out, "\"budget_source\": \"cgroup memory.") && budget <= 300ull << 20 && budget >= 200ull << 20,
           "the cgroup binds: budget %llu of 300 MiB: %s", budget, out);
 }
 

@@ -209,13 +209,13 @@ bool fit_context_draft(const char *cmd, const char *model_path, const char *draf
         fprintf(stderr, "pocketlm %s: %s\n", cmd, err.message);
         return false;
     }
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], e[32];
     if (cp->n_ctx) {
         const uint64_t need = pair_bill(&t, cp->n_ctx);
         if (need <= v.budget_bytes) return true;
         fprintf(stderr, "pocketlm %s: model and draft need %s at %u tokens of context (draft: weights %s, KV %s) but the "
                 "budget is %s\n", cmd, human(need, a, sizeof a), cp->n_ctx, human(d.weights_resident, b, sizeof b),
-                human(d.kv_bytes, c, sizeof c), human(v.budget_bytes, a, sizeof a));
+                human(d.kv_bytes, c, sizeof c), human(v.budget_bytes, e, sizeof e));
         return false;
     }
     /* The largest multiple of 256 (up to the trained context) where both fit. */
