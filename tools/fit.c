@@ -85,11 +85,8 @@ static void fill_info(fit_info *fi, const plm_plan *p, const plm_plan_verdict *v
     snprintf(fi->smaller_quant, sizeof fi->smaller_quant, "%s", v->quant_for_ctx);
 }
 
-bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
-                      plm_context_params *cp, fit_info *info) {
-    plm_device dev;
-    if (!fit_budget_device(cmd, mem_limit, &dev)) return false;
-
+/* The plan parameters of the context `cp` would make: what every fit below plans. */
+static plm_plan_params plan_params_of(const plm_context_params *cp, bool use_mmap) {
     plm_plan_params pp = plm_plan_default_params();
     pp.n_ctx = cp->n_ctx;
     pp.n_batch = cp->n_batch;
@@ -98,6 +95,15 @@ bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, co
     pp.type_v = cp->type_v;
     pp.use_mmap = use_mmap;
     pp.logits_all = cp->logits_all;
+    return pp;
+}
+
+bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
+                      plm_context_params *cp, fit_info *info) {
+    plm_device dev;
+    if (!fit_budget_device(cmd, mem_limit, &dev)) return false;
+
+    plm_plan_params pp = plan_params_of(cp, use_mmap);
     plm_plan plan;
     plm_plan_verdict v;
     plm_error err;
@@ -152,14 +158,7 @@ bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const ch
     if (!forced && !use_mmap) return false; /* the copies would come on top of the file's image */
     plm_device dev;
     if (!fit_budget_device(cmd, mem_limit, &dev)) return false;
-    plm_plan_params pp = plm_plan_default_params();
-    pp.n_ctx = cp->n_ctx;
-    pp.n_batch = cp->n_batch;
-    pp.n_threads = cp->n_threads;
-    pp.type_k = cp->type_k;
-    pp.type_v = cp->type_v;
-    pp.use_mmap = use_mmap;
-    pp.logits_all = cp->logits_all;
+    plm_plan_params pp = plan_params_of(cp, use_mmap);
     pp.repack = true;
     plm_plan plan;
     plm_plan_verdict v;
@@ -194,13 +193,8 @@ bool fit_context_draft(const char *cmd, const char *model_path, const char *draf
                        const char *mem_limit, int draft_max, plm_context_params *cp) {
     plm_device dev;
     if (!fit_budget_device(cmd, mem_limit, &dev)) return false;
-    plm_plan_params pp = plm_plan_default_params();
-    pp.n_ctx = cp->n_ctx;
-    pp.n_batch = cp->n_batch;
-    pp.n_threads = cp->n_threads;
-    pp.type_k = cp->type_k;
-    pp.type_v = cp->type_v;
-    pp.use_mmap = use_mmap;
+    plm_plan_params pp = plan_params_of(cp, use_mmap);
+    pp.logits_all = false; /* the verification's logits are the draft bill's (plm_plan_add_draft) */
     plm_plan t, d;
     plm_plan_verdict v;
     plm_error err;
