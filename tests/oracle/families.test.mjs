@@ -34,7 +34,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { SHARED, BIN, pocketlm, llama, check, finish } from "./lib.mjs";
+import { SHARED, BIN, pocketlm, llama, llamaLogProbs, logSoftmax, top2, check, finish } from "./lib.mjs";
 
 const DUMP = process.env.PLM_DUMP_LOGITS_BIN ?? path.join(path.dirname(BIN), "dump_logits");
 const vocab = path.join(SHARED, "models/stories260K.gguf");
@@ -102,38 +102,7 @@ function makeFiles(shape) {
 }
 
 // llama.cpp's log-probabilities at every position of `tokens`.
-async function theirs(file, tokens, ctx) {
-  const model = await l.loadModel({ modelPath: file });
-  const context = await model.createContext({ contextSize: ctx, flashAttention: false, threads: 1 });
-  const seq = context.getSequence();
-  const res = await seq.controlledEvaluate(tokens.map((t) => [t, { generateNext: { probabilities: true } }]));
-  const out = res.map((r) => {
-    const nv = r.next.probabilities.size;  // greedy sampling keeps every candidate
-    const lp = new Float64Array(nv).fill(-Infinity);
-    for (const [tok, p] of r.next.probabilities) lp[tok] = Math.log(p);
-    return lp;
-  });
-  await context.dispose();
-  await model.dispose();
-  return out;
-}
-
-function logSoftmax(x) {
-  let m = -Infinity;
-  for (const v of x) m = Math.max(m, v);
-  let s = 0;
-  for (const v of x) s += Math.exp(v - m);
-  const lse = m + Math.log(s);
-  return Float64Array.from(x, (v) => v - lse);
-}
-
-function top2(x) {
-  let a = 0, b = -1;
-  for (let i = 1; i < x.length; i++) {
-    if (x[i] > x[a]) { b = a; a = i; } else if (b < 0 || x[i] > x[b]) b = i;
-  }
-  return [a, x[a] - x[b]];
-}
+const theirs = (file, tokens, ctx) => llamaLogProbs(l, file, tokens, ctx);
 
 // Our log-probabilities: dump_logits evaluates the tokens in one batch or in batches of run.batch.
 function dumpOurs(file, tokens, nv, run) {

@@ -23,7 +23,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { SHARED, BIN, pocketlm, llama, check, finish } from "./lib.mjs";
+import { SHARED, BIN, pocketlm, llama, llamaLogProbs, logSoftmax, top2, check, finish } from "./lib.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const DUMP = process.env.PLM_DUMP_LOGITS_BIN ?? path.join(path.dirname(BIN), "dump_logits");
@@ -65,37 +65,7 @@ const l = await llama();
 // that table is skipped.
 const tables = ["ref", "avx2", "avx512", "avxvnni"];
 
-async function theirs(file, tokens) {
-  const model = await l.loadModel({ modelPath: file });
-  const context = await model.createContext({ contextSize: 128, flashAttention: false, threads: 1 });
-  const seq = context.getSequence();
-  const res = await seq.controlledEvaluate(tokens.map((t) => [t, { generateNext: { probabilities: true } }]));
-  const out = res.map((r) => {
-    const lp = new Float64Array(r.next.probabilities.size).fill(-Infinity);
-    for (const [tok, p] of r.next.probabilities) lp[tok] = Math.log(p);
-    return lp;
-  });
-  await context.dispose();
-  await model.dispose();
-  return out;
-}
-
-function logSoftmax(x) {
-  let m = -Infinity;
-  for (const v of x) m = Math.max(m, v);
-  let s = 0;
-  for (const v of x) s += Math.exp(v - m);
-  const lse = m + Math.log(s);
-  return Float64Array.from(x, (v) => v - lse);
-}
-
-function top2(x) {
-  let a = 0, b = -1;
-  for (let i = 1; i < x.length; i++) {
-    if (x[i] > x[a]) { b = a; a = i; } else if (b < 0 || x[i] > x[b]) b = i;
-  }
-  return [a, x[a] - x[b]];
-}
+const theirs = (file, tokens) => llamaLogProbs(l, file, tokens, 128);
 
 function ours(file, tokens, nv, table) {
   const out = path.join(dir, "ours.f32");

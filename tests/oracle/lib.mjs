@@ -58,3 +58,39 @@ export function startServer(args) {
 export function killServers() {
   for (const p of servers) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
 }
+
+// llama.cpp's log-probabilities at every position of `tokens` (teacher
+// forced, one thread: its spinning workers stall on a loaded machine).
+export async function llamaLogProbs(l, file, tokens, contextSize) {
+  const model = await l.loadModel({ modelPath: file });
+  const context = await model.createContext({ contextSize, flashAttention: false, threads: 1 });
+  const seq = context.getSequence();
+  const res = await seq.controlledEvaluate(tokens.map((t) => [t, { generateNext: { probabilities: true } }]));
+  const out = res.map((r) => {
+    const nv = r.next.probabilities.size;  // greedy sampling keeps every candidate
+    const lp = new Float64Array(nv).fill(-Infinity);
+    for (const [tok, p] of r.next.probabilities) lp[tok] = Math.log(p);
+    return lp;
+  });
+  await context.dispose();
+  await model.dispose();
+  return out;
+}
+
+export function logSoftmax(x) {
+  let m = -Infinity;
+  for (const v of x) m = Math.max(m, v);
+  let s = 0;
+  for (const v of x) s += Math.exp(v - m);
+  const lse = m + Math.log(s);
+  return Float64Array.from(x, (v) => v - lse);
+}
+
+// The top index and its lead over the runner-up.
+export function top2(x) {
+  let a = 0, b = -1;
+  for (let i = 1; i < x.length; i++) {
+    if (x[i] > x[a]) { b = a; a = i; } else if (b < 0 || x[i] > x[b]) b = i;
+  }
+  return [a, x[a] - x[b]];
+}
