@@ -197,16 +197,39 @@ X86_INL __m512 spread4(__m128 s4) {
                                  _mm512_castps128_ps512(s4));
 }
 
+/* Q5_0's fifth bits of four blocks as byte masks matching lanes4's layout:
+ * bit j of block b's qh belongs to element j (lane b of `lo`, byte j) and
+ * bit 16 + j to element 16 + j (lane b of `hi`, byte j). */
+X86_INL void fifth_bit_masks4(const uint8_t *qh, size_t stride, __mmask64 *lo, __mmask64 *hi) {
+    uint64_t l = 0, h = 0;
+    for (int b = 0; b < 4; b++) {
+        uint32_t v;
+        memcpy(&v, qh + b * stride, 4);
+        l |= (uint64_t)(v & 0xffff) << (16 * b);
+        h |= (uint64_t)(v >> 16) << (16 * b);
+    }
+    *lo = _cvtu64_mask64(l);
+    *hi = _cvtu64_mask64(h);
+}
+
 /* Four nibble blocks whose codes map to unsigned u = lut[code] (identity
- * for Q4_0) and whose value is u - bias: dot = sum(u * a) - bias * sum(a). */
-X86_INL __m512 nibble_blocks4(const uint8_t *qs, size_t stride, const block_q8_0 *y, __m512i lut, bool use_lut,
-                              __m512i bias) {
+ * for Q4_0; nibble + 16 * fifth bit for Q5_0, whose qh sit at qh) and whose
+ * value is u - bias: dot = sum(u * a) - bias * sum(a). */
+X86_INL __m512 nibble_blocks4(plm_type type, const uint8_t *qs, const uint8_t *qh, size_t stride,
+                              const block_q8_0 *y, __m512i lut, __m512i bias) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), z = _mm512_setzero_si512();
     const __m512i q = lanes4(qs, stride);
     __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-    if (use_lut) {
+    if (type == PLM_TYPE_IQ4_NL) {
         lo = _mm512_shuffle_epi8(lut, lo);
         hi = _mm512_shuffle_epi8(lut, hi);
+    }
+    if (type == PLM_TYPE_Q5_0) {
+        const __m512i bit5 = _mm512_set1_epi8(0x10);
+        __mmask64 mlo, mhi;
+        fifth_bit_masks4(qh, stride, &mlo, &mhi);
+        lo = _mm512_mask_add_epi8(lo, mlo, lo, bit5); /* nibble + 16 = nibble | 16 */
+        hi = _mm512_mask_add_epi8(hi, mhi, hi, bit5);
     }
     __m512i alo, ahi;
     act4(y, &alo, &ahi);
@@ -215,25 +238,26 @@ X86_INL __m512 nibble_blocks4(const uint8_t *qs, size_t stride, const block_q8_0
     return _mm512_cvtepi32_ps(_mm512_sub_epi32(p, b));
 }
 
-/* Q4_0 (u = nibble, bias 8) or IQ4_NL (u = level + 128, bias 128), four
- * blocks a step; the last 0-3 blocks by the 256-bit code.  One accumulator:
- * measured 15% faster than two interleaved chains of eight (the loop stays
- * within the registers). */
+/* Q4_0 (u = nibble, bias 8), Q5_0 (u = 5-bit code, bias 16) or IQ4_NL
+ * (u = level + 128, bias 128), four blocks a step; the last 0-3 blocks by
+ * the 256-bit code.  One accumulator: measured 15% faster than two
+ * interleaved chains of eight (the loop stays within the registers). */
 X86_INL void vec_dot_nibbles_zmm(plm_type type, int64_t n, float *s, const void *x, const block_q8_0 *y) {
     const bool iq4 = type == PLM_TYPE_IQ4_NL;
     const size_t bx = block_bytes(type);
     const int64_t nb = n / 32;
     /* IQ4_NL levels + 128 as unsigned bytes */
     const __m512i lut = _mm512_add_epi8(_mm512_broadcast_i32x4(loadu128(kvalues_iq4nl)), _mm512_set1_epi8((char)0x80));
-    const __m512i bias = _mm512_set1_epi8((char)(iq4 ? 0x80 : 8));
-    const size_t qs_at = iq4 ? offsetof(block_iq4_nl, qs) : offsetof(block_q4_0, qs);
+    const __m512i bias = _mm512_set1_epi8((char)(iq4 ? 0x80 : type == PLM_TYPE_Q5_0 ? 16 : 8));
+    const size_t qs_at = iq4 ? offsetof(block_iq4_nl, qs)
+                         : type == PLM_TYPE_Q5_0 ? offsetof(block_q5_0, qs) : offsetof(block_q4_0, qs);
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
-        const char *xi = block_at(type, x, i);
+        const uint8_t *xi = (const uint8_t *)block_at(type, x, i);
         const __m128 s4 = _mm_mul_ps(scales4_one(xi, bx), scales4_one(&y[i].d, sizeof *y));
-        acc = _mm512_fmadd_ps(nibble_blocks4((const uint8_t *)xi + qs_at, bx, y + i, lut, iq4, bias), spread4(s4),
-                              acc);
+        const uint8_t *qh = xi + offsetof(block_q5_0, qh); /* read only for Q5_0 */
+        acc = _mm512_fmadd_ps(nibble_blocks4(type, xi + qs_at, qh, bx, y + i, lut, bias), spread4(s4), acc);
     }
     float sum = _mm512_reduce_add_ps(acc);
     if (i < nb) {
@@ -265,7 +289,11 @@ X86_TARGET static void X86_FN(vec_dot_iq4_nl)(int64_t n, float *s, const void *w
 }
 
 X86_TARGET static void X86_FN(vec_dot_q5_0)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_nibbles_zmm(PLM_TYPE_Q5_0, n, s, w, a);
+#else
     vec_dot_32(PLM_TYPE_Q5_0, false, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_q8_0)(int64_t n, float *s, const void *w, const void *a) {
