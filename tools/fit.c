@@ -1,6 +1,7 @@
 #include "fit.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "units.h"
@@ -143,14 +144,24 @@ bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, co
 }
 
 /* Whether the file's main format (most weight bytes) is one whose repacked
- * kernels measured no slower end to end: Q4_0.  Q8_0's and Q4_K_M's decode
- * measured slower (docs/BENCHMARKS.md, 2026-12-01), so they are repacked
- * only on request. */
+ * kernels measured no slower end to end: Q4_0 everywhere; Q8_0 where the
+ * AVX-512 VNNI table runs it (decode equal, batches of 4-8 tokens 1.3-2x:
+ * serve's slots and speculative verification; the AVX2 table's Q8_0
+ * decode measured slower).  Q4_K_M's decode measured slower
+ * (docs/BENCHMARKS.md, 2026-12-01), so it is repacked only on request. */
 static bool repack_pays(const plm_plan *p) {
     int best = -1;
     for (int i = 0; i < p->n_types; i++)
         if (best < 0 || p->types[i].bytes > p->types[best].bytes) best = i;
-    return best >= 0 && strcmp(p->types[best].type, "Q4_0") == 0;
+    if (best < 0) return false;
+    const char *type = p->types[best].type;
+    if (strcmp(type, "Q4_0") == 0) return true;
+    if (strcmp(type, "Q8_0") != 0) return false;
+    plm_cpu_info cpu;
+    plm_error err;
+    const char *forced = getenv("PLM_KERNELS"); /* another table than the best one */
+    return (!forced || strcmp(forced, "avx512") == 0) && plm_probe_cpu(&cpu, &err) == PLM_OK &&
+           strstr(cpu.features, "avx512vnni") != NULL;
 }
 
 bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
