@@ -5,9 +5,11 @@
  * only each turn's new tokens; /save + /load in a new process continues
  * exactly as an uninterrupted conversation; a small context drops the oldest
  * turns and says so; SIGINT stops an answer and the session goes on;
+ * on a terminal (a pseudo-terminal) libedit's history recalls a message;
  * the <think> filter shows, dims or hides reasoning split across pieces.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +290,88 @@ static void test_sigint(void) {
     free(err);
 }
 
+/* Reads the terminal's output into seen[*len..] for up to 100 ms. */
+static void pty_drain(int fd, char *seen, size_t cap, size_t *len) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 100) <= 0) return;
+    ssize_t n = read(fd, seen + *len, cap - 1 - *len);
+    if (n > 0) *len += (size_t)n;
+    seen[*len] = '\0';
+}
+
+/* Waits (20 s at most) until `n` turns are logged in tty.err and the
+ * terminal shows the prompt again after output position `from`. */
+static bool pty_await_turn(int fd, int n, char *seen, size_t cap, size_t *len, size_t from) {
+    for (int waited = 0; waited < 20000; waited += 100) {
+        turn_log t;
+        parse_turns("tty.err", &t);
+        if (t.n == n && strstr(seen + from, "> ")) return true;
+        pty_drain(fd, seen, cap, len);
+    }
+    return false;
+}
+
+/* A chat on a terminal (a pseudo-terminal here): the REPL with libedit's
+ * line editing and history: the up arrow recalls the last message and Enter
+ * sends it again; Ctrl-D leaves. */
+static void test_terminal(void) {
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    REQUIRE_VOID(master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0, "a pseudo-terminal");
+    char errpath[512], cmd[600];
+    snprintf(errpath, sizeof errpath, "%s/tty.err", dir);
+    const char *slave_name = ptsname(master);
+    pid_t pid = fork();
+    REQUIRE_VOID(pid >= 0 && slave_name, "fork");
+    if (pid == 0) {
+        setsid();
+        int slave = open(slave_name, O_RDWR);
+        if (slave < 0) _exit(126);
+        dup2(slave, 0);
+        dup2(slave, 1);
+        int e = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(e, 2);
+        close(master);
+        if (chdir(dir) != 0) _exit(126);
+        execl(PLM_BIN, PLM_BIN, "chat", "-m", STORIES, "--temp", "0", "-n", "8", "-v", (char *)NULL);
+        _exit(127);
+    }
+    static char seen[1 << 16];
+    size_t len = 0;
+    CHECK(pty_await_turn(master, 0, seen, sizeof seen, &len, 0), "the prompt: %s", seen);
+    size_t from = len;
+    CHECK(write(master, "Tell me a story\r", 16) == 16, "type a message");
+    CHECK(pty_await_turn(master, 1, seen, sizeof seen, &len, from), "turn 1 answered: %s", seen);
+    from = len;
+    CHECK(write(master, "\033[A\r", 4) == 4, "up arrow, Enter");
+    CHECK(pty_await_turn(master, 2, seen, sizeof seen, &len, from), "turn 2 answered: %s", seen);
+    from = len;
+    snprintf(cmd, sizeof cmd, "/save tty.json\r");
+    CHECK(write(master, cmd, strlen(cmd)) == (ssize_t)strlen(cmd), "/save");
+    CHECK(pty_await_turn(master, 2, seen, sizeof seen, &len, from), "saved: %s", seen);
+    CHECK(write(master, "\004", 1) == 1, "Ctrl-D");
+    int st = -1;
+    for (int waited = 0; waited < 20000 && waitpid(pid, &st, WNOHANG) == 0; waited += 100)
+        pty_drain(master, seen, sizeof seen, &len);
+    if (!WIFEXITED(st)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "Ctrl-D leaves with 0 (status %d)", st);
+    close(master);
+    int rc;
+    char *err = run("cat tty.err", &rc);
+    CHECK(err && !strstr(err, "no libedit"), "libedit is there (libedit2): %s", err ? err : "");
+    turn_log t;
+    parse_turns("tty.err", &t);
+    CHECK(t.n == 2 && t.reused[1] > 0, "two turns, the second reusing the first: %d", t.n);
+    char *saved = run("cat tty.json", &rc);
+    const char *first = saved ? strstr(saved, "\"Tell me a story\"") : NULL;
+    CHECK(first && strstr(first + 1, "\"Tell me a story\""), "the recalled line was sent again: %s",
+          saved ? saved : "");
+    free(saved);
+    free(err);
+}
+
 static void feed_in_pieces(think_filter *f, const char *text, size_t step) {
     for (size_t i = 0, n = strlen(text); i < n; i += step) think_feed(f, text + i, n - i < step ? n - i : step);
     think_flush(f);
@@ -319,6 +403,7 @@ int main(void) {
     test_speculative();
     test_compaction();
     test_sigint();
+    test_terminal();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);

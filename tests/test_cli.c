@@ -189,10 +189,71 @@ static void test_serve_options(void) {
     }
 }
 
+/* A number after `"key": ` in plan's JSON; 0 when absent. */
+static unsigned long long json_number(const char *json, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = json ? strstr(json, pat) : NULL;
+    return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+/* plan's JSON for the fixture with `extra` options: the number after "key". */
+static unsigned long long plan_number(const char *fx, const char *extra, const char *key) {
+    char cmd[4096];
+    int st;
+    snprintf(cmd, sizeof cmd, "%s plan -m %s %s -o json 2>&1", PLM_BIN, fx, extra);
+    char *out = run(cmd, &st);
+    unsigned long long v = st == 0 ? json_number(out, key) : 0;
+    free(out);
+    return v;
+}
+
+/* serve's memory fit counts the KV caches of all --parallel slots, as
+ * `plan --parallel N` does: a budget between the bills of 1 and 4 slots
+ * refuses 4 and passes 1 (which then stops at the bad --host, after the
+ * fit, the load and the context), and without -c serve picks the context
+ * plan names for 4 sequences, smaller than for one. */
+static void test_serve_fit(void) {
+    const char *fx = SHARED("models/fixtures/fixture-llama-Q4_K_M.gguf");
+    char cmd[4096], opts[128];
+    int st;
+    const unsigned long long anon1 = plan_number(fx, "-c 2048 --parallel 1", "anon");
+    const unsigned long long anon4 = plan_number(fx, "-c 2048 --parallel 4", "anon");
+    REQUIRE_VOID(anon1 > 0 && anon4 > anon1, "plan bills 1 and 4 sequences: %llu, %llu", anon1, anon4);
+    unsigned long long limit = (anon1 + anon4) / 2;
+    snprintf(cmd, sizeof cmd, "%s serve -m %s -c 2048 --parallel 4 --mem-limit %llu --host bad-host 2>&1", PLM_BIN, fx,
+             limit);
+    char *out = run(cmd, &st);
+    CHECK(st == 1 && out && strstr(out, "does not fit") && strstr(out, "2048 tokens of context x 4 sequences"),
+          "serve --parallel 4 over the budget refuses, naming the sequences: %s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s serve -m %s -c 2048 --parallel 1 --mem-limit %llu --host bad-host 2>&1", PLM_BIN, fx,
+             limit);
+    out = run(cmd, &st);
+    CHECK(st == 1 && out && !strstr(out, "does not fit") && strstr(out, "not an IPv4 or IPv6 address"),
+          "serve --parallel 1 fits the same budget: %s", out);
+    free(out);
+
+    /* A budget where one slot takes the trained context but four do not. */
+    limit = (plan_number(fx, "-c 512 --parallel 1", "peak_rss") + plan_number(fx, "-c 512 --parallel 4", "peak_rss")) / 2;
+    snprintf(opts, sizeof opts, "--parallel 1 --mem-limit %llu", limit);
+    const unsigned long long ctx1 = plan_number(fx, opts, "max_ctx");
+    snprintf(opts, sizeof opts, "--parallel 4 --mem-limit %llu", limit);
+    const unsigned long long ctx4 = plan_number(fx, opts, "max_ctx");
+    CHECK(ctx4 > 0 && ctx4 < ctx1, "plan: 4 sequences get a shorter context (%llu) than one (%llu)", ctx4, ctx1);
+    snprintf(cmd, sizeof cmd, "%s serve -m %s --parallel 4 --mem-limit %llu --host bad-host 2>&1", PLM_BIN, fx, limit);
+    out = run(cmd, &st);
+    char want[64];
+    snprintf(want, sizeof want, "context %llu tokens x 4 sequences", ctx4);
+    CHECK(out && strstr(out, want), "serve picks plan's context for 4 slots (%s): %s", want, out);
+    free(out);
+}
+
 int main(void) {
     test_help();
     test_sampler_options();
     test_serve_options();
+    test_serve_fit();
     test_no_model();
     test_stop_and_seed();
     test_context_errors();

@@ -33,12 +33,19 @@ bool fit_budget_device(const char *cmd, const char *mem_limit, plm_device *dev) 
     return true;
 }
 
+/* " x 4 sequences" when the KV cache holds several (serve --parallel). */
+static const char *seqs_note(const plm_plan *p, char note[32]) {
+    note[0] = '\0';
+    if (p->params.n_seq > 1) snprintf(note, 32, " x %u sequences", p->params.n_seq);
+    return note;
+}
+
 static void print_bill(const char *cmd, const plm_plan *p, const plm_plan_verdict *v) {
-    char a[32], b[32], c[32], d[32], e[32];
+    char a[32], b[32], c[32], d[32], e[32], f[32];
     fprintf(stderr,
-            "pocketlm %s: does not fit: needs %s at %u tokens of context (weights %s, KV cache %s; %s that cannot "
+            "pocketlm %s: does not fit: needs %s at %u tokens of context%s (weights %s, KV cache %s; %s that cannot "
             "be paged out) but the budget is %s (%s)\n",
-            cmd, human(p->peak_rss, a, sizeof a), p->params.n_ctx, human(p->weights_resident, b, sizeof b),
+            cmd, human(p->peak_rss, a, sizeof a), p->params.n_ctx, seqs_note(p, f), human(p->weights_resident, b, sizeof b),
             human(p->kv_bytes, c, sizeof c), human(p->anon_bytes, e, sizeof e), human(v->budget_bytes, d, sizeof d),
             v->budget_source);
     if (v->max_ctx > 0)
@@ -55,9 +62,9 @@ static void print_bill(const char *cmd, const plm_plan *p, const plm_plan_verdic
  * memory leaves a quarter of the budget to the mapped weights' pages: a
  * run that pages still needs room for the tensors it is reading. */
 static uint32_t paging_ctx(const plm_plan *p, uint64_t budget) {
-    plm_plan t = *p;
     uint32_t best = 0, top = p->n_ctx_train && p->n_ctx_train < 4096 ? p->n_ctx_train : 4096;
     for (uint32_t n = 256; n <= top; n += 256) {
+        plm_plan t = *p;  /* afresh: set_ctx's n_batch clamp must not carry over */
         plm_plan_set_ctx(&t, n);
         if (t.anon_bytes > budget / 4 * 3) break;
         best = n;
@@ -96,6 +103,7 @@ static plm_plan_params plan_params_of(const plm_context_params *cp, bool use_mma
     pp.type_v = cp->type_v;
     pp.use_mmap = use_mmap;
     pp.logits_all = cp->logits_all;
+    pp.n_seq = cp->n_seq;  /* serve --parallel: every slot's KV cache */
     return pp;
 }
 
@@ -123,8 +131,8 @@ bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, co
         }
         plm_plan_set_ctx(&plan, n);
         plm_plan_evaluate(&plan, &dev, &v, NULL);
-        char a[32];
-        fprintf(stderr, "pocketlm %s: context %u tokens: %s (budget %s: %s)\n", cmd, n,
+        char a[32], f[32];
+        fprintf(stderr, "pocketlm %s: context %u tokens%s: %s (budget %s: %s)\n", cmd, n, seqs_note(&plan, f),
                 paging ? "the largest whose buffers leave room for paging"
                 : n == plan.n_ctx_train ? "the model's trained context, which fits"
                                         : "the largest that fits",
@@ -195,9 +203,10 @@ bool fit_context(const char *cmd, const char *model_path, bool use_mmap, const c
 /* Target and draft in one process (plm_plan_add_draft): both models'
  * weights, both KV caches and buffers, the process overhead once, and the
  * target's logits for a whole verification. */
-static uint64_t pair_bill(plm_plan *t, uint32_t n_ctx) {
-    plm_plan_set_ctx(t, n_ctx);
-    return t->peak_rss;
+static uint64_t pair_bill(const plm_plan *pair, uint32_t n_ctx) {
+    plm_plan t = *pair;  /* afresh: set_ctx's n_batch clamp must not carry over */
+    plm_plan_set_ctx(&t, n_ctx);
+    return t.peak_rss;
 }
 
 bool fit_context_draft(const char *cmd, const char *model_path, const char *draft_path, bool use_mmap,

@@ -722,13 +722,16 @@ plm_status plm_plan_evaluate(const plm_plan *p, const plm_device *d, plm_plan_ve
         o->prefill_tps = d->compute_gops * 1e9 * PLM_PLAN_PREFILL_EFFICIENCY / flops;
     }
 
-    /* Largest context that fits at these types: binary search on 256s. */
-    plm_plan t = *p;
+    /* Largest context that fits at these types: binary search on 256s.
+     * Each probe starts from p: plm_plan_set_ctx clamps n_batch to a short
+     * context, and a clamp kept from a shorter probe would bill a longer
+     * one with a smaller batch than its context will have. */
     uint32_t hi = p->from_shape || !p->n_ctx_train ? (1u << 20) : p->n_ctx_train;
     if (hi < 256) hi = 256;
     uint32_t lo_k = 0, hi_k = hi / 256;
     while (lo_k < hi_k) {
         uint32_t mid = (lo_k + hi_k + 1) / 2;
+        plm_plan t = *p;
         plm_plan_set_ctx(&t, mid * 256);
         if (t.peak_rss <= o->budget_bytes) lo_k = mid;
         else hi_k = mid - 1;

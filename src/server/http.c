@@ -136,6 +136,19 @@ bool client_gone(srv_request *rq) {
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
+/* The idle --timeout is for clients that go quiet, not for the time a
+ * request waits on us (in the queue, or for its next token): libmicrohttpd
+ * would count that as idleness and close the connection.  So a connection
+ * has no timeout while its handler waits, and gets it back, counted from
+ * now, when there is something to send. */
+void conn_hold_timeout(srv_request *rq) {
+    MHD_set_connection_option(rq->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+}
+
+void conn_release_timeout(srv_request *rq) {
+    MHD_set_connection_option(rq->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)rq->srv->cfg.timeout_s);
+}
+
 bool submit_or_reply(srv_request *rq, srv_api api, srv_job *j) {
     sched_result r = sched_submit(rq->srv->sched, j);
     if (r == SCHED_FULL) {
@@ -151,6 +164,7 @@ bool submit_or_reply(srv_request *rq, srv_api api, srv_job *j) {
         job_ref(j);
         *rq->watch = j;
     }
+    conn_hold_timeout(rq);
     return true;
 }
 
@@ -161,6 +175,7 @@ bool wait_job(srv_request *rq, srv_job *j) {
             return false;
         }
     }
+    conn_release_timeout(rq);
     return true;
 }
 

@@ -88,7 +88,24 @@ void job_append_token(srv_job *j, const srv_token_rec *rec, bool in_text) {
     pthread_mutex_unlock(&j->mu);
 }
 
+srv_token_rec *job_recs_since(srv_job *j, int from, int *n) {
+    pthread_mutex_lock(&j->mu);
+    *n = j->n_recs > from ? j->n_recs - from : 0;
+    srv_token_rec *copy = *n ? malloc((size_t)*n * sizeof *copy) : NULL;
+    if (copy) memcpy(copy, j->recs + from, (size_t)*n * sizeof *copy);
+    else *n = 0;
+    pthread_mutex_unlock(&j->mu);
+    return copy;
+}
+
 void job_finish(srv_job *j, plm_status st, const char *error, const plm_generate_result *r) {
+    /* A cancelled generation is no answer.  Its client has left (nobody
+     * reads this), or the server is stopping past its grace period: then
+     * the client must not take the cut text for a whole answer. */
+    if (st == PLM_OK && r && r->finish == PLM_FINISH_ABORT) {
+        st = PLM_ERR_ABORTED;
+        error = "cancelled: the server is shutting down";
+    }
     pthread_mutex_lock(&j->mu);
     j->status = st;
     if (error) snprintf(j->error, sizeof j->error, "%s", error);

@@ -1,6 +1,7 @@
 /*
  * Ollama's API: POST /api/generate (NDJSON lines while streaming, which is
- * Ollama's default, or one JSON reply), GET /api/tags, POST /api/show,
+ * Ollama's default, or one JSON reply; the prompt goes through the chat
+ * template as the user's message unless `raw`), GET /api/tags, POST /api/show,
  * GET /api/version; POST /api/chat renders messages like the OpenAI chat
  * endpoint (chat.c), its "message" split into content, thinking and
  * tool_calls.  Durations are nanoseconds.
@@ -40,7 +41,7 @@ static bool get_bool(json_t *obj, const char *key, bool dflt, bool *out, srv_par
     return true;
 }
 
-static bool refuse_unsupported(json_t *root, bool raw, srv_parse_error *e) {
+static bool refuse_unsupported(json_t *root, srv_parse_error *e) {
     json_t *v;
     if ((v = json_object_get(root, "images")) && !json_is_null(v) && !(json_is_array(v) && !json_array_size(v))) {
         parse_error_set(e, 400, "images", "'images': this model takes text only");
@@ -54,38 +55,22 @@ static bool refuse_unsupported(json_t *root, bool raw, srv_parse_error *e) {
         parse_error_set(e, 400, "suffix", "'suffix' (fill in the middle) is not supported");
         return false;
     }
-    if (!raw && (v = json_object_get(root, "system")) && json_is_string(v) && json_string_length(v)) {
-        parse_error_set(e, 501, "system", "'system' is not applied by /api/generate here (its prompt is sent as is): "
-                                          "use /api/chat with a system message");
-        return false;
-    }
     return true;
 }
 
-/* The prompt: a previous reply's "context" tokens, then the new text. */
-static bool parse_generate_prompt(const srv_server *srv, json_t *root, srv_job *j, bool *empty, srv_parse_error *e) {
-    json_t *prompt = json_object_get(root, "prompt"), *context = json_object_get(root, "context");
-    if (prompt && !json_is_null(prompt) && !json_is_string(prompt)) {
-        parse_error_set(e, 400, "prompt", "'prompt' must be a string");
-        return false;
-    }
-    bool has_ctx = context && !json_is_null(context);
-    if (has_ctx && !json_is_array(context)) {
-        parse_error_set(e, 400, "context", "'context' must be an array of token ids");
-        return false;
-    }
-    *empty = (!prompt || json_is_null(prompt) || !json_string_length(prompt)) && (!has_ctx || !json_array_size(context));
-    if (*empty) return true;
-    if (!has_ctx || !json_array_size(context)) return parse_prompt(srv, prompt, "prompt", true, j, e);
-
+/* The prompt's tokens: a previous reply's "context" tokens, then the text
+ * (with BOS as the vocabulary asks only when it starts the prompt). */
+static bool tokenize_after_context(const srv_server *srv, json_t *text, json_t *context, srv_job *j,
+                                   srv_parse_error *e) {
+    if (!context || !json_array_size(context)) return parse_prompt(srv, text, "prompt", true, j, e);
     srv_job tmp = {0};  /* the context's ids, checked as a prompt */
     if (!parse_prompt(srv, context, "context", false, &tmp, e)) {
         free(tmp.prompt);
         return false;
     }
     int n_text = 0;
-    const char *text = prompt && json_is_string(prompt) ? json_string_value(prompt) : "";
-    plm_token *more = plm_tokenize_alloc(srv->model, text, strlen(text), &n_text, false, true);
+    plm_token *more = plm_tokenize_alloc(srv->model, json_string_value(text), json_string_length(text), &n_text,
+                                         false, true);
     plm_token *all = more ? realloc(tmp.prompt, (size_t)(tmp.n_prompt + n_text + 1) * sizeof *all) : NULL;
     if (!all) {
         free(more);
@@ -103,6 +88,75 @@ static bool parse_generate_prompt(const srv_server *srv, json_t *root, srv_job *
         return false;
     }
     return true;
+}
+
+static bool optional_string(json_t *root, const char *key, const char **out, srv_parse_error *e) {
+    json_t *v = json_object_get(root, key);
+    *out = json_is_string(v) ? json_string_value(v) : "";
+    if (!v || json_is_null(v) || json_is_string(v)) return true;
+    parse_error_set(e, 400, key, "'%s' must be a string", key);
+    return false;
+}
+
+/* The prompt as Ollama builds it without `raw`: the request's `template`
+ * (a simple Go one), else the chat template with `system` and the prompt
+ * as the user's message and the assistant's turn opened (`think` reaching
+ * the template as in /api/chat).  A malloc'd text to tokenize. */
+static char *templated_prompt(const srv_server *srv, json_t *root, const char *prompt, srv_parse_error *e) {
+    const char *system, *tmpl;
+    if (!optional_string(root, "system", &system, e) || !optional_string(root, "template", &tmpl, e)) return NULL;
+    char *text = NULL;
+    if (*tmpl) return go_template_render(tmpl, system, prompt, &text, e) ? text : NULL;
+    json_t *msgs = json_array();
+    if (*system) json_array_append_new(msgs, json_pack("{ssss}", "role", "system", "content", system));
+    json_array_append_new(msgs, json_pack("{ssss}", "role", "user", "content", prompt));
+    json_t *req = json_pack("{so}", "messages", msgs);
+    json_t *think = json_object_get(root, "think");
+    if (req && think) json_object_set(req, "think", think);
+    srv_chat_prompt cp;
+    if (req && chat_render(srv, req, API_OLLAMA, &cp, e)) {
+        text = cp.text;
+        cp.text = NULL;
+        chat_prompt_free(&cp);
+    } else if (!req) {
+        parse_error_set(e, 500, NULL, "out of memory");
+    }
+    json_decref(req);
+    return text;
+}
+
+/* /api/generate's prompt: `raw`, the text as given; else templated as
+ * Ollama does (templated_prompt).  A previous reply's `context` goes
+ * first, as Ollama prepends it to the rendered text. */
+static bool parse_generate_prompt(const srv_server *srv, json_t *root, bool raw, srv_job *j, bool *empty,
+                                  srv_parse_error *e) {
+    json_t *prompt = json_object_get(root, "prompt"), *context = json_object_get(root, "context");
+    if (prompt && !json_is_null(prompt) && !json_is_string(prompt)) {
+        parse_error_set(e, 400, "prompt", "'prompt' must be a string");
+        return false;
+    }
+    if (json_is_null(context)) context = NULL;
+    if (context && !json_is_array(context)) {
+        parse_error_set(e, 400, "context", "'context' must be an array of token ids");
+        return false;
+    }
+    const char *text = json_is_string(prompt) ? json_string_value(prompt) : "";
+    *empty = !*text && (!context || !json_array_size(context));
+    if (*empty) return true;
+    if (raw) {
+        json_t *t = json_is_string(prompt) ? json_incref(prompt) : json_string("");
+        bool ok = t && tokenize_after_context(srv, t, context, j, e);
+        json_decref(t);
+        return ok;
+    }
+    char *rendered = templated_prompt(srv, root, text, e);
+    if (!rendered) return false;
+    json_t *t = json_string(rendered);
+    free(rendered);
+    if (!t) parse_error_set(e, 400, "template", "the template rendered invalid UTF-8");
+    bool ok = t && tokenize_after_context(srv, t, context, j, e);
+    json_decref(t);
+    return ok;
 }
 
 static bool parse_options(const srv_server *srv, json_t *root, srv_job *j, srv_parse_error *e) {
@@ -247,7 +301,8 @@ static int generate_reply(srv_request *rq, srv_job *j, bool stream, oll_stream *
     if (!wait_job(rq, j)) {
         ret = MHD_NO;
     } else if (j->status != PLM_OK) {
-        ret = reply_error(rq, API_OLLAMA, 500, NULL, "generation failed: %s", j->error);
+        ret = reply_error(rq, API_OLLAMA, j->status == PLM_ERR_ABORTED ? 503 : 500, NULL, "generation failed: %s",
+                          j->error);
     } else {
         json_t *out = u->chat ? chat_final_json(u, j, j->text ? j->text : "", j->len) : final_json(u, j);
         if (out && !u->chat) set_text(out, false, json_text(j->text ? j->text : "", j->len));
@@ -283,14 +338,14 @@ static int generate_path(srv_request *rq, json_t *root, const srv_chat_prompt *c
         parse_error_set(&e, 400, "model", "'model' is required (a string)");
         ok = false;
     }
-    ok = ok && refuse_unsupported(root, raw, &e);
+    ok = ok && refuse_unsupported(root, &e);
     if (ok && chat_text) {
         json_t *text = json_string(chat_text);
         ok = text && parse_prompt(rq->srv, text, "messages", true, j, &e);
         if (!text) parse_error_set(&e, 500, NULL, "the chat template rendered invalid UTF-8");
         json_decref(text);
     } else if (ok) {
-        ok = parse_generate_prompt(rq->srv, root, j, &empty, &e);
+        ok = parse_generate_prompt(rq->srv, root, raw, j, &empty, &e);
     }
     ok = ok && parse_options(rq->srv, root, j, &e);
     if (ok) snprintf(u->model, sizeof u->model, "%s", json_string_value(model));

@@ -5,6 +5,7 @@
  * chat template -> prompt text -> the completion path" (chat.c), its output
  * split into content, reasoning_content and tool_calls.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@ typedef struct oai_stream {
     bool chat;        /* chat.completion(.chunk) shape: message / delta */
     bool role_sent;   /* the first chat delta carries the role */
     chat_split split; /* chat: the output so far, and what was sent of it */
+    int lp_next;      /* logprobs: the next token record to report */
+    size_t lp_offset; /* ... and where its text starts in the output */
 } oai_stream;
 
 static void oai_stream_free(void *user) {
@@ -83,6 +86,27 @@ static bool parse_stream_flags(json_t *root, bool *stream, bool *include_usage, 
     return true;
 }
 
+/* Chat's logprobs: a flag, and top_logprobs alternatives (0..20) with it. */
+static bool parse_chat_logprobs(json_t *root, srv_job *j, srv_parse_error *e) {
+    json_t *on = json_object_get(root, "logprobs"), *top = json_object_get(root, "top_logprobs");
+    if (on && !json_is_null(on) && !json_is_boolean(on)) {
+        parse_error_set(e, 400, "logprobs", "'logprobs' must be true or false");
+        return false;
+    }
+    j->logprobs = json_is_true(on) ? 0 : -1;
+    if (!top || json_is_null(top)) return true;
+    if (!json_is_integer(top) || json_integer_value(top) < 0 || json_integer_value(top) > SRV_TOP_LOGPROBS_MAX) {
+        parse_error_set(e, 400, "top_logprobs", "'top_logprobs' must be an integer in [0, %d]", SRV_TOP_LOGPROBS_MAX);
+        return false;
+    }
+    if (!json_is_true(on)) {
+        parse_error_set(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        return false;
+    }
+    j->logprobs = (int)json_integer_value(top);
+    return true;
+}
+
 /* The fields of a completion after the prompt: limits, sampling, stops. */
 static bool parse_generation(const srv_server *srv, json_t *root, bool chat, srv_job *j, srv_parse_error *e) {
     /* Completions default to 16 tokens, as OpenAI's; chat to the limit.
@@ -108,12 +132,9 @@ static bool parse_generation(const srv_server *srv, json_t *root, bool chat, srv
         return false;
     }
     j->ignore_eos = json_is_true(v);
+    if (chat) return parse_chat_logprobs(root, j, e);
     v = json_object_get(root, "logprobs");
-    if (chat && v && !json_is_null(v) && !json_is_false(v)) {
-        parse_error_set(e, 400, "logprobs", "'logprobs' is not supported on chat completions yet");
-        return false;
-    }
-    if (v && !json_is_null(v) && !chat) {
+    if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 5) {
             parse_error_set(e, 400, "logprobs", "'logprobs' must be an integer in [0, 5]");
             return false;
@@ -131,29 +152,59 @@ static json_t *usage_json(const srv_job *j) {
                      j->n_prompt + g, "prompt_tokens_details", "cached_tokens", j->n_cached);
 }
 
-static json_t *token_text(const srv_server *srv, plm_token t) {
-    char buf[256];
-    int n = plm_token_to_piece(srv->model, t, buf, sizeof buf, false);
-    return json_text(buf, n > 0 ? (size_t)n : 0);
+/* ---- logprobs ------------------------------------------------------------------ */
+
+/* A token's text as the output holds it (a control token's is empty); real
+ * vocabularies have none over 256 bytes. */
+static int piece_of(const srv_server *srv, plm_token t, char buf[256]) {
+    int n = plm_token_to_piece(srv->model, t, buf, 256, false);
+    return n > 0 ? n : 0;
 }
 
-/* The legacy completions logprobs object: tokens, token_logprobs,
+static json_t *token_text(const srv_server *srv, plm_token t) {
+    char buf[256];
+    return json_text(buf, (size_t)piece_of(srv, t, buf));
+}
+
+/* JSON has no infinity: a masked logit's -inf is OpenAI's -9999. */
+static json_t *logprob_value(float lp) { return json_real(isfinite(lp) ? (double)lp : -9999.0); }
+
+/* The records a response (or the next chunk of a stream) reports: from
+ * *next on, those whose text lies within the first `covered` bytes of the
+ * output (at the end also one that a stop string cut through).  Advances
+ * *next and *offset (where the next one's text starts) past them, so each
+ * token is reported once, in order.  A malloc'd copy; *n its count. */
+static srv_token_rec *recs_covered(const srv_server *srv, srv_job *j, int *next, size_t *offset, size_t covered,
+                                   bool final, int *n) {
+    int avail;
+    srv_token_rec *recs = job_recs_since(j, *next, &avail);
+    *n = 0;
+    for (; *n < avail; ++*n) {
+        char buf[256];
+        size_t end = *offset + (size_t)piece_of(srv, recs[*n].token, buf);
+        if (end > covered && !(final && *offset < covered)) break;
+        *offset = end;
+    }
+    *next += *n;
+    return recs;
+}
+
+/* The completions (legacy) logprobs object: tokens, token_logprobs,
  * top_logprobs (one {token: logprob} per position), text_offset. */
-static json_t *logprobs_json(const srv_server *srv, const srv_job *j) {
-    if (j->logprobs < 0) return json_null();
+static json_t *legacy_logprobs(const srv_server *srv, const srv_token_rec *recs, int n, size_t offset) {
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
-    size_t offset = 0;
-    for (int i = 0; i < j->n_recs; i++) {
-        const srv_token_rec *r = &j->recs[i];
-        json_t *t = token_text(srv, r->token);
+    for (int i = 0; i < n; i++) {
+        const srv_token_rec *r = &recs[i];
+        char buf[256];
         json_array_append_new(offs, json_integer((json_int_t)offset));
-        offset += t ? json_string_length(t) : 0;
+        offset += (size_t)piece_of(srv, r->token, buf);
+        json_t *t = token_text(srv, r->token);
         json_array_append_new(tokens, t ? t : json_string(""));
-        json_array_append_new(lps, json_real(r->logprob));
+        json_array_append_new(lps, logprob_value(r->logprob));
         json_t *top = json_object();
         for (int k = 0; k < r->n_top; k++) {
             json_t *name = token_text(srv, r->top[k]);
-            if (name) json_object_set_new(top, json_string_value(name), json_real(r->top_logprob[k]));
+            if (name) json_object_set_new(top, json_string_value(name), logprob_value(r->top_logprob[k]));
             json_decref(name);
         }
         json_array_append_new(tops, top);
@@ -161,11 +212,54 @@ static json_t *logprobs_json(const srv_server *srv, const srv_job *j) {
     return json_pack("{sosososo}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops, "text_offset", offs);
 }
 
-static json_t *completion_json(const srv_server *srv, const srv_job *j, const char *id) {
+/* {token, logprob, bytes}: the text as a JSON string (a partial UTF-8
+ * character becomes U+FFFD there) and its exact bytes. */
+static json_t *token_logprob(const srv_server *srv, plm_token t, float logprob) {
+    char buf[256];
+    int n = piece_of(srv, t, buf);
+    json_t *bytes = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(bytes, json_integer((unsigned char)buf[i]));
+    json_t *text = json_text(buf, (size_t)n);
+    return json_pack("{sososo}", "token", text ? text : json_string(""), "logprob", logprob_value(logprob), "bytes",
+                     bytes);
+}
+
+/* Chat's logprobs object: {"content": [{token, logprob, bytes,
+ * top_logprobs: [{token, logprob, bytes}]}], "refusal": null}. */
+static json_t *chat_logprobs(const srv_server *srv, const srv_token_rec *recs, int n) {
+    json_t *content = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *entry = token_logprob(srv, recs[i].token, recs[i].logprob);
+        json_t *top = json_array();
+        for (int k = 0; k < recs[i].n_top; k++)
+            json_array_append_new(top, token_logprob(srv, recs[i].top[k], recs[i].top_logprob[k]));
+        json_object_set_new(entry, "top_logprobs", top);
+        json_array_append_new(content, entry);
+    }
+    return json_pack("{soss?}", "content", content, "refusal", NULL);
+}
+
+/* A response's (or a stream chunk's) logprobs in the endpoint's shape:
+ * those of the tokens covered so far (recs_covered); JSON null when the
+ * request asked for none, or (in a stream) when no token is new. */
+static json_t *logprobs_json(const srv_server *srv, srv_job *j, oai_stream *u, size_t covered, bool final,
+                             bool stream) {
+    if (j->logprobs < 0) return json_null();
+    const size_t offset = u->lp_offset;
+    int n;
+    srv_token_rec *recs = recs_covered(srv, j, &u->lp_next, &u->lp_offset, covered, final, &n);
+    json_t *out = stream && !n ? json_null()
+                  : u->chat    ? chat_logprobs(srv, recs, n)
+                               : legacy_logprobs(srv, recs, n, offset);
+    free(recs);
+    return out;
+}
+
+static json_t *completion_json(const srv_server *srv, srv_job *j, oai_stream *u) {
     json_t *text = json_text(j->text ? j->text : "", j->len);
     json_t *choice = json_pack("{sosisoss}", "text", text ? text : json_string(""), "index", 0, "logprobs",
-                               logprobs_json(srv, j), "finish_reason", finish_reason_openai(j));
-    return json_pack("{sssssIsssss[o]so}", "id", id, "object", "text_completion", "created",
+                               logprobs_json(srv, j, u, j->len, true, false), "finish_reason", finish_reason_openai(j));
+    return json_pack("{sssssIsssss[o]so}", "id", u->id, "object", "text_completion", "created",
                      (json_int_t)wall_now(), "model", srv->info.name, "system_fingerprint", "pocketlm-" PLM_VERSION,
                      "choices", choice, "usage", usage_json(j));
 }
@@ -192,7 +286,7 @@ static const char *chat_finish_reason(const srv_job *j, json_t *calls) {
     return calls && json_array_size(calls) ? "tool_calls" : finish_reason_openai(j);
 }
 
-static json_t *chat_json(const srv_server *srv, const srv_job *j, oai_stream *u) {
+static json_t *chat_json(const srv_server *srv, srv_job *j, oai_stream *u) {
     char *content = NULL, *reasoning = NULL;
     json_t *calls = NULL;
     if (!chat_split_step(&u->split, j->text ? j->text : "", j->len, true, &content, &reasoning, &calls)) return NULL;
@@ -202,7 +296,8 @@ static json_t *chat_json(const srv_server *srv, const srv_job *j, oai_stream *u)
                                                               : json_null());
     if (reasoning && *reasoning) json_object_set_new(msg, "reasoning_content", json_text(reasoning, strlen(reasoning)));
     if (has_calls) json_object_set_new(msg, "tool_calls", tool_calls_json(calls, false));
-    json_t *choice = json_pack("{sisososs}", "index", 0, "message", msg, "logprobs", json_null(), "finish_reason",
+    json_t *lp = logprobs_json(srv, j, u, j->len, true, false);
+    json_t *choice = json_pack("{sisososs}", "index", 0, "message", msg, "logprobs", lp, "finish_reason",
                                chat_finish_reason(j, calls));
     free(content);
     free(reasoning);
@@ -233,15 +328,21 @@ static json_t *chunk(const oai_stream *u, json_t *choices) {
                      "model", u->model, "system_fingerprint", "pocketlm-" PLM_VERSION, "choices", choices);
 }
 
-/* One choice of a completions chunk. */
-static json_t *chunk_choice(json_t *text, json_t *finish) {
+/* One choice of a completions chunk, with the logprobs of the tokens its
+ * text completes (at the end: all that are left). */
+static json_t *chunk_choice(srv_stream *st, json_t *text, json_t *finish) {
     if (!text) text = json_string("");
-    return json_pack("[{sosisoso}]", "text", text, "index", 0, "logprobs", json_null(), "finish_reason", finish);
+    const bool final = !json_is_null(finish);
+    json_t *lp = logprobs_json(st->rq.srv, st->job, st->user, final ? st->job->len : st->text_seen, final, true);
+    return json_pack("[{sosisoso}]", "text", text, "index", 0, "logprobs", lp, "finish_reason", finish);
 }
 
 /* A chat chunk: a delta of content / reasoning_content / tool_calls (the
- * first one carries the role), or NULL when there is nothing to send. */
-static char *chat_chunk(oai_stream *u, char *content, char *reasoning, json_t *calls, const char *finish) {
+ * first one carries the role), or NULL when there is nothing to send.  With
+ * logprobs, it carries those of the tokens whose text the stream has taken
+ * so far (all that are left, with the finish reason). */
+static char *chat_chunk(srv_stream *st, char *content, char *reasoning, json_t *calls, const char *finish) {
+    oai_stream *u = st->user;
     json_t *delta = json_object();
     if (!u->role_sent) json_object_set_new(delta, "role", json_string("assistant"));
     if (content) json_object_set_new(delta, "content", json_text(content, strlen(content)));
@@ -254,7 +355,8 @@ static char *chat_chunk(oai_stream *u, char *content, char *reasoning, json_t *c
         return NULL;
     }
     u->role_sent = true;
-    json_t *choices = json_pack("[{sisososo}]", "index", 0, "delta", delta, "logprobs", json_null(), "finish_reason",
+    json_t *lp = logprobs_json(st->rq.srv, st->job, u, finish ? st->job->len : st->text_seen, finish != NULL, true);
+    json_t *choices = json_pack("[{sisososo}]", "index", 0, "delta", delta, "logprobs", lp, "finish_reason",
                                 finish ? json_string(finish) : json_null());
     json_t *c = chunk(u, choices);
     json_decref(choices);
@@ -263,7 +365,7 @@ static char *chat_chunk(oai_stream *u, char *content, char *reasoning, json_t *c
 
 static char *sse_text(srv_stream *st, const char *text, size_t len) {
     oai_stream *u = st->user;
-    json_t *choices = chunk_choice(json_text(text, len), json_null());
+    json_t *choices = chunk_choice(st, json_text(text, len), json_null());
     json_t *c = chunk(u, choices);
     json_decref(choices);
     return sse(c);
@@ -301,7 +403,7 @@ static char *sse_final(srv_stream *st) {
     if (j->status != PLM_OK) {
         last = sse(json_pack("{s{ssssss?}}", "error", "message", j->error, "type", "server_error", "param", NULL));
     } else {
-        json_t *choices = chunk_choice(json_string(""), json_string(finish_reason_openai(j)));
+        json_t *choices = chunk_choice(st, json_string(""), json_string(finish_reason_openai(j)));
         json_t *c = chunk(u, choices);
         json_decref(choices);
         last = sse(c);
@@ -313,7 +415,7 @@ static char *sse_chat_text(srv_stream *st, const char *text, size_t len) {
     oai_stream *u = st->user;
     char *content, *reasoning;
     if (!chat_split_step(&u->split, text, len, false, &content, &reasoning, NULL)) return NULL;
-    return chat_chunk(u, content, reasoning, NULL, NULL);
+    return chat_chunk(st, content, reasoning, NULL, NULL);
 }
 
 /* The end of a chat stream: the held-back text, the tool calls, the finish
@@ -327,8 +429,8 @@ static char *sse_chat_final(srv_stream *st) {
     char *content = NULL, *reasoning = NULL;
     json_t *calls = NULL;
     chat_split_step(&u->split, "", 0, true, &content, &reasoning, &calls);
-    char *rest = chat_chunk(u, content, reasoning, calls, NULL);
-    char *fin = chat_chunk(u, NULL, NULL, NULL, chat_finish_reason(j, calls));
+    char *rest = chat_chunk(st, content, reasoning, calls, NULL);
+    char *fin = chat_chunk(st, NULL, NULL, NULL, chat_finish_reason(j, calls));
     json_decref(calls);
     return join3(join3(rest, fin, ""), usage_chunk(u, j), "data: [DONE]\n\n");
 }
@@ -345,6 +447,8 @@ static int run_completion(srv_request *rq, srv_job *j, bool stream, bool include
     oai_stream *u = calloc(1, sizeof *u);
     if (!u || (chat && !chat_split_init(&u->split, chat))) {
         oai_stream_free(u);
+        atomic_store(&j->cancel, true);
+        conn_release_timeout(rq);
         return reply_error(rq, API_OPENAI, 500, NULL, "out of memory");
     }
     random_id(chat ? "chatcmpl-" : "cmpl-", u->id);
@@ -356,8 +460,10 @@ static int run_completion(srv_request *rq, srv_job *j, bool stream, bool include
     int ret;
     json_t *out;
     if (!wait_job(rq, j)) ret = MHD_NO;  /* the client left: close */
-    else if (j->status != PLM_OK) ret = reply_error(rq, API_OPENAI, 500, NULL, "generation failed: %s", j->error);
-    else if (!(out = chat ? chat_json(rq->srv, j, u) : completion_json(rq->srv, j, u->id)))
+    else if (j->status != PLM_OK)
+        ret = reply_error(rq, API_OPENAI, j->status == PLM_ERR_ABORTED ? 503 : 500, NULL, "generation failed: %s",
+                          j->error);
+    else if (!(out = chat ? chat_json(rq->srv, j, u) : completion_json(rq->srv, j, u)))
         ret = reply_error(rq, API_OPENAI, 500, NULL, "out of memory");
     else ret = reply_json(rq, 200, out);
     oai_stream_free(u);

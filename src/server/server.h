@@ -7,6 +7,7 @@
  *                checked, errors naming the field)
  *   openai.c     /v1/completions, /v1/models, /v1/chat/completions
  *   ollama.c     /api/generate, /api/tags, /api/show, /api/version, /api/chat
+ *   go_template.c /api/generate's `template`: Ollama's simple Go prompt templates
  *   chat.c       the model's chat template: messages (and tools) -> prompt
  *                text; generated text -> content, reasoning and tool calls
  *   tool_calls.c the output parser chat.c uses (Hermes and Llama 3 calls)
@@ -83,13 +84,16 @@ char *metrics_render(srv_metrics *m, const char *const *route_names, int n_route
 
 /* ---- jobs --------------------------------------------------------------- */
 
+/* The most alternatives a token record keeps: OpenAI's top_logprobs limit. */
+#define SRV_TOP_LOGPROBS_MAX 20
+
 /* One generated token as the logprobs of a response report it. */
 typedef struct srv_token_rec {
     plm_token token;
     float logprob;
     int n_top;
-    plm_token top[5];
-    float top_logprob[5];
+    plm_token top[SRV_TOP_LOGPROBS_MAX];
+    float top_logprob[SRV_TOP_LOGPROBS_MAX];
 } srv_token_rec;
 
 typedef struct srv_job {
@@ -100,7 +104,7 @@ typedef struct srv_job {
     int max_tokens;            /* < 0 = until end of generation or a full context */
     char **stops;
     int n_stops;
-    int logprobs;              /* top alternatives per token to record; -1 = no records */
+    int logprobs;              /* top alternatives per token to record (<= SRV_TOP_LOGPROBS_MAX); -1 = no records */
     bool ignore_eos;           /* llama-server's extension: generate past end-of-generation */
 
     /* outputs, under mu */
@@ -131,7 +135,13 @@ bool job_append_text(srv_job *j, const char *text, size_t len);
 /* Every sampled token goes to `generated`; those that are part of the text
  * (not an end-of-generation token) also get a logprobs record. */
 void job_append_token(srv_job *j, const srv_token_rec *rec, bool in_text);
+/* A generation that ended cancelled (PLM_FINISH_ABORT) finishes the job
+ * with PLM_ERR_ABORTED: replies say so rather than pass the cut text off
+ * as an answer. */
 void job_finish(srv_job *j, plm_status st, const char *error, const plm_generate_result *r);
+/* A copy of the token records from index `from` on (malloc'd; NULL and
+ * *n = 0 when there are none yet): a stream reads them as they grow. */
+srv_token_rec *job_recs_since(srv_job *j, int from, int *n);
 /* Waits up to timeout_ms for text past *seen or the end; returns a malloc'd
  * copy of the new text (NULL when none), advances *seen, and sets *done once
  * the job has finished and all its text was taken. */
@@ -240,8 +250,13 @@ bool check_max_tokens(const srv_server *srv, srv_job *j, srv_parse_error *e);
 void parse_error_set(srv_parse_error *e, unsigned status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* The connection's idle timeout off while its handler waits for the job
+ * (a queued or running request is not an idle client), and on again,
+ * counted from now, when there is something to send. */
+void conn_hold_timeout(srv_request *rq);
+void conn_release_timeout(srv_request *rq);
 /* Submits a job, or replies 503 (queue full, with Retry-After) or 503
- * (stopping); true when queued. */
+ * (stopping); true when queued (and the connection's timeout held). */
 bool submit_or_reply(srv_request *rq, srv_api api, srv_job *j);
 /* Waits for a job while watching the client; true when it completed (false:
  * the client left and the job was cancelled). */
@@ -304,6 +319,11 @@ typedef struct srv_chat_prompt {
  * ("chat_template_kwargs"; Ollama's "think") of a chat request. */
 bool chat_render(const srv_server *srv, json_t *root, srv_api api, srv_chat_prompt *out, srv_parse_error *e);
 void chat_prompt_free(srv_chat_prompt *p);
+
+/* /api/generate's `template` (go_template.c): {{ .System }}, {{ .Prompt }},
+ * {{ if .X }}..{{ else }}..{{ end }}, ending at {{ .Response }}; a malloc'd
+ * prompt, or false with e naming what is not supported. */
+bool go_template_render(const char *tmpl, const char *system, const char *prompt, char **out, srv_parse_error *e);
 
 /* A chat reply's output, split as it grows: content, reasoning, tool calls. */
 typedef struct chat_split {

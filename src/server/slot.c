@@ -55,7 +55,7 @@ static void token_record(const srv_slot *sl, plm_token t, const float *logits, s
     for (int i = 0; i < n; i++) sum += exp((double)logits[i] - max);
     const double lse = max + log(sum);
     rec->logprob = (float)(logits[t] - lse);
-    const int k = sl->job->logprobs < 5 ? sl->job->logprobs : 5;
+    const int k = sl->job->logprobs < SRV_TOP_LOGPROBS_MAX ? sl->job->logprobs : SRV_TOP_LOGPROBS_MAX;
     for (int i = 0; i < n; i++) {  /* insertion into a sorted top-k */
         int pos = rec->n_top;
         while (pos > 0 && logits[i] > logits[rec->top[pos - 1]]) pos--;

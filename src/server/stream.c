@@ -3,7 +3,9 @@
  * connection's own thread, which waits for the job's next text (at most
  * 100 ms at a time, so a client that has gone is noticed and its job
  * cancelled), formats it as the API's chunk (an SSE `data:` event or an
- * NDJSON line) and, once the job is done, its closing chunks.  The response
+ * NDJSON line) and, once the job is done, its closing chunks.  The idle
+ * timeout is off while it waits (conn_hold_timeout): a queued request or a
+ * slow token is no idle client.  The response
  * is chunked HTTP/1.1 of unknown length.
  */
 #include <stdlib.h>
@@ -13,11 +15,9 @@
 
 #include "server/server.h"
 
-/* Refills st->out; false at the end of the stream or when the client left. */
-static bool refill(srv_stream *st, bool *error) {
-    free(st->out);
-    st->out = NULL;
-    st->out_len = st->out_pos = 0;
+/* Waits for the job's next chunk into st->out; false at the end of the
+ * stream or when the client left. */
+static bool next_chunk(srv_stream *st, bool *error) {
     while (!st->out) {
         if (st->final_sent) return false;
         size_t n;
@@ -37,6 +37,18 @@ static bool refill(srv_stream *st, bool *error) {
     }
     st->out_len = strlen(st->out);
     return true;
+}
+
+/* Refills st->out.  The wait is our time, not the client's: no idle
+ * timeout runs during it, and the client's silence counts from its end. */
+static bool refill(srv_stream *st, bool *error) {
+    free(st->out);
+    st->out = NULL;
+    st->out_len = st->out_pos = 0;
+    conn_hold_timeout(&st->rq);
+    bool more = next_chunk(st, error);
+    conn_release_timeout(&st->rq);
+    return more;
 }
 
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {

@@ -3,7 +3,9 @@
 // completions must be byte-identical to `pocketlm run` (whose greedy text the
 // greedy oracle test holds to llama.cpp's).  Every server runs on a free
 // loopback port it picks itself (--port 0, read from its log) and is killed
-// at the end whatever happens; every loop is bounded.
+// at the end whatever happens; every loop is bounded.  Also: SIGTERM with and
+// past the grace period, and --timeout closing silent clients only (never a
+// request waiting in the queue or between tokens).
 import net from "node:net";
 import path from "node:path";
 import OpenAI from "openai";
@@ -149,6 +151,22 @@ try {
   check(L && L.tokens.length === 4 && L.tokens.join("") === lp.choices[0].text && L.token_logprobs.every((x) => x <= 0) &&
         L.top_logprobs.every((t, i) => Object.keys(t).length === 2 && Math.max(...Object.values(t)) === L.token_logprobs[i]),
         `logprobs (greedy: the chosen token is the most likely): ${JSON.stringify(L)}`);
+
+  // streamed, each chunk carries the logprobs of the tokens its text completes
+  const lpStream = await openai.completions.create({ model: "x", prompt: PROMPT, max_tokens: 12, temperature: 0,
+                                                    logprobs: 2, stream: true });
+  const sTok = [], sLp = [];
+  let sText = "";
+  for await (const ch of lpStream) {
+    sText += ch.choices[0]?.text ?? "";
+    sTok.push(...(ch.choices[0]?.logprobs?.tokens ?? []));
+    sLp.push(...(ch.choices[0]?.logprobs?.token_logprobs ?? []));
+  }
+  const lp12 = await openai.completions.create({ model: "x", prompt: PROMPT, max_tokens: 12, temperature: 0, logprobs: 2 });
+  check(sText === lp12.choices[0].text && sTok.join("") === sText && sTok.length === 12 &&
+        sTok.every((t, i) => t === lp12.choices[0].logprobs.tokens[i]) &&
+        sLp.every((x, i) => Math.abs(x - lp12.choices[0].logprobs.token_logprobs[i]) < 1e-3),
+        `streamed logprobs: ${JSON.stringify(sTok)} vs ${JSON.stringify(lp12.choices[0].logprobs.tokens)}`);
 
   const models = await openai.models.list();
   check(models.data.length === 1 && models.data[0].id === "stories260K", `models: ${JSON.stringify(models.data)}`);
@@ -298,6 +316,17 @@ try {
   check(metric(m, 'pocketlm_requests_total{endpoint="/v1/completions"}') >= 10 && metric(m, "pocketlm_resident_memory_bytes") > 0 &&
         metric(m, "pocketlm_prompt_tokens_cached_total") >= 4 && metric(m, "pocketlm_queue_depth") === 0,
         `metrics:\n${m}`);
+  // the issue's list: requests, tokens/s, queue depth, slot use, RSS; every
+  // sample a Prometheus text line of a metric with its HELP and TYPE
+  check(metric(m, "pocketlm_decode_tokens_per_second") > 0 && metric(m, "pocketlm_generated_tokens_total") > 0 &&
+        metric(m, "pocketlm_slots") === 1 && metric(m, "pocketlm_slots_busy") === 0 &&
+        metric(m, "pocketlm_resident_memory_peak_bytes") >= metric(m, "pocketlm_resident_memory_bytes"),
+        `metrics: tokens/s, slots, RSS:\n${m}`);
+  const samples = m.split("\n").filter((l) => l && !l.startsWith("#"));
+  check(samples.length > 10 && samples.every((l) => {
+    const name = /^([a-z_]+)(\{[a-z_]+="[^"]*"\})? -?[0-9.e+]+$/.exec(l)?.[1];
+    return name && m.includes(`# HELP ${name} `) && m.includes(`# TYPE ${name} `);
+  }), `Prometheus text format:\n${m}`);
   const still = await openai.completions.create({ model: "x", prompt: PROMPT, max_tokens: N, temperature: 0 });
   check(still.choices[0].text === want, "still serving after the hostile requests");
 
@@ -338,6 +367,78 @@ try {
   const all = Buffer.concat(chunks).toString();
   check(/data: \[DONE\]/.test(all), `the running stream finished after SIGTERM: ...${all.slice(-200)}`);
   check(await exitCode === 0, "SIGTERM: exit 0");
+
+  // ---- SIGTERM past the grace period: the running request is cancelled, exit 0 ----
+  const graceless = await startServer(["--grace", "0"]);
+  const gChunks = [];
+  const gDone = new Promise((resolve) => {
+    const body = JSON.stringify({ prompt: PROMPT, max_tokens: 2000, ignore_eos: true, temperature: 0, stream: true });
+    const s = net.connect(graceless.port, "127.0.0.1", () => s.write(
+      `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`));
+    s.on("data", (d) => {
+      if (gChunks.length === 0) graceless.proc.kill("SIGTERM");
+      gChunks.push(d);
+    });
+    s.on("close", resolve);
+    s.on("error", resolve);
+  });
+  const gExit = new Promise((resolve) => graceless.proc.on("exit", (code) => resolve(code)));
+  await gDone;
+  const gText = Buffer.concat(gChunks).toString();
+  // the client is told: an error event, not a finish_reason as if the cut text were whole
+  check(/"error":\{"message":"cancelled: the server is shutting down"/.test(gText) && /data: \[DONE\]/.test(gText) &&
+        !/"finish_reason":"(length|stop)"/.test(gText), `--grace 0: the running generation was cancelled: ...${gText.slice(-300)}`);
+  check(await gExit === 0, "--grace 0: exit 0");
+
+  // ---- --timeout counts the client's silence, never the time a request waits on us ----
+  // One slot, six long requests: the later ones wait in the queue (and
+  // streams between tokens) longer than --timeout 1, and all complete.
+  // Ollama's load_duration is a request's time in the queue: the premise.
+  const patient = await startServer(["--timeout", "1", "--queue", "8"]);
+  const LONG_N = 2000;
+  const longReq = ([api, stream]) => api === "openai"
+    ? post(patient.port, "/v1/completions", JSON.stringify({ prompt: PROMPT, max_tokens: LONG_N, ignore_eos: true,
+                                                              temperature: 0, stream }), { timeoutMs: 250000 })
+    : post(patient.port, "/api/generate", JSON.stringify({ model: "x", prompt: PROMPT, raw: true, stream,
+                                                            options: { temperature: 0, num_predict: 64 } }),
+           { timeoutMs: 250000 });
+  const kinds = [["openai", false], ["openai", true], ["openai", false], ["openai", true], ["ollama", false],
+                 ["ollama", true]];
+  const waited = await Promise.all(kinds.map(async (k, i) => {
+    await new Promise((res) => setTimeout(res, 50 * i));  // in this order into the queue
+    return longReq(k);
+  }));
+  check(waited.every((r) => r.status === 200), `queued behind --timeout 1: ${waited.map((r) => r.status ?? JSON.stringify(r))}`);
+  const ollamaDone = (r) => {
+    const lines = (r.body ?? "").split("\n").filter((l) => /^\{/.test(l.trim()));
+    try { return JSON.parse(lines.at(-1)); } catch { return null; }
+  };
+  const finals = [ollamaDone(waited[4]), ollamaDone(waited[5])];
+  check(JSON.parse(waited[0].body ?? "{}").usage?.completion_tokens === LONG_N &&
+        JSON.parse(waited[2].body ?? "{}").usage?.completion_tokens === LONG_N &&
+        /data: \[DONE\]/.test(waited[1].body) && /data: \[DONE\]/.test(waited[3].body) &&
+        finals.every((f) => f?.done === true), "every queued answer is whole");
+  const queuedS = Math.max(...finals.map((f) => (f?.load_duration ?? 0) / 1e9));
+  console.log(`--timeout 1: the last requests waited ${queuedS.toFixed(1)} s in the queue`);
+  check(queuedS > 1.5, `the premise: requests waited in the queue longer than --timeout (${queuedS.toFixed(2)} s)`);
+  // ... while a client that says nothing is still closed after the timeout,
+  // also on a kept-alive connection after its answer (a stream's too)
+  const silentClose = (chunks) => new Promise((resolve) => {
+    const s = net.connect(patient.port, "127.0.0.1", () => { for (const c of chunks) s.write(c); });
+    let got = "";
+    const t = setTimeout(() => { s.destroy(); resolve({ closed: false, got }); }, 15000);
+    s.on("data", (d) => { got += d; });
+    s.on("close", () => { clearTimeout(t); resolve({ closed: true, got }); });
+    s.on("error", () => {});
+  });
+  let sc = await silentClose([]);
+  check(sc.closed, "an idle connection is closed after --timeout");
+  sc = await silentClose(["GET /health HTTP/1.1\r\nHost: x\r\n\r\n"]);
+  check(sc.closed && /200 OK/.test(sc.got), `idle after an answer: closed ${sc.closed}: ${sc.got.slice(0, 100)}`);
+  const sBody = JSON.stringify({ prompt: PROMPT, max_tokens: 8, temperature: 0, stream: true });
+  sc = await silentClose([`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ${sBody.length}\r\n\r\n${sBody}`]);
+  check(sc.closed && /data: \[DONE\]/.test(sc.got), `idle after a stream: closed ${sc.closed}: ${sc.got.slice(-100)}`);
+  check(await stop(patient) === 0, "the --timeout 1 server: SIGTERM, exit 0");
   check(await stop(srv) === 0, `the first server: SIGTERM, exit 0: ${srv.log().slice(-2000)}`);
 } catch (e) {
   check(false, `exception: ${e.stack ?? e}`);

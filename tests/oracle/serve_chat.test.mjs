@@ -8,13 +8,17 @@
 // prompt that many tokens.  Tools: stories260K cannot call one, so the test
 // checks the request side (the tools rendered by the qwen3 template, the
 // exact token count, and the greedy answer to that prompt); the output parser
-// has its own unit test (tests/test_tool_calls.c).  Every loop is bounded.
+// has its own unit test (tests/test_tool_calls.c).  logprobs/top_logprobs are
+// held to llama.cpp's own log-probabilities of the same tokens (node-llama-cpp,
+// teacher forced).  Ollama's /api/generate renders its prompt through the
+// template (system + prompt as the user's message) or a Go `template`, which
+// must give the same prompt as template+run.  Every loop is bounded.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import OpenAI from "openai";
 import { Ollama } from "ollama";
-import { SHARED, pocketlm, check, finish, startServer as startServerIn, killServers } from "./lib.mjs";
+import { SHARED, pocketlm, check, finish, startServer as startServerIn, killServers, llama, llamaLogProbs } from "./lib.mjs";
 
 const MODEL = path.join(SHARED, "models/stories260K.gguf");
 const N = 24;
@@ -27,7 +31,7 @@ function cleanup() {
   fs.rmSync(tmp, { recursive: true, force: true });
 }
 process.on("exit", cleanup);
-const watchdog = setTimeout(() => { console.error("FAIL: the test ran past 120 s"); cleanup(); process.exit(1); }, 120000);
+const watchdog = setTimeout(() => { console.error("FAIL: the test ran past 240 s"); cleanup(); process.exit(1); }, 240000);
 
 // ---- the reference: pocketlm template + pocketlm tokenize + pocketlm run ------------
 
@@ -59,6 +63,66 @@ function reference(messages, { template = "chatml", file = null, tools = null, v
                         "-t", "1", "-c", "1024"]);
   check(run.status === 0, `run: ${run.stderr}`);
   return { prompt: t.stdout, nTokens, text: run.stdout.replace(/\n$/, "") };
+}
+
+// A raw prompt (no template) run as /api/generate's raw mode sends it: BOS
+// as the vocabulary asks, special tokens parsed.
+function rawReference(text, n = N) {
+  const promptFile = path.join(tmp, `r${nFile++}.txt`);
+  fs.writeFileSync(promptFile, text);
+  const tok = pocketlm(["tokenize", "-m", MODEL, "-f", promptFile, "--add-special", "--parse-special"]);
+  check(tok.status === 0, `tokenize: ${tok.stderr}`);
+  const run = pocketlm(["run", "-m", MODEL, "-f", promptFile, "-n", String(n), "--temp", "0", "--no-display-prompt",
+                        "-t", "1", "-c", "1024"]);
+  check(run.status === 0, `run: ${run.stderr}`);
+  return { prompt: text, nTokens: tok.stdout.trim().split(/\s+/).filter(Boolean).length, text: run.stdout.replace(/\n$/, "") };
+}
+
+// llama.cpp's greedy continuation of a rendered chat prompt and the
+// log-probabilities of every position (teacher forced), with each token's
+// text as llama.cpp's detokenizer writes it after what precedes it.
+async function llamaChatLogProbs(promptText, n) {
+  const l = await llama();
+  const model = await l.loadModel({ modelPath: MODEL });
+  const prompt = [model.tokens.bos, ...model.tokenize(promptText, true)];
+  const context = await model.createContext({ contextSize: 512, threads: 1 });
+  const gen = [];
+  for await (const t of context.getSequence().evaluate(prompt, { temperature: 0 })) {
+    if (model.isEogToken(t) || gen.length === n) break;
+    gen.push(t);
+  }
+  await context.dispose();
+  const all = [...prompt, ...gen];
+  const piece = (t, before) => model.detokenize([t], false, before);
+  const lps = await llamaLogProbs(l, MODEL, all, 512);
+  const out = gen.map((t, i) => {
+    const lp = lps[prompt.length - 1 + i], before = all.slice(0, prompt.length + i);
+    const order = [...lp.keys()].sort((a, b) => lp[b] - lp[a]);
+    return { token: piece(t, before), logprob: lp[t], top: order.slice(0, 8).map((k) => ({ token: piece(k, before), logprob: lp[k] })) };
+  });
+  await model.dispose();
+  return { nPrompt: prompt.length, tokens: out };
+}
+
+// OpenAI's chat logprobs (choices[].logprobs.content) against llama.cpp's:
+// the same tokens, their log-probabilities and their top alternatives.
+function checkLogprobs(what, content, ref, top) {
+  const TOL = 2e-3;
+  check(Array.isArray(content) && content.length > 0 && content.length <= ref.tokens.length,
+        `${what}: ${content?.length} entries, llama.cpp generated ${ref.tokens.length}`);
+  for (let i = 0; i < (content?.length ?? 0); i++) {
+    const c = content[i], r = ref.tokens[i];
+    check(c.token === r.token && Buffer.from(c.bytes).toString() === c.token && Math.abs(c.logprob - r.logprob) < TOL,
+          `${what} token ${i}: ${show({ token: c.token, logprob: c.logprob })} vs llama.cpp ${show({ token: r.token, logprob: r.logprob })}`);
+    check(c.top_logprobs.length === top, `${what} token ${i}: ${c.top_logprobs.length} alternatives, asked ${top}`);
+    for (let k = 0; k < c.top_logprobs.length; k++) {
+      const a = c.top_logprobs[k], b = r.top[k];
+      // two alternatives this close may be in either order
+      const tie = (k > 0 && Math.abs(r.top[k - 1].logprob - b.logprob) < TOL) || Math.abs(r.top[k + 1].logprob - b.logprob) < TOL;
+      check(Math.abs(a.logprob - b.logprob) < TOL && (a.token === b.token || tie),
+            `${what} token ${i} alternative ${k}: ${show(a)} vs llama.cpp ${show(b)}`);
+    }
+  }
 }
 
 const show = (s) => JSON.stringify(s);
@@ -150,6 +214,88 @@ try {
   check(ostreamed === ref1.text && olast?.done && olast.done_reason === "length" && nLines >= 2,
         `ollama stream: ${show(ostreamed)} in ${nLines} lines, last ${show(olast)}`);
 
+  // ---- logprobs / top_logprobs, held to llama.cpp's log-probabilities ---------------------
+  const LP_N = 16, TOP = 3;
+  const lref = await llamaChatLogProbs(ref1.prompt, LP_N);
+  check(lref.nPrompt === ref1.nTokens, `llama.cpp's prompt is ${lref.nPrompt} tokens, ours ${ref1.nTokens}`);
+  const lp1 = await openai.chat.completions.create({ model: "x", messages: MSGS, max_tokens: LP_N, temperature: 0,
+                                                     logprobs: true, top_logprobs: TOP });
+  const lc1 = lp1.choices[0].logprobs?.content;
+  check(lc1?.length === lp1.usage.completion_tokens && lc1.map((t) => t.token).join("") === lp1.choices[0].message.content,
+        `one entry per generated token, their texts the content: ${show(lc1?.map((t) => t.token))} vs ` +
+        `${show(lp1.choices[0].message.content)}`);
+  checkLogprobs("chat logprobs", lc1, lref, TOP);
+  const lps = await openai.chat.completions.create({ model: "x", messages: MSGS, max_tokens: LP_N, temperature: 0,
+                                                     logprobs: true, top_logprobs: TOP, stream: true });
+  const lcs = [];
+  let lpText = "", lpChunks = 0;
+  for await (const ch of lps) {
+    if (++lpChunks > 10000) break;
+    lpText += ch.choices[0]?.delta?.content ?? "";
+    lcs.push(...(ch.choices[0]?.logprobs?.content ?? []));
+  }
+  check(lpText === lp1.choices[0].message.content && lcs.length === lc1?.length &&
+        lcs.every((t, i) => t.token === lc1[i].token && Math.abs(t.logprob - lc1[i].logprob) < 1e-3),
+        `streamed logprobs: ${show(lcs.map((t) => t.token))} vs ${show(lc1?.map((t) => t.token))}`);
+  checkLogprobs("streamed chat logprobs", lcs, lref, TOP);
+  const plain = await openai.chat.completions.create({ model: "x", messages: MSGS, max_tokens: 4, temperature: 0,
+                                                      logprobs: true });
+  check(plain.choices[0].logprobs?.content?.length === 4 && plain.choices[0].logprobs.content.every((t) => t.top_logprobs.length === 0),
+        `logprobs without top_logprobs: ${show(plain.choices[0].logprobs)}`);
+  const none = await openai.chat.completions.create({ model: "x", messages: MSGS, max_tokens: 4, temperature: 0 });
+  check(none.choices[0].logprobs === null, `no logprobs unless asked: ${show(none.choices[0].logprobs)}`);
+
+  // ---- Ollama's /api/generate applies the template as Ollama does ---------------------------
+  // The prompt is the user's message after `system`, rendered by the chat
+  // template with the assistant's turn opened: the same prompt as
+  // /api/chat's, so the same answer as template+run (ref1).
+  const [SYS, Q] = [MSGS[0].content, MSGS[1].content];
+  const g1 = await ollama.generate({ model: "stories260K", system: SYS, prompt: Q, stream: false,
+                                     options: { num_predict: N, temperature: 0 } });
+  check(g1.response === ref1.text && g1.prompt_eval_count === ref1.nTokens && g1.context?.length === ref1.nTokens + g1.eval_count,
+        `generate through the template: ${show(g1.response)} (${g1.prompt_eval_count} prompt tokens) vs ` +
+        `${show(ref1.text)} (${ref1.nTokens})`);
+  let gs = "", glast = null, gParts = 0;
+  for await (const part of await ollama.generate({ model: "stories260K", system: SYS, prompt: Q, stream: true,
+                                                   options: { num_predict: N, temperature: 0 } })) {
+    if (++gParts > 10000) break;
+    gs += part.response;
+    glast = part;
+  }
+  check(gs === ref1.text && glast?.done && glast.prompt_eval_count === ref1.nTokens,
+        `generate streamed through the template: ${show(gs)}`);
+  const refUser = reference([MSGS[1]]);
+  const g2 = await ollama.generate({ model: "stories260K", prompt: Q, stream: false, options: { num_predict: N, temperature: 0 } });
+  check(g2.response === refUser.text && g2.prompt_eval_count === refUser.nTokens,
+        `generate without system: ${g2.prompt_eval_count} vs ${refUser.nTokens}`);
+  // raw: the prompt as it is, `system` ignored (as Ollama ignores it)
+  const refRaw = rawReference(Q);
+  const g3 = await ollama.generate({ model: "stories260K", system: SYS, prompt: Q, raw: true, stream: false,
+                                     options: { num_predict: N, temperature: 0 } });
+  check(g3.response === refRaw.text && g3.prompt_eval_count === refRaw.nTokens,
+        `raw generate: ${g3.prompt_eval_count} vs ${refRaw.nTokens}, ${show(g3.response)} vs ${show(refRaw.text)}`);
+  // `template`: Ollama's Go template.  This one is chatml written the
+  // Ollama way: it must give exactly the Jinja chatml prompt (the text after
+  // {{ .Response }} is dropped: the prompt ends where the reply begins).
+  const GO_CHATML = "{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}<|im_start|>user\n" +
+                    "{{ .Prompt }}<|im_end|>\n<|im_start|>assistant\n{{ .Response }}<|im_end|>\n";
+  for (const [sys, ref] of [[SYS, ref1], [undefined, refUser]]) {
+    const g = await ollama.generate({ model: "stories260K", system: sys, prompt: Q, template: GO_CHATML, stream: false,
+                                      options: { num_predict: N, temperature: 0 } });
+    check(g.response === ref.text && g.prompt_eval_count === ref.nTokens,
+          `Go template${sys ? " with system" : ""}: ${g.prompt_eval_count} vs ${ref.nTokens}`);
+  }
+  const refTrim = rawReference(`Q: ${Q}A:`);  // what "{{- ... -}}" leaves of the template below
+  const g4 = await ollama.generate({ model: "stories260K", prompt: Q, stream: false, options: { num_predict: N, temperature: 0 },
+                                     template: "{{/* a comment */}}{{ if .System }}never{{ else }}Q: {{ end }}{{ .Prompt -}}\n\n  A:{{ .Response }} junk" });
+  check(g4.response === refTrim.text && g4.prompt_eval_count === refTrim.nTokens,
+        `Go template with trimming: ${g4.prompt_eval_count} vs ${refTrim.nTokens}`);
+  const gbad = await fetch(`${base}/api/generate`, { method: "POST", body: JSON.stringify({
+    model: "x", prompt: Q, stream: false, template: "{{ range .Messages }}{{ .Content }}{{ end }}" }) });
+  const gbadBody = await gbad.json();
+  check(gbad.status === 400 && /template/.test(gbadBody.error) && /range/.test(gbadBody.error),
+        `an unsupported Go template is refused by name: ${gbad.status} ${show(gbadBody)}`);
+
   // ---- bad chat requests get 400 with the field named ------------------------------------
   const bad = async (body) => {
     const r = await fetch(`${base}/v1/chat/completions`, { method: "POST", body: JSON.stringify(body) });
@@ -164,6 +310,12 @@ try {
   check(b.status === 400 && b.error?.param === "tool_choice", `unknown tool_choice: ${show(b)}`);
   b = await bad({ messages: MSGS, tool_choice: "required" });
   check(b.status === 400 && b.error?.param === "tool_choice", `required without tools: ${show(b)}`);
+  b = await bad({ messages: MSGS, top_logprobs: 2 });
+  check(b.status === 400 && b.error?.param === "top_logprobs", `top_logprobs without logprobs: ${show(b)}`);
+  b = await bad({ messages: MSGS, logprobs: true, top_logprobs: 21 });
+  check(b.status === 400 && b.error?.param === "top_logprobs" && /\[0, 20\]/.test(b.error.message), `top_logprobs 21: ${show(b)}`);
+  b = await bad({ messages: MSGS, logprobs: 1 });
+  check(b.status === 400 && b.error?.param === "logprobs", `logprobs not a boolean: ${show(b)}`);
   b = await bad({ messages: MSGS, chat_template_kwargs: 3 });
   check(b.status === 400 && b.error?.param === "chat_template_kwargs", `kwargs type: ${show(b)}`);
   srv.proc.kill("SIGTERM");

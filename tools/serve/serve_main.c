@@ -83,6 +83,7 @@ static int serve(const serve_opts *o, srv_server *srv) {
     cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
     cp.flash_attn = o->flash_attn;
+    cp.n_seq = (uint32_t)o->parallel;  /* the fit counts every slot's KV cache */
     if (!fit_context("serve", o->model, !o->no_mmap, o->mem_limit, &cp)) return 1;
     plm_model_params mp = plm_model_default_params();
     mp.use_mmap = !o->no_mmap;
