@@ -41,8 +41,9 @@ void spec_accept(plm_spec *s, plm_sampler *smp, int first_row, double t_verify, 
 void spec_abandon(plm_spec *s);
 
 /* A new generation in the decoder's sequence (a server's next request):
- * the adaptive control starts afresh, and the draft's sampler is made again
- * from the next sampler's settings. */
+ * the adaptive control keeps what it measured but ends a pause
+ * (spec_adapt_new_request), and the draft's sampler is made again from the
+ * next sampler's settings. */
 void spec_restart(plm_spec *s);
 
 /* The target context and sequence the decoder follows. */

@@ -219,8 +219,7 @@ void plm_spec_free(plm_spec *s) {
 }
 
 void spec_restart(plm_spec *s) {
-    spec_adapt_init(&s->adapt, s->p.draft_max);
-    if (!s->p.adaptive) s->adapt.pause_left = 0;
+    if (s->p.adaptive) spec_adapt_new_request(&s->adapt);
     plm_sampler_free(s->dsmp);
     s->dsmp = NULL;
 }

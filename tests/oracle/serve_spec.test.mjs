@@ -95,7 +95,9 @@ try {
         `  pocketlm:  ${JSON.stringify(alone[0])}`);
 
   // ---- a draft model (the model itself: it agrees on every token) -------------------
-  const draft = await serve(4, ["--draft-model", MODEL, "--draft-max", "8", "--draft-p-min", "0"]);
+  // --draft-fixed: a draft as costly as the model never pays, and the adaptive
+  // control would soon pause it; here every step must draft.
+  const draft = await serve(4, ["--draft-model", MODEL, "--draft-max", "8", "--draft-p-min", "0", "--draft-fixed"]);
   const dd = await concurrent(draft, alone, "--draft-model");
   check(dd.drafted > 0 && dd.accepted >= 0.95 * dd.drafted,
         `the model as its own draft: ${dd.accepted} of ${dd.drafted} drafted tokens accepted (want all but a near-tie or two)`);
