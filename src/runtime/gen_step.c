@@ -185,31 +185,49 @@ static plm_status become_ready(plm_gen *x, plm_error *err) {
     return plm_spec_begin(x->spec, x->prompt, x->n_prompt, err);
 }
 
-/* After the pass: prompts advance (and become ready when whole), every row
- * with logits keeps its own; verifications accept from their rows. */
-static plm_status absorb(pass *p, plm_gen *const *gens, int n, const int *piece, int n_logits, double seconds,
-                         plm_error *err) {
-    plm_status st = PLM_OK;
+/* After the pass (its rows from `off` on, when it ran in two parts): the
+ * prompt pieces advance, the last n_final of the rows up to `end` (prompts'
+ * final tokens) keep their logits and those prompts are ready. */
+static plm_status absorb_prompts(pass *p, plm_gen *const *gens, int n, const int *piece, int end, int n_final, int off,
+                                 double seconds, plm_error *err) {
     for (int i = 0; i < n; i++) {
         if (!piece[i]) continue;
         gens[i]->n_fed += piece[i];
         gens[i]->g.r->n_prompt += piece[i];
         gens[i]->g.r->t_prompt_s += seconds;
     }
+    plm_status st = PLM_OK;
+    for (int r = end - n_final; r < end && !st; r++) {
+        keep_logits(p->who[r], r - off);
+        st = become_ready(p->who[r], err);
+    }
+    return st;
+}
+
+/* ... and the generating sequences' rows, from `from`: verifications accept
+ * from theirs, the others keep their row. */
+static void absorb_gens(pass *p, plm_gen *const *gens, int n, int from, int off, double seconds) {
     for (int i = 0; i < n; i++) {
         plm_gen *x = gens[i];
         if (!x->verifying) continue;
         x->verifying = false;
         x->g.q_at = 0;
-        spec_accept(x->spec, x->g.smp, x->row0, seconds, x->g.queue, &x->g.n_queue);
+        spec_accept(x->spec, x->g.smp, x->row0 - off, seconds, x->g.queue, &x->g.n_queue);
     }
-    for (int r = p->n - n_logits; r < p->n; r++) {
-        plm_gen *x = p->who[r];
-        if (x->spec && x->ready) continue;  /* a verification's rows: accepted above */
-        keep_logits(x, r);
-        if (!x->ready && (st = become_ready(x, err))) return st;
-    }
-    return PLM_OK;
+    for (int r = from; r < p->n; r++)
+        if (!p->who[r]->spec) keep_logits(p->who[r], r - off);
+}
+
+/* Rows [from, to) of the pass in one forward pass, with the logits of the
+ * last n_logits (a pass of unfinished prompt pieces still computes one);
+ * `exact`: every row by the single-token kernel. */
+static plm_status decode_part(plm_context *ctx, const pass *p, int from, int to, int n_logits, bool exact,
+                              plm_error *err) {
+    const bool rowwise = ctx->fwd.rowwise_matmul;
+    ctx->fwd.rowwise_matmul = rowwise || exact;
+    plm_status st = plm_decode_seqs(ctx, p->tok + from, p->seq + from, to - from, n_logits ? n_logits : 1, err);
+    ctx->fwd.rowwise_matmul = rowwise;
+    return st;
 }
 
 /* The speculating generations with a pending token prepare their steps
@@ -276,17 +294,25 @@ static plm_status run_pass(plm_gen *const *gens, int n, int *piece, plm_token *n
     }
     build(p, gens, n, next, piece);
     if (p->n == 0) return PLM_OK;
-    const double t0 = gen_now();
-    const int n_logits = n_final + n_next;  /* a pass of unfinished prompt pieces still computes one row */
-    const bool rowwise = ctx->fwd.rowwise_matmul;
-    ctx->fwd.rowwise_matmul = rowwise || exact;  /* greedy verification: speculative.c's rule */
-    st = plm_decode_seqs(ctx, p->tok, p->seq, p->n, n_logits ? n_logits : 1, err);
-    ctx->fwd.rowwise_matmul = rowwise;
-    if (st) {
-        abandon_specs(gens, n);
-        return st;
+    /* Greedy verification takes the single-token kernel (speculative.c's
+     * rule); prompt pieces would pay it too, so they then get a pass of
+     * their own with the batched kernel. */
+    const int n_prompt_rows = p->n - n_next;
+    double t0 = gen_now();
+    if (exact && n_prompt_rows > 0) {
+        st = decode_part(ctx, p, 0, n_prompt_rows, n_final, false, err);
+        if (!st) st = absorb_prompts(p, gens, n, piece, n_prompt_rows, n_final, 0, gen_now() - t0, err);
+        t0 = gen_now();
+        if (!st) st = decode_part(ctx, p, n_prompt_rows, p->n, n_next, true, err);
+        if (!st) absorb_gens(p, gens, n, n_prompt_rows, n_prompt_rows, gen_now() - t0);
+    } else {
+        st = decode_part(ctx, p, 0, p->n, n_final + n_next, exact, err);
+        const double seconds = gen_now() - t0;
+        if (!st) st = absorb_prompts(p, gens, n, piece, n_prompt_rows, n_final, 0, seconds, err);
+        if (!st) absorb_gens(p, gens, n, n_prompt_rows, 0, seconds);
     }
-    return absorb(p, gens, n, piece, n_logits, gen_now() - t0, err);
+    if (st) abandon_specs(gens, n);
+    return st;
 }
 
 plm_status plm_gen_step(plm_gen *const *gens, int n, plm_error *err) {

@@ -7,10 +7,11 @@
 // byte-identical to those, and /metrics must show that drafts were made and
 // accepted: stories260K as its own draft agrees with itself on every token,
 // and prompt lookup finds the repeats of a story that quotes itself.
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { SHARED, llama, check, finish, startServer, killServers } from "./lib.mjs";
+import { SHARED, BIN, llama, check, finish, startServer, killServers } from "./lib.mjs";
 
 const MODEL = path.join(SHARED, "models/stories260K.gguf");
 const N = 48;
@@ -148,6 +149,19 @@ try {
           `  speculating: ${JSON.stringify(got)}`);
   }
   check((await metrics(specNi.port)).accepted > 0, "drafts accepted without --batch-invariant");
+
+  // ---- the memory fit counts the draft's cache of every slot ---------------------
+  // `plan` bills 8.9 MB for 8 slots without a draft and 14.5 MB with one (its
+  // 8 sequences' KV cache, 8 x 17 logit rows): 12M fits the first only.
+  const fit = (extra) => spawnSync(BIN, ["serve", "--port", "0", "-m", MODEL, "-c", "512", "--parallel", "8",
+                                         "--mem-limit", "12M", "--grace", "0", ...extra],
+                                   { encoding: "utf8", timeout: 20000 });
+  const refused = fit(["--draft-model", MODEL]);
+  check(refused.status === 1 && /model and draft need [\d.]+ MB .* budget is 12\.00 MB/.test(refused.stderr),
+        `--parallel 8 with a draft over --mem-limit 12M refused: ${refused.status} ${refused.stderr}`);
+  const plan = spawnSync(BIN, ["plan", "-m", MODEL, "-c", "512", "--parallel", "8", "--draft-model", MODEL],
+                         { encoding: "utf8" });
+  check(/draft model, \d+ layers \(\+ 136 logit rows\)/.test(plan.stdout), `plan --parallel 8 --draft-model: ${plan.stdout}`);
 } catch (e) {
   check(false, e.stack);
 } finally {
