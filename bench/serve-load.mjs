@@ -4,9 +4,9 @@
 // must be complete (max_tokens tokens, finish "length") and byte-identical
 // to the same prompt's answer served alone; the only errors allowed are the
 // documented 503s of a full queue.  Per level it reports p50/p99 time to
-// first token, aggregate generated tokens/s, the tokens per decode pass the
-// server batched (/metrics), and the server's RSS; RSS before and after
-// warm-up too.  Exit status 1 on any wrong or missing answer.
+// first token, aggregate generated tokens/s (and per CPU second of the
+// server), the tokens per decode pass the server batched (/metrics), and
+// the server's RSS; RSS before and after warm-up too.  Exit status 1 on any wrong or missing answer.
 //
 //   node bench/serve-load.mjs -m MODEL.gguf [--parallel 8] [--levels 1,4,16,64]
 //        [--requests 64] [--max-tokens 32] [--warmup N] [-t THREADS] [-c CTX] [--json]
@@ -86,6 +86,13 @@ function startServer(o) {
   });
 }
 
+// The server's CPU seconds (user + system; /proc/PID/stat in clock ticks of
+// 1/100 s): on a loaded machine tokens per CPU second compare where wall
+// time cannot.
+const cpuSeconds = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
 const rssMiB = (pid) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))[1]) / 1024;
 
 async function metric(port, name) {
@@ -138,6 +145,7 @@ async function runLevel(srv, o, clients, reference, problems) {
   const stepTok0 = await metric(srv.port, "decode_step_tokens_total");
   const drafted0 = await metric(srv.port, "spec_drafted_tokens_total");
   const accepted0 = await metric(srv.port, "spec_accepted_tokens_total");
+  const cpu0 = cpuSeconds(srv.proc.pid);
   const t0 = performance.now();
   const client = async () => {
     for (let i; (i = next++) < total;) {
@@ -155,13 +163,14 @@ async function runLevel(srv, o, clients, reference, problems) {
   };
   await Promise.all(Array.from({ length: clients }, client));
   const seconds = (performance.now() - t0) / 1000;
+  const cpuS = cpuSeconds(srv.proc.pid) - cpu0;
   const steps = await metric(srv.port, "decode_steps_total") - steps0;
   const stepTok = await metric(srv.port, "decode_step_tokens_total") - stepTok0;
   const drafted = await metric(srv.port, "spec_drafted_tokens_total") - drafted0;
   const accepted = await metric(srv.port, "spec_accepted_tokens_total") - accepted0;
   return { clients, requests: total, busy503, seconds, tokens, tokPerS: tokens / seconds,
            ttftP50: pct(ttfts, 50), ttftP99: pct(ttfts, 99), batch: steps ? stepTok / steps : 0,
-           drafted, accepted, rssMiB: rssMiB(srv.proc.pid) };
+           drafted, accepted, cpuS, tokPerCpuS: tokens / cpuS, rssMiB: rssMiB(srv.proc.pid) };
 }
 
 // Every prompt served alone, one request at a time.
@@ -207,12 +216,12 @@ async function main() {
     else {
       console.log(`--parallel ${o.parallel}, ${o.maxTokens} tokens per answer; RSS ${rssStart.toFixed(0)} MiB at ` +
                   `start, ${rssWarm.toFixed(0)} after warm-up, ${result.rssEndMiB.toFixed(0)} at the end`);
-      console.log("clients requests 503s  TTFT p50   TTFT p99   tok/s  tokens/pass  RSS MiB" +
+      console.log("clients requests 503s  TTFT p50   TTFT p99   tok/s  tok/CPU-s  tokens/pass  RSS MiB" +
                   (o.spec ? "  drafted accepted" : ""));
       for (const l of levels)
         console.log(`${String(l.clients).padStart(7)} ${String(l.requests).padStart(8)} ${String(l.busy503).padStart(5)}` +
                     `  ${l.ttftP50.toFixed(3).padStart(7)} s  ${l.ttftP99.toFixed(3).padStart(7)} s` +
-                    `  ${l.tokPerS.toFixed(1).padStart(6)}  ${l.batch.toFixed(2).padStart(11)}  ${l.rssMiB.toFixed(0).padStart(7)}` +
+                    `  ${l.tokPerS.toFixed(1).padStart(6)}  ${l.tokPerCpuS.toFixed(2).padStart(9)}  ${l.batch.toFixed(2).padStart(11)}  ${l.rssMiB.toFixed(0).padStart(7)}` +
                     (o.spec ? `  ${String(l.drafted).padStart(7)} ${String(l.accepted).padStart(8)}` : ""));
       for (const p of problems.slice(0, 20)) console.log("PROBLEM:", p);
     }
