@@ -4,14 +4,19 @@
 // must be complete (max_tokens tokens, finish "length") and byte-identical
 // to the same prompt's answer served alone; the only errors allowed are the
 // documented 503s of a full queue.  Per level it reports p50/p99 time to
-// first token, aggregate generated tokens/s, the tokens per decode pass the
-// server batched (/metrics), and the server's RSS; RSS before and after
-// warm-up too.  Exit status 1 on any wrong or missing answer.
+// first token, aggregate generated tokens/s (and per CPU second of the
+// server), the tokens per decode pass the server batched (/metrics), and
+// the server's RSS; RSS before and after warm-up too.  Exit status 1 on any wrong or missing answer.
 //
 //   node bench/serve-load.mjs -m MODEL.gguf [--parallel 8] [--levels 1,4,16,64]
 //        [--requests 64] [--max-tokens 32] [--warmup N] [-t THREADS] [-c CTX] [--json]
 //        [--batch-invariant]   (the server's: needed for identical answers on a random-weights
 //                               model, whose near-ties flip with the last bits of a batched sum)
+//        [--draft-model F] [--draft-max N] [--draft-min N] [--draft-p-min P] [--lookup N]
+//        [--lookup-cache F] [--draft-fixed]   (the server's speculative decoding; each level then
+//                               reports the drafted and accepted tokens from /metrics)
+//        [--reference-plain]   (the reference answers from a server without speculation,
+//                               started first: speculation must not change an answer)
 //
 // Each level sends max(--requests, clients) requests, from `clients`
 // concurrent clients that each send their next request when the last ends.
@@ -41,6 +46,10 @@ function parseArgs(argv) {
     else if (a === "--warmup") o.warmup = Number(v());
     else if (a === "--json") o.json = true;
     else if (a === "--batch-invariant") o.invariant = true;
+    else if (["--draft-model", "--draft-max", "--draft-min", "--draft-p-min", "--lookup", "--lookup-cache"].includes(a))
+      o.spec = [...(o.spec ?? []), a, v()];
+    else if (a === "--draft-fixed") o.spec = [...(o.spec ?? []), a];
+    else if (a === "--reference-plain") o.referencePlain = true;
     else throw new Error(`unknown argument ${a} (see the comment at the top of ${path.basename(process.argv[1])})`);
   }
   if (!o.model) throw new Error("-m MODEL.gguf is required");
@@ -59,7 +68,7 @@ function startServer(o) {
   // the default idle timeout (30 s) would close it at the larger levels.
   const args = ["serve", "--port", "0", "-m", o.model, "-c", String(o.ctx), "--parallel", String(o.parallel),
                 "--queue", String(queue), "--timeout", String(o.timeoutS), ...(o.threads ? ["-t", String(o.threads)] : []),
-                ...(o.invariant ? ["--batch-invariant"] : [])];
+                ...(o.invariant ? ["--batch-invariant"] : []), ...(o.spec ?? [])];
   return new Promise((resolve, reject) => {
     const proc = spawn(BIN, args, { stdio: ["ignore", "ignore", "pipe"] });
     let log = "";
@@ -77,6 +86,13 @@ function startServer(o) {
   });
 }
 
+// The server's CPU seconds (user + system; /proc/PID/stat in clock ticks of
+// 1/100 s): on a loaded machine tokens per CPU second compare where wall
+// time cannot.
+const cpuSeconds = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
 const rssMiB = (pid) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))[1]) / 1024;
 
 async function metric(port, name) {
@@ -127,6 +143,9 @@ async function runLevel(srv, o, clients, reference, problems) {
   const ttfts = [];
   const steps0 = await metric(srv.port, "decode_steps_total");
   const stepTok0 = await metric(srv.port, "decode_step_tokens_total");
+  const drafted0 = await metric(srv.port, "spec_drafted_tokens_total");
+  const accepted0 = await metric(srv.port, "spec_accepted_tokens_total");
+  const cpu0 = cpuSeconds(srv.proc.pid);
   const t0 = performance.now();
   const client = async () => {
     for (let i; (i = next++) < total;) {
@@ -144,15 +163,34 @@ async function runLevel(srv, o, clients, reference, problems) {
   };
   await Promise.all(Array.from({ length: clients }, client));
   const seconds = (performance.now() - t0) / 1000;
+  const cpuS = cpuSeconds(srv.proc.pid) - cpu0;
   const steps = await metric(srv.port, "decode_steps_total") - steps0;
   const stepTok = await metric(srv.port, "decode_step_tokens_total") - stepTok0;
+  const drafted = await metric(srv.port, "spec_drafted_tokens_total") - drafted0;
+  const accepted = await metric(srv.port, "spec_accepted_tokens_total") - accepted0;
   return { clients, requests: total, busy503, seconds, tokens, tokPerS: tokens / seconds,
            ttftP50: pct(ttfts, 50), ttftP99: pct(ttfts, 99), batch: steps ? stepTok / steps : 0,
-           rssMiB: rssMiB(srv.proc.pid) };
+           drafted, accepted, cpuS, tokPerCpuS: tokens / cpuS, rssMiB: rssMiB(srv.proc.pid) };
+}
+
+// Every prompt served alone, one request at a time.
+async function serialAnswers(port, o) {
+  const reference = new Map();
+  for (const p of PROMPTS) {
+    const r = await request(port, p, o.maxTokens);
+    if (r.status !== 200 || r.tokens !== o.maxTokens) throw new Error(`serial request failed: ${JSON.stringify(r)}`);
+    reference.set(p, r.text);
+  }
+  return reference;
 }
 
 async function main() {
   const o = parseArgs(process.argv.slice(2));
+  let plainReference = null;
+  if (o.referencePlain) {  // the answers of a server without speculation
+    const plain = await startServer({ ...o, spec: [] });
+    try { plainReference = await serialAnswers(plain.port, o); } finally { plain.proc.kill("SIGKILL"); }
+  }
   const srv = await startServer(o);
   const watchdog = setTimeout(() => { console.error(`serve-load: past ${o.timeoutS} s`); srv.proc.kill("SIGKILL");
                                       process.exit(1); }, o.timeoutS * 1000);
@@ -160,12 +198,13 @@ async function main() {
   try {
     const rssStart = rssMiB(srv.proc.pid);
     // The reference: every prompt served alone, one request at a time.
-    const reference = new Map();
-    for (const p of PROMPTS) {
-      const r = await request(srv.port, p, o.maxTokens);
-      if (r.status !== 200 || r.tokens !== o.maxTokens) throw new Error(`serial request failed: ${JSON.stringify(r)}`);
-      reference.set(p, r.text);
-    }
+    const reference = await serialAnswers(srv.port, o);
+    if (plainReference)
+      for (const [p, text] of plainReference)
+        if (reference.get(p) !== text)
+          problems.push(`served alone, ${JSON.stringify(p)}: with speculation ${JSON.stringify(reference.get(p))}, ` +
+                        `without ${JSON.stringify(text)}`);
+    if (plainReference) for (const [p, text] of plainReference) reference.set(p, text);
     // Warm-up: --warmup requests (default: the largest level's clients), all at once.
     if (o.warmup > 0) await runLevel(srv, { ...o, requests: o.warmup }, o.warmup, reference, problems);
     const rssWarm = rssMiB(srv.proc.pid);
@@ -177,11 +216,13 @@ async function main() {
     else {
       console.log(`--parallel ${o.parallel}, ${o.maxTokens} tokens per answer; RSS ${rssStart.toFixed(0)} MiB at ` +
                   `start, ${rssWarm.toFixed(0)} after warm-up, ${result.rssEndMiB.toFixed(0)} at the end`);
-      console.log("clients requests 503s  TTFT p50   TTFT p99   tok/s  tokens/pass  RSS MiB");
+      console.log("clients requests 503s  TTFT p50   TTFT p99   tok/s  tok/CPU-s  tokens/pass  RSS MiB" +
+                  (o.spec ? "  drafted accepted" : ""));
       for (const l of levels)
         console.log(`${String(l.clients).padStart(7)} ${String(l.requests).padStart(8)} ${String(l.busy503).padStart(5)}` +
                     `  ${l.ttftP50.toFixed(3).padStart(7)} s  ${l.ttftP99.toFixed(3).padStart(7)} s` +
-                    `  ${l.tokPerS.toFixed(1).padStart(6)}  ${l.batch.toFixed(2).padStart(11)}  ${l.rssMiB.toFixed(0).padStart(7)}`);
+                    `  ${l.tokPerS.toFixed(1).padStart(6)}  ${l.tokPerCpuS.toFixed(2).padStart(9)}  ${l.batch.toFixed(2).padStart(11)}  ${l.rssMiB.toFixed(0).padStart(7)}` +
+                    (o.spec ? `  ${String(l.drafted).padStart(7)} ${String(l.accepted).padStart(8)}` : ""));
       for (const p of problems.slice(0, 20)) console.log("PROBLEM:", p);
     }
   } finally {

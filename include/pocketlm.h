@@ -409,7 +409,10 @@ typedef struct plm_gen plm_gen;
 
 /* Starts a generation in sequence seq: the prompt is appended at the
  * sequence's current position (keep a cached prefix, pass the rest), as in
- * plm_generate, whose checks it makes.  params->spec must be NULL.  The
+ * plm_generate, whose checks it makes.  params->spec: NULL, or a
+ * speculative decoder made for this context and sequence (plm_spec_new_seq;
+ * plm_spec_begin for the tokens the sequence holds before the prompt: the
+ * generation begins it for the prompt itself).  The
  * sampler, params' stop strings... are used until plm_gen_free; `result`
  * is filled as it goes and is final once plm_gen_done. */
 PLM_API plm_status plm_gen_new(plm_context *ctx, plm_seq_id seq, const plm_token *prompt, int n_prompt,
@@ -419,7 +422,11 @@ PLM_API plm_status plm_gen_new(plm_context *ctx, plm_seq_id seq, const plm_token
  * n_batch tokens: each generation whose prompt is evaluated samples its
  * next token, streams its text and ends or goes on (its token joins the
  * pass); the others add the next piece of their prompt that fits (abort is
- * polled first).  Done generations are skipped.  On an error every
+ * polled first).  A speculating generation first streams the tokens its
+ * last verification accepted, then adds its pending token and its
+ * proposals, all verified in the same pass (greedy: that pass runs every
+ * row with the single-token kernel, so the output is plain decoding's).
+ * Done generations are skipped.  On an error every
  * generation of the pass is left done. */
 PLM_API plm_status plm_gen_step(plm_gen *const *gens, int n, plm_error *err);
 PLM_API bool plm_gen_done(const plm_gen *g);
@@ -545,6 +552,18 @@ PLM_API plm_status plm_spec_vocab_compatible(const plm_model *target, const plm_
 PLM_API plm_status plm_spec_new(plm_context *target, plm_context *draft, const plm_spec_params *params, plm_spec **out,
                         plm_error *err);
 PLM_API void plm_spec_free(plm_spec *spec);
+
+/* plm_spec_new for sequence `seq` of the target and `draft_seq` of the draft
+ * (contexts with n_seq > 1, e.g. a server's slots: one decoder per slot, one
+ * draft context with a sequence per slot).  cache_of: share that decoder's
+ * n-gram cache (learned by both; it must outlive this one, and only it
+ * saves the file) instead of opening params.lookup_cache.  Pass such a
+ * decoder to plm_gen_new (params.spec) for its sequence: plm_gen_step then
+ * verifies the proposals of every speculating generation in one forward
+ * pass, and the draft model drafts for all of them in shared passes. */
+PLM_API plm_status plm_spec_new_seq(plm_context *target, plm_seq_id seq, plm_context *draft, plm_seq_id draft_seq,
+                                    const plm_spec_params *params, plm_spec *cache_of, plm_spec **out,
+                                    plm_error *err);
 
 /* Starts a sequence: tokens[0..n) are what the target context holds now
  * (the prompt just decoded), or only its newest n when the decoder followed

@@ -10,7 +10,12 @@
  * context (their decode steps sharing forward passes, their prompts of
  * different lengths read while the others generate) must each give the
  * tokens and text plm_generate gives alone, with the same finish reason —
- * batching must be invisible.
+ * batching must be invisible.  The same holds with speculative decoding in
+ * each sequence (the server's slots: a decoder per sequence, every
+ * sequence's drafts verified in one pass): with the model as its own draft
+ * (a draft context of three sequences, batch-invariant like the model's:
+ * it agrees on every token, so every draft must be accepted) and with prompt lookup plus one n-gram
+ * cache shared by the three.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -99,6 +104,91 @@ static void check_decode_seqs(plm_model *model, const char *name, const plm_toke
     free(want);
 }
 
+enum { PLAIN, SPEC_DRAFT, SPEC_LOOKUP };
+static const char *const MODE_NAME[] = {"plain", "draft model", "lookup + shared cache"};
+
+/* The three generations stepped together in one context of three sequences,
+ * as the server does (mode: plain, or speculating in each sequence), must
+ * each give the tokens, text and finish of plm_generate alone. */
+static void check_together(plm_model *model, const char *name, const plm_token *prompt, const int *lens,
+                           const int *max_tok, const char *const *stop, const out *alone,
+                           const plm_generate_result *r_alone, int mode) {
+    static out batched[N_GEN];
+    memset(batched, 0, sizeof batched);
+    plm_generate_result r_batched[N_GEN];
+    plm_sampler_params sp = plm_sampler_default_params();
+    sp.temperature = 0;
+    plm_error err;
+    plm_context_params cp = plm_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_batch = 16;
+    cp.n_seq = N_GEN;
+    plm_context *ctx = NULL, *dctx = NULL;
+    REQUIRE_VOID(plm_context_new(model, &cp, &ctx, &err) == PLM_OK, "%s", err.message);
+    if (mode == SPEC_DRAFT) REQUIRE_VOID(plm_context_new(model, &cp, &dctx, &err) == PLM_OK, "%s", err.message);
+    plm_spec_params spp = plm_spec_default_params();
+    spp.draft_max = 6;
+    spp.draft_p_min = 0.0f;
+    spp.adaptive = false;  /* always speculate: every step is a verification */
+    if (mode == SPEC_LOOKUP) spp.lookup_ngram = 3;
+    plm_sampler *smp[N_GEN];
+    plm_gen *g[N_GEN];
+    plm_spec *spec[N_GEN] = {NULL};
+    plm_generate_params gp[N_GEN];
+    for (int i = 0; i < N_GEN; i++) {
+        if (mode != PLAIN)
+            REQUIRE_VOID(plm_spec_new_seq(ctx, i, dctx, i, &spp, i ? spec[0] : NULL, &spec[i], &err) == PLM_OK,
+                         "%s", err.message);
+        smp[i] = plm_sampler_new(model, &sp);
+        gp[i] = gen_params(&batched[i], max_tok[i], i == 2 ? stop : NULL, i == 2);
+        gp[i].spec = spec[i];
+        REQUIRE_VOID(plm_gen_new(ctx, i, prompt, lens[i], smp[i], &gp[i], on_piece, &r_batched[i], &g[i], &err) ==
+                         PLM_OK, "%s", err.message);
+    }
+    plm_context_set_batch_invariant(ctx, true);
+    if (dctx) plm_context_set_batch_invariant(dctx, true);  /* the draft's logits are then the model's own */
+    int steps = 0;
+    for (bool any = true; any && steps < 1000; steps++) {
+        CHECK(plm_gen_step(g, N_GEN, &err) == PLM_OK, "step: %s", err.message);
+        any = false;
+        for (int i = 0; i < N_GEN; i++) any = any || !plm_gen_done(g[i]);
+    }
+    uint64_t proposed = 0, accepted = 0;
+    for (int i = 0; i < N_GEN; i++) {
+        CHECK(plm_gen_done(g[i]), "%s, %s: generation %d ended", name, MODE_NAME[mode], i);
+        CHECK(batched[i].n_tokens == alone[i].n_tokens &&
+                  !memcmp(batched[i].tokens, alone[i].tokens, (size_t)alone[i].n_tokens * sizeof(plm_token)),
+              "%s, %s: generation %d: tokens differ from plm_generate alone (%d vs %d)", name, MODE_NAME[mode], i,
+              batched[i].n_tokens, alone[i].n_tokens);
+        CHECK(batched[i].len == alone[i].len && !memcmp(batched[i].text, alone[i].text, alone[i].len),
+              "%s, %s: generation %d: text differs:\n  alone:   %.*s\n  batched: %.*s", name, MODE_NAME[mode], i,
+              (int)alone[i].len, alone[i].text, (int)batched[i].len, batched[i].text);
+        CHECK(r_batched[i].finish == r_alone[i].finish && r_batched[i].n_generated == r_alone[i].n_generated &&
+                  r_batched[i].n_prompt == lens[i], "%s, %s: generation %d: result", name, MODE_NAME[mode], i);
+        /* The cache holds what plain decoding leaves: prompt + all generated but the last. */
+        CHECK(plm_seq_n_past(ctx, i) == (uint32_t)(lens[i] + r_alone[i].n_generated - 1) ||
+                  r_alone[i].finish != PLM_FINISH_LENGTH,
+              "%s, %s: sequence %d holds %u tokens", name, MODE_NAME[mode], i, plm_seq_n_past(ctx, i));
+        if (spec[i]) {
+            plm_spec_stats st;
+            plm_spec_get_stats(spec[i], &st);
+            proposed += st.proposed;
+            accepted += st.accepted;
+        }
+        plm_gen_free(g[i]);
+        plm_sampler_free(smp[i]);
+    }
+    if (mode == SPEC_DRAFT)
+        CHECK(proposed > 50 && accepted == proposed, "%s: its own draft: %llu of %llu accepted", name,
+              (unsigned long long)accepted, (unsigned long long)proposed);
+    if (mode == SPEC_LOOKUP) CHECK(proposed > 0, "%s: lookup proposed nothing", name);
+    printf("%-20s plm_gen, %s: %d generations in %d steps, same as alone; %llu of %llu drafts accepted\n", name,
+           MODE_NAME[mode], N_GEN, steps, (unsigned long long)accepted, (unsigned long long)proposed);
+    for (int i = N_GEN - 1; i >= 0; i--) plm_spec_free(spec[i]);
+    plm_context_free(dctx);
+    plm_context_free(ctx);
+}
+
 static void check_gen(plm_model *model, const char *name, const plm_token *prompt, int n) {
     /* Three requests: prompt lengths n, n/2 and n; limits; a stop string. */
     const int lens[N_GEN] = {n, n / 2, n}, max_tok[N_GEN] = {48, 20, 64};
@@ -108,10 +198,9 @@ static void check_gen(plm_model *model, const char *name, const plm_token *promp
 
     /* Alone: plm_generate in a one-sequence context.  The third request's
      * stop string is a piece from the middle of its text without one. */
-    static out alone[N_GEN], batched[N_GEN];
+    static out alone[N_GEN];
     memset(alone, 0, sizeof alone);
-    memset(batched, 0, sizeof batched);
-    plm_generate_result r_alone[N_GEN], r_batched[N_GEN];
+    plm_generate_result r_alone[N_GEN];
     plm_context_params cp = plm_context_default_params();
     cp.n_ctx = 256;
     cp.n_batch = 16;
@@ -133,43 +222,13 @@ static void check_gen(plm_model *model, const char *name, const plm_token *promp
     }
     CHECK(r_alone[2].finish == PLM_FINISH_STOP, "%s: the stop string %s ends the third", name, stop_text);
 
-    /* Together: one context of three sequences, stepped as the server does. */
+    for (int mode = 0; mode < 3; mode++)
+        check_together(model, name, prompt, lens, max_tok, stop, alone, r_alone, mode);
+
+    /* Together: one context of three sequences, for the refusals. */
     cp.n_seq = N_GEN;
     plm_context *ctx = NULL;
     REQUIRE_VOID(plm_context_new(model, &cp, &ctx, &err) == PLM_OK, "%s", err.message);
-    plm_sampler *smp[N_GEN];
-    plm_gen *g[N_GEN];
-    plm_generate_params gp[N_GEN];
-    for (int i = 0; i < N_GEN; i++) {
-        smp[i] = plm_sampler_new(model, &sp);
-        gp[i] = gen_params(&batched[i], max_tok[i], i == 2 ? stop : NULL, i == 2);
-        REQUIRE_VOID(plm_gen_new(ctx, i, prompt, lens[i], smp[i], &gp[i], on_piece, &r_batched[i], &g[i], &err) ==
-                         PLM_OK, "%s", err.message);
-    }
-    plm_context_set_batch_invariant(ctx, true);
-    int steps = 0;
-    for (bool any = true; any && steps < 1000; steps++) {
-        CHECK(plm_gen_step(g, N_GEN, &err) == PLM_OK, "step: %s", err.message);
-        any = false;
-        for (int i = 0; i < N_GEN; i++) any = any || !plm_gen_done(g[i]);
-    }
-    for (int i = 0; i < N_GEN; i++) {
-        CHECK(plm_gen_done(g[i]), "%s: generation %d ended", name, i);
-        CHECK(batched[i].n_tokens == alone[i].n_tokens &&
-                  !memcmp(batched[i].tokens, alone[i].tokens, (size_t)alone[i].n_tokens * sizeof(plm_token)),
-              "%s: generation %d: tokens differ from plm_generate alone (%d vs %d)", name, i, batched[i].n_tokens,
-              alone[i].n_tokens);
-        CHECK(batched[i].len == alone[i].len && !memcmp(batched[i].text, alone[i].text, alone[i].len),
-              "%s: generation %d: text differs:\n  alone:   %.*s\n  batched: %.*s", name, i, (int)alone[i].len,
-              alone[i].text, (int)batched[i].len, batched[i].text);
-        CHECK(r_batched[i].finish == r_alone[i].finish && r_batched[i].n_generated == r_alone[i].n_generated &&
-                  r_batched[i].n_prompt == lens[i], "%s: generation %d: result", name, i);
-        plm_gen_free(g[i]);
-        plm_sampler_free(smp[i]);
-    }
-    printf("%-20s plm_gen: %d generations (%d, %d, %d tokens) in %d steps, same as alone\n", name, N_GEN,
-           alone[0].n_tokens, alone[1].n_tokens, alone[2].n_tokens, steps);
-
     /* Refusals. */
     plm_gen *bad = NULL;
     plm_sampler *s = plm_sampler_new(model, &sp);

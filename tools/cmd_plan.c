@@ -116,7 +116,8 @@ static void print_human(const plm_plan *p, const plm_device *d, const plm_plan_v
     line("model tables, thread stacks", p->model_bytes);
     line("process overhead (code, libc, stack)", p->overhead_bytes);
     if (p->draft) {
-        snprintf(what, sizeof what, "draft model, %u layers (+ %d logit rows)", p->draft->n_layer, p->draft_max + 1);
+        snprintf(what, sizeof what, "draft model, %u layers (+ %u logit rows)", p->draft->n_layer,
+                 (uint32_t)(p->draft_max + 1) * (p->params.n_seq ? p->params.n_seq : 1));
         line(what, p->draft_bytes);
     }
     printf("  %s\n", "--------------------------------------------------------------------------");

@@ -103,7 +103,7 @@ static plm_plan_params plan_params_of(const plm_context_params *cp, bool use_mma
     pp.type_v = cp->type_v;
     pp.use_mmap = use_mmap;
     pp.logits_all = cp->logits_all;
-    pp.n_seq = cp->n_seq;  /* serve --parallel: every slot's KV cache */
+    pp.n_seq = cp->n_seq ? cp->n_seq : 1;  /* serve --parallel: a KV cache per slot */
     return pp;
 }
 

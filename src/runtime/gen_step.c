@@ -5,16 +5,25 @@
  * file gathers a step's tokens into one batch (the generating sequences'
  * next tokens and pieces of the prompts being read) and keeps each
  * generation's own logits row between steps.
+ *
+ * A speculating generation (params.spec) adds, instead of one token, its
+ * pending token and its proposals (spec.h's phases): the proposals of all of
+ * them are verified in the same pass, each against its own rows, and the
+ * tokens a verification accepts are streamed at the start of the next step.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "runtime/gen.h"
+#include "runtime/spec.h"
 
 struct plm_gen {
     gen g;
     plm_generate_params params;  /* a copy: g.p points here */
+    plm_spec *spec;              /* params.spec: speculating, or NULL */
+    bool verifying;              /* its rows in the pass under way are a verification */
+    int row0;                    /* ... starting at this batch index */
     plm_token *prompt;
     int n_prompt, n_fed;         /* prompt tokens, and those evaluated */
     float *logits;               /* [n_vocab]: this sequence's last row */
@@ -37,8 +46,14 @@ plm_status plm_gen_new(plm_context *ctx, plm_seq_id seq, const plm_token *prompt
     plm_gen *x = calloc(1, sizeof *x);
     if (!x) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a generation");
     plm_status st = gen_take_params(&x->params, params, err);
-    if (!st && x->params.spec)
-        st = plm_fail(err, PLM_ERR_UNSUPPORTED, "plm_gen: speculative decoding runs through plm_generate only");
+    if (!st && (x->spec = x->params.spec)) {
+        plm_seq_id sseq;
+        const plm_context *sctx = spec_target(x->spec, &sseq);
+        if (sctx != ctx || sseq != seq)
+            st = plm_fail(err, PLM_ERR_INVALID_ARG,
+                          "plm_gen: the speculative decoder follows sequence %d of another context, not sequence %d "
+                          "of this one", sseq, seq);
+    }
     if (!st) st = gen_begin(&x->g, ctx, seq, prompt, n_prompt, sampler, &x->params, on_piece, result, err);
     if (st) {
         gen_free_parts(x);
@@ -68,9 +83,18 @@ static void keep_logits(plm_gen *x, int row) {
     x->g.logits = x->logits;
 }
 
-/* The generation ends here: what is held goes out, the clock stops. */
+/* The generation ends here: what is held goes out, the clock stops.  The
+ * tokens a verification accepted but the generation never took leave the
+ * cache, which then holds what plain decoding leaves (all but the last
+ * token taken). */
 static void end_gen(plm_gen *x, plm_status st) {
     x->g.done = true;
+    const int untaken = x->g.n_queue - x->g.q_at;
+    if (x->spec && untaken > 0) {
+        const uint32_t n_past = plm_seq_n_past(x->g.ctx, x->g.seq);
+        plm_seq_truncate(x->g.ctx, x->g.seq, n_past > (uint32_t)untaken ? n_past - (uint32_t)untaken : 0);
+        x->g.q_at = x->g.n_queue;
+    }
     if (st == PLM_OK && x->ready) gen_flush_text(&x->g);
     if (x->stepped) x->g.r->t_gen_s = gen_now() - x->t0;
 }
@@ -81,13 +105,36 @@ static bool next_of(plm_gen *x, plm_token *next, plm_status *st, plm_error *err)
     gen *g = &x->g;
     if (!x->stepped) x->t0 = gen_now(), x->stepped = true;
     const plm_token t = gen_next_token(g);
-    if (g->done || !gen_take_token(g, t, st, err) || (*st = gen_make_room(g, err)) || g->done ||
+    /* A token from the middle of a verification's queue is in the cache
+     * already, and so are those after it: room is made (as generate.c
+     * does) only at the queue's last, where the cache holds what plain
+     * decoding's would. */
+    const bool in_queue = g->q_at < g->n_queue;
+    if (g->done || !gen_take_token(g, t, st, err) || (!in_queue && (*st = gen_make_room(g, err))) || g->done ||
         gen_aborted(g)) {
         end_gen(x, *st);
         return false;
     }
     *next = t;
     return true;
+}
+
+/* A speculating generation streams what its last verification accepted
+ * (all evaluated but the last); the last of those, or at the start a token
+ * sampled from the prompt's logits, is its pending token. */
+static bool next_of_spec(plm_gen *x, plm_token *next, plm_status *st, plm_error *err) {
+    plm_token t;
+    do {
+        if (!next_of(x, &t, st, err)) return false;
+    } while (x->g.q_at < x->g.n_queue);
+    *next = t;
+    return true;
+}
+
+/* The most tokens a verification may hand back: what max_tokens leaves. */
+static int spec_room(const plm_gen *x) {
+    const int left = x->params.max_tokens < 0 ? SPEC_QUEUE : x->params.max_tokens - x->g.r->n_generated;
+    return left < 1 ? 1 : left > SPEC_QUEUE ? SPEC_QUEUE : left;
 }
 
 /* One pass under construction.  Tokens that need logits go last (the pass
@@ -115,27 +162,108 @@ static void build(pass *p, plm_gen *const *gens, int n, const plm_token *next, i
     for (int i = 0; i < n; i++)
         if (piece[i] && gens[i]->n_fed + piece[i] == gens[i]->n_prompt)
             add(p, gens[i], gens[i]->prompt[gens[i]->n_prompt - 1]);
-    for (int i = 0; i < n; i++)
-        if (next[i] >= 0) add(p, gens[i], next[i]);
+    for (int i = 0; i < n; i++) {
+        if (next[i] < 0) continue;
+        plm_gen *x = gens[i];
+        x->row0 = p->n;
+        if (!x->verifying) {
+            add(p, x, next[i]);
+            continue;
+        }
+        int m;
+        const plm_token *rows = spec_rows(x->spec, &m);
+        for (int k = 0; k < m; k++) add(p, x, rows[k]);
+    }
 }
 
-/* After the pass: prompts advance (and become ready when whole), every row
- * with logits keeps its own. */
-static void absorb(pass *p, plm_gen *const *gens, int n, const int *piece, int n_logits, double seconds) {
+/* A prompt is whole: a speculating generation's decoder begins there. */
+static plm_status become_ready(plm_gen *x, plm_error *err) {
+    x->ready = true;
+    if (x->params.max_tokens == 0) gen_finish(&x->g, PLM_FINISH_LENGTH);
+    if (!x->spec) return PLM_OK;
+    spec_restart(x->spec);
+    return plm_spec_begin(x->spec, x->prompt, x->n_prompt, err);
+}
+
+/* After the pass (its rows from `off` on, when it ran in two parts): the
+ * prompt pieces advance, the last n_final of the rows up to `end` (prompts'
+ * final tokens) keep their logits and those prompts are ready. */
+static plm_status absorb_prompts(pass *p, plm_gen *const *gens, int n, const int *piece, int end, int n_final, int off,
+                                 double seconds, plm_error *err) {
     for (int i = 0; i < n; i++) {
         if (!piece[i]) continue;
         gens[i]->n_fed += piece[i];
         gens[i]->g.r->n_prompt += piece[i];
         gens[i]->g.r->t_prompt_s += seconds;
     }
-    for (int r = p->n - n_logits; r < p->n; r++) {
-        plm_gen *x = p->who[r];
-        keep_logits(x, r);
-        if (!x->ready) {
-            x->ready = true;
-            if (x->params.max_tokens == 0) gen_finish(&x->g, PLM_FINISH_LENGTH);
-        }
+    plm_status st = PLM_OK;
+    for (int r = end - n_final; r < end && !st; r++) {
+        keep_logits(p->who[r], r - off);
+        st = become_ready(p->who[r], err);
     }
+    return st;
+}
+
+/* ... and the generating sequences' rows, from `from`: verifications accept
+ * from theirs, the others keep their row. */
+static void absorb_gens(pass *p, plm_gen *const *gens, int n, int from, int off, double seconds) {
+    for (int i = 0; i < n; i++) {
+        plm_gen *x = gens[i];
+        if (!x->verifying) continue;
+        x->verifying = false;
+        x->g.q_at = 0;
+        spec_accept(x->spec, x->g.smp, x->row0 - off, seconds, x->g.queue, &x->g.n_queue);
+    }
+    for (int r = from; r < p->n; r++)
+        if (!p->who[r]->spec) keep_logits(p->who[r], r - off);
+}
+
+/* Rows [from, to) of the pass in one forward pass, with the logits of the
+ * last n_logits (a pass of unfinished prompt pieces still computes one);
+ * `exact`: every row by the single-token kernel. */
+static plm_status decode_part(plm_context *ctx, const pass *p, int from, int to, int n_logits, bool exact,
+                              plm_error *err) {
+    const bool rowwise = ctx->fwd.rowwise_matmul;
+    ctx->fwd.rowwise_matmul = rowwise || exact;
+    plm_status st = plm_decode_seqs(ctx, p->tok + from, p->seq + from, to - from, n_logits ? n_logits : 1, err);
+    ctx->fwd.rowwise_matmul = rowwise;
+    return st;
+}
+
+/* The speculating generations with a pending token prepare their steps
+ * (their proposals join the pass); undone if anything fails. */
+static plm_status prepare_specs(plm_gen *const *gens, int n, const plm_token *next, int *n_rows, bool *exact,
+                                plm_error *err) {
+    plm_spec **v = malloc((size_t)n * sizeof *v);
+    if (!v) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a step's batch");
+    int m = 0;
+    plm_status st = PLM_OK;
+    for (int i = 0; i < n && !st; i++) {
+        plm_gen *x = gens[i];
+        if (next[i] < 0 || !x->spec) continue;
+        if (!(st = spec_prepare(x->spec, x->g.smp, next[i], spec_room(x), err))) v[m++] = x->spec, x->verifying = true;
+    }
+    if (!st) st = spec_draft_all(v, m, err);
+    for (int i = 0; i < n; i++) {
+        plm_gen *x = gens[i];
+        if (!x->verifying) continue;
+        if (st) {
+            spec_abandon(x->spec);
+            x->verifying = false;
+            continue;
+        }
+        int rows;
+        spec_rows(x->spec, &rows);
+        *n_rows += rows - 1;
+        *exact |= spec_rows_exact(x->spec);
+    }
+    free(v);
+    return st;
+}
+
+static void abandon_specs(plm_gen *const *gens, int n) {
+    for (int i = 0; i < n; i++)
+        if (gens[i]->verifying) spec_abandon(gens[i]->spec), gens[i]->verifying = false;
 }
 
 static plm_status run_pass(plm_gen *const *gens, int n, int *piece, plm_token *next, pass *p, plm_error *err) {
@@ -150,9 +278,11 @@ static plm_status run_pass(plm_gen *const *gens, int n, int *piece, plm_token *n
             return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_gen_step: generations of two contexts");
         ctx = x->g.ctx;
         budget = (int)ctx->params.n_batch;
-        if (x->ready && next_of(x, &next[i], &st, err)) n_next++;
+        if (x->ready && (x->spec ? next_of_spec(x, &next[i], &st, err) : next_of(x, &next[i], &st, err))) n_next++;
     }
     if (st || !ctx) return st;
+    bool exact = false;
+    if ((st = prepare_specs(gens, n, next, &n_next, &exact, err))) return st;
     budget -= n_next;
     for (int i = 0; i < n && budget > 0; i++) {  /* then prompt pieces, in order, while they fit */
         plm_gen *x = gens[i];
@@ -164,18 +294,33 @@ static plm_status run_pass(plm_gen *const *gens, int n, int *piece, plm_token *n
     }
     build(p, gens, n, next, piece);
     if (p->n == 0) return PLM_OK;
-    const double t0 = gen_now();
-    const int n_logits = n_final + n_next;  /* a pass of unfinished prompt pieces still computes one row */
-    st = plm_decode_seqs(ctx, p->tok, p->seq, p->n, n_logits ? n_logits : 1, err);
-    if (!st) absorb(p, gens, n, piece, n_logits, gen_now() - t0);
+    /* Greedy verification takes the single-token kernel (speculative.c's
+     * rule); prompt pieces would pay it too, so they then get a pass of
+     * their own with the batched kernel. */
+    const int n_prompt_rows = p->n - n_next;
+    double t0 = gen_now();
+    if (exact && n_prompt_rows > 0) {
+        st = decode_part(ctx, p, 0, n_prompt_rows, n_final, false, err);
+        if (!st) st = absorb_prompts(p, gens, n, piece, n_prompt_rows, n_final, 0, gen_now() - t0, err);
+        t0 = gen_now();
+        if (!st) st = decode_part(ctx, p, n_prompt_rows, p->n, n_next, true, err);
+        if (!st) absorb_gens(p, gens, n, n_prompt_rows, n_prompt_rows, gen_now() - t0);
+    } else {
+        st = decode_part(ctx, p, 0, p->n, n_final + n_next, exact, err);
+        const double seconds = gen_now() - t0;
+        if (!st) st = absorb_prompts(p, gens, n, piece, n_prompt_rows, n_final, 0, seconds, err);
+        if (!st) absorb_gens(p, gens, n, n_prompt_rows, 0, seconds);
+    }
+    if (st) abandon_specs(gens, n);
     return st;
 }
 
 plm_status plm_gen_step(plm_gen *const *gens, int n, plm_error *err) {
     if (n <= 0) return PLM_OK;
-    int cap = n;  /* every generation's token, and prompt pieces up to n_batch */
+    int cap = n * SPEC_QUEUE;  /* every generation's token (and proposals), and prompt pieces up to n_batch */
     for (int i = 0; i < n; i++)
-        if ((int)gens[i]->g.ctx->params.n_batch + n > cap) cap = (int)gens[i]->g.ctx->params.n_batch + n;
+        if ((int)gens[i]->g.ctx->params.n_batch + n * SPEC_QUEUE > cap)
+            cap = (int)gens[i]->g.ctx->params.n_batch + n * SPEC_QUEUE;
     pass p = {.tok = malloc((size_t)cap * sizeof *p.tok), .seq = malloc((size_t)cap * sizeof *p.seq),
               .who = malloc((size_t)cap * sizeof *p.who)};
     int *piece = malloc((size_t)n * sizeof *piece);

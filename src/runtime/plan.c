@@ -225,9 +225,12 @@ static uint64_t buffers_touched(const plm_plan *p, uint64_t rows) {
 
 static void finish(plm_plan *p);
 
-/* The verification's logits: draft_max + 1 rows of the target's vocabulary. */
+/* The verification's logits: draft_max + 1 rows of the target's vocabulary
+ * for each sequence (serve --parallel verifies every slot's drafts in one
+ * pass). */
 static uint64_t verify_logits(const plm_plan *p) {
-    return alloc_resident((uint64_t)(p->draft_max + 1) * p->n_vocab * sizeof(float));
+    const uint64_t n_seq = p->params.n_seq ? p->params.n_seq : 1;
+    return alloc_resident(n_seq * (uint64_t)(p->draft_max + 1) * p->n_vocab * sizeof(float));
 }
 
 /* The draft at the target's context length, its overhead already counted. */

@@ -19,6 +19,13 @@ void spec_adapt_init(spec_adapt *a, int draft_max) {
     a->pause_len = PAUSE_FIRST;
 }
 
+void spec_adapt_new_request(spec_adapt *a) {
+    if (!a->have_plain) return;  /* the first steps still measure plain decoding */
+    a->pause_left = 0;
+    a->strikes = 0;
+    a->pause_len = PAUSE_FIRST;
+}
+
 double spec_expected_tokens(double a, int k) {
     if (a >= 1.0) return k + 1.0;
     return (1.0 - pow(a, k + 1)) / (1.0 - a);

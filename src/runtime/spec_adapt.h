@@ -38,6 +38,12 @@ void spec_adapt_init(spec_adapt *a, int draft_max);
 /* The draft length for the next step: 0 while paused. */
 int spec_adapt_next_k(spec_adapt *a);
 
+/* A new request in the same decoder (a server's slot): what was measured
+ * (costs, acceptance) stays, a pause ends, so every request starts
+ * speculating at the learned draft length (and pauses again, after two
+ * verdicts against it, if it does not pay). */
+void spec_adapt_new_request(spec_adapt *a);
+
 /* Records a step: n_proposed proposals verified (0 = a plain step),
  * n_accepted of them accepted, seconds spent drafting (only when it was
  * comparable: no long catch-up) and verifying. */

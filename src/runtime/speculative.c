@@ -20,6 +20,12 @@
  *
  * Every token returned went through plm_sampler_accept in order, so the
  * penalties at row i see exactly the history plain decoding would.
+ *
+ * A decoder follows one sequence of the target context and one of the
+ * draft's (a server's slot: its own sequences of contexts every slot
+ * shares).  The step runs in phases (runtime/spec.h) so that gen_step.c
+ * can verify the steps of several sequences in one target pass; the draft
+ * passes of decoders sharing a draft context are batched the same way.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -31,6 +37,7 @@
 #include "runtime/context.h"
 #include "runtime/lookup.h"
 #include "runtime/sampler.h"
+#include "runtime/spec.h"
 #include "runtime/spec_adapt.h"
 #include "tokenizer/internal.h"
 
@@ -42,16 +49,23 @@
 
 struct plm_spec {
     plm_context *tgt, *dft;
+    plm_seq_id tseq, dseq;  /* the sequences followed in each */
     plm_spec_params p;
     int n_vocab;
     plm_token *hist;  /* tokens the target holds (+ `last` during a step) */
     int n_hist, cap_hist;
     plm_ngram_cache *cache;
+    bool cache_owned; /* false: another decoder's, shared (plm_spec_new_seq) */
     int n_learned;    /* hist tokens the cache has counted */
     plm_sampler *dsmp;/* the draft model's sampler, when the target samples with temperature */
     float *q;         /* [draft_max][n_vocab] the draft's distributions (temperature) */
     float *pbuf;      /* [n_vocab] the target's distribution, then the residual */
     plm_token *batch; /* [draft_max + 1] last + proposals */
+    plm_seq_id *seqs; /* [draft_max + 1] tseq, for a target pass */
+    /* the step in progress (spec_prepare .. spec_accept) */
+    int n0, k, n_d;   /* hist before `last`, proposals wanted, proposals made */
+    bool greedy, want_draft, draft_timed;
+    double t_draft;
     spec_adapt adapt;
     plm_spec_stats st;
 };
@@ -94,6 +108,15 @@ plm_status plm_spec_vocab_compatible(const plm_model *target, const plm_model *d
     return PLM_OK;
 }
 
+/* ---- the two sequences -------------------------------------------------------- */
+
+static uint32_t tgt_n_past(const plm_spec *s) { return plm_seq_n_past(s->tgt, s->tseq); }
+static uint32_t dft_n_past(const plm_spec *s) { return plm_seq_n_past(s->dft, s->dseq); }
+static void tgt_truncate(plm_spec *s, uint32_t pos) { plm_seq_truncate(s->tgt, s->tseq, pos); }
+static void dft_truncate(plm_spec *s, uint32_t pos) {
+    if (dft_n_past(s) > pos) plm_seq_truncate(s->dft, s->dseq, pos);
+}
+
 /* ---- creation ------------------------------------------------------------------ */
 
 static bool reserve_hist(plm_spec *s, int n) {
@@ -110,64 +133,100 @@ static bool reserve_hist(plm_spec *s, int n) {
 static plm_status open_cache(plm_spec *s, plm_error *err) {
     s->cache = plm_ngram_cache_new(s->n_vocab);
     if (!s->cache) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for the n-gram cache");
+    s->cache_owned = true;
     if (access(s->p.lookup_cache, F_OK) != 0) return PLM_OK;  /* a new cache starts there */
     return plm_ngram_cache_load(s->cache, s->p.lookup_cache, err);
 }
 
-plm_status plm_spec_new(plm_context *target, plm_context *draft, const plm_spec_params *params, plm_spec **out,
-                        plm_error *err) {
-    *out = NULL;
-    const plm_spec_params p = params ? *params : plm_spec_default_params();
+static plm_status check_new(plm_context *target, plm_seq_id seq, plm_context *draft, plm_seq_id draft_seq,
+                            const plm_spec_params *p, plm_error *err) {
     if (!target) return plm_fail(err, PLM_ERR_INVALID_ARG, "speculative decoding needs a target context");
-    if (!draft && p.lookup_ngram <= 0 && !p.lookup_cache)
+    if (!draft && p->lookup_ngram <= 0 && !p->lookup_cache)
         return plm_fail(err, PLM_ERR_INVALID_ARG,
                         "speculative decoding needs a proposer: a draft model, prompt lookup or an n-gram cache");
-    if (p.draft_max < 1 || p.draft_max > DRAFT_MAX_LIMIT || p.draft_min < 0 || p.draft_min > p.draft_max)
+    if (p->draft_max < 1 || p->draft_max > DRAFT_MAX_LIMIT || p->draft_min < 0 || p->draft_min > p->draft_max)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "draft lengths: need 0 <= draft-min <= draft-max and 1 <= draft-max <= %d",
                         DRAFT_MAX_LIMIT);
-    if (p.lookup_ngram < 0 || p.lookup_ngram > 64)
+    if (p->lookup_ngram < 0 || p->lookup_ngram > 64)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "--lookup takes an n-gram length of 1..64");
+    if (seq < 0 || seq >= plm_context_n_seq(target))
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "sequence %d: the target context has %d", seq,
+                        plm_context_n_seq(target));
     if (draft) {
         plm_status st = plm_spec_vocab_compatible(target->model, draft->model, err);
         if (st) return st;
         if (plm_context_n_ctx(draft) < plm_context_n_ctx(target))
             return plm_fail(err, PLM_ERR_INVALID_ARG, "the draft context (%u tokens) is shorter than the target's (%u)",
                             plm_context_n_ctx(draft), plm_context_n_ctx(target));
+        if (draft_seq < 0 || draft_seq >= plm_context_n_seq(draft))
+            return plm_fail(err, PLM_ERR_INVALID_ARG, "sequence %d: the draft context has %d", draft_seq,
+                            plm_context_n_seq(draft));
     }
+    return PLM_OK;
+}
+
+plm_status plm_spec_new_seq(plm_context *target, plm_seq_id seq, plm_context *draft, plm_seq_id draft_seq,
+                            const plm_spec_params *params, plm_spec *cache_of, plm_spec **out, plm_error *err) {
+    *out = NULL;
+    const plm_spec_params p = params ? *params : plm_spec_default_params();
+    plm_status st = check_new(target, seq, draft, draft_seq, &p, err);
+    if (st) return st;
     plm_spec *s = calloc(1, sizeof *s);
     if (!s) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
     s->tgt = target;
     s->dft = draft;
+    s->tseq = seq;
+    s->dseq = draft_seq;
     s->p = p;
     s->n_vocab = plm_model_n_vocab(target->model);
     const int dv = draft ? plm_model_n_vocab(draft->model) : 0;
     const int vmax = dv > s->n_vocab ? dv : s->n_vocab;
     s->pbuf = malloc((size_t)vmax * sizeof *s->pbuf);
     s->batch = malloc((size_t)(p.draft_max + 1) * sizeof *s->batch);
+    s->seqs = malloc((size_t)(p.draft_max + 1) * sizeof *s->seqs);
     if (draft) s->q = malloc((size_t)p.draft_max * vmax * sizeof *s->q);
-    plm_status st = (!s->pbuf || !s->batch || (draft && !s->q) || !reserve_hist(s, 256))
-                        ? plm_fail(err, PLM_ERR_NOMEM, "out of memory")
-                        : PLM_OK;
-    if (!st && p.lookup_cache) st = open_cache(s, err);
+    st = (!s->pbuf || !s->batch || !s->seqs || (draft && !s->q) || !reserve_hist(s, 256))
+             ? plm_fail(err, PLM_ERR_NOMEM, "out of memory")
+             : PLM_OK;
+    if (!st && cache_of) s->cache = cache_of->cache;  /* shared: learned by all, freed by its owner */
+    else if (!st && p.lookup_cache) st = open_cache(s, err);
     if (st) {
         plm_spec_free(s);
         return st;
     }
+    for (int i = 0; i <= p.draft_max; i++) s->seqs[i] = seq;
     spec_adapt_init(&s->adapt, p.draft_max);
     if (!p.adaptive) s->adapt.pause_left = 0;
     *out = s;
     return PLM_OK;
 }
 
+plm_status plm_spec_new(plm_context *target, plm_context *draft, const plm_spec_params *params, plm_spec **out,
+                        plm_error *err) {
+    return plm_spec_new_seq(target, 0, draft, 0, params, NULL, out, err);
+}
+
 void plm_spec_free(plm_spec *s) {
     if (!s) return;
-    plm_ngram_cache_free(s->cache);
+    if (s->cache_owned) plm_ngram_cache_free(s->cache);
     plm_sampler_free(s->dsmp);
     free(s->hist);
     free(s->q);
     free(s->pbuf);
     free(s->batch);
+    free(s->seqs);
     free(s);
+}
+
+void spec_restart(plm_spec *s) {
+    if (s->p.adaptive) spec_adapt_new_request(&s->adapt);
+    plm_sampler_free(s->dsmp);
+    s->dsmp = NULL;
+}
+
+plm_context *spec_target(const plm_spec *s, plm_seq_id *seq) {
+    *seq = s->tseq;
+    return s->tgt;
 }
 
 /* The cache counts every hist token it has not seen yet. */
@@ -182,7 +241,7 @@ static void learn(plm_spec *s) {
  * next turn keeps a prefix of the conversation cached and evaluates the
  * rest), so its own record of them stands in. */
 plm_status plm_spec_begin(plm_spec *s, const plm_token *tokens, int n, plm_error *err) {
-    const uint32_t n_past = plm_context_n_past(s->tgt);
+    const uint32_t n_past = tgt_n_past(s);
     if (n < 0 || (uint32_t)n > n_past)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_spec_begin: %d tokens given, the target context holds %u", n,
                         n_past);
@@ -195,7 +254,7 @@ plm_status plm_spec_begin(plm_spec *s, const plm_token *tokens, int n, plm_error
     /* The draft keeps what it shares with the new sequence (a chat's earlier turns). */
     int same = head;
     while (same < (int)n_past && same < s->n_hist && s->hist[same] == tokens[same - head]) same++;
-    if (s->dft) plm_kv_truncate(s->dft, (uint32_t)same);
+    if (s->dft) dft_truncate(s, (uint32_t)same);
     if (n) memcpy(s->hist + head, tokens, (size_t)n * sizeof *tokens);
     s->n_hist = (int)n_past;
     s->n_learned = same < s->n_learned ? same : s->n_learned;
@@ -222,37 +281,113 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
-/* The draft model runs ahead: greedily when the target is greedy, else
- * sampling its own distribution (kept in s->q for the acceptance rule).
- * *timed: false when it had to read the whole prompt (its prefill, paid once);
- * catching up after a pause is timed, as part of what drafting costs. */
-static plm_status draft_model_propose(plm_spec *s, bool greedy, int k, plm_token *d, int *n_d, bool *timed,
-                                      plm_error *err) {
-    *n_d = 0;
-    const uint32_t have = plm_context_n_past(s->dft);
-    if (have >= (uint32_t)s->n_hist) plm_kv_truncate(s->dft, (uint32_t)s->n_hist - 1);
-    const int from = (int)plm_context_n_past(s->dft);
-    *timed = from > 0;
-    plm_status st = plm_decode_tail(s->dft, s->hist + from, s->n_hist - from, 1, err);
-    if (st) return st;
+/* The draft's next proposal from its logits row: greedily when the target
+ * is greedy, else sampled from its own distribution (kept in s->q for the
+ * acceptance rule).  -1: it stops (unsure, or a token only the draft has). */
+static plm_token draft_pick(plm_spec *s, const float *logits) {
     const int dv = plm_model_n_vocab(s->dft->model);
-    for (int i = 0; i < k; i++) {
-        const float *logits = plm_get_logits(s->dft, -1);
-        plm_token t;
-        if (greedy) {
-            if (top_probability(logits, dv) < s->p.draft_p_min) break;
-            t = argmax(logits, dv);
-        } else {
-            float *q = s->q + (size_t)i * dv;
-            plm_token best = plm_sampler_dist(s->dsmp, logits, q);
-            if (q[best] < s->p.draft_p_min) break;
-            t = plm_sampler_draw(s->dsmp, q, dv);
-        }
-        if (t < 0 || t >= s->n_vocab) break;  /* a token only the draft has */
-        d[(*n_d)++] = t;
-        if (i + 1 < k && (st = plm_decode_tail(s->dft, &t, 1, 1, err))) return st;
+    plm_token t;
+    if (s->greedy) {
+        if (top_probability(logits, dv) < s->p.draft_p_min) return -1;
+        t = argmax(logits, dv);
+    } else {
+        float *q = s->q + (size_t)s->n_d * dv;
+        plm_token best = plm_sampler_dist(s->dsmp, logits, q);
+        if (q[best] < s->p.draft_p_min) return -1;
+        t = plm_sampler_draw(s->dsmp, q, dv);
     }
-    return PLM_OK;
+    return t < 0 || t >= s->n_vocab ? -1 : t;
+}
+
+typedef struct draft_batch {
+    plm_token *tok;
+    plm_seq_id *seq;
+    int *row;     /* [m]: each decoder's logits row in the last pass; -1 when it stopped */
+} draft_batch;
+
+/* The catch-up pass: each decoder's draft sequence reads the history it
+ * lacks (after a rejection: nothing but `last`; a new prompt: all of it),
+ * the tokens with logits (each one's `last`) at the end.  *timed: false
+ * when one read a whole prompt (its prefill, paid once); catching up after
+ * a pause is timed, as part of what drafting costs. */
+static plm_status draft_catch_up(plm_spec *const *g, int m, draft_batch *b, bool *timed, plm_error *err) {
+    int total = 0;
+    *timed = true;
+    for (int i = 0; i < m; i++) {
+        plm_spec *s = g[i];
+        dft_truncate(s, (uint32_t)s->n_hist - 1);
+        const int from = (int)dft_n_past(s);
+        if (from == 0) *timed = false;
+        total += s->n_hist - from;
+    }
+    b->tok = malloc((size_t)total * sizeof *b->tok);
+    b->seq = malloc((size_t)total * sizeof *b->seq);
+    b->row = malloc((size_t)m * sizeof *b->row);
+    if (!b->tok || !b->seq || !b->row) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for the draft's batch");
+    int n = 0;
+    for (int i = 0; i < m; i++)
+        for (int t = (int)dft_n_past(g[i]); t < g[i]->n_hist - 1; t++) b->tok[n] = g[i]->hist[t], b->seq[n++] = g[i]->dseq;
+    for (int i = 0; i < m; i++) {
+        b->row[i] = n;
+        b->tok[n] = g[i]->hist[g[i]->n_hist - 1];
+        b->seq[n++] = g[i]->dseq;
+    }
+    return plm_decode_seqs(g[0]->dft, b->tok, b->seq, n, m, err);
+}
+
+/* The draft model runs ahead for decoders g[0..m) of one draft context: a
+ * catch-up pass, then one pass per proposal with the next token of every
+ * decoder still drafting. */
+static plm_status draft_group(plm_spec *const *g, int m, plm_error *err) {
+    plm_context *dctx = g[0]->dft;
+    const double t0 = now_s();
+    draft_batch b = {0};
+    bool timed;
+    plm_status st = draft_catch_up(g, m, &b, &timed, err);
+    while (!st) {
+        int n = 0;
+        for (int i = 0; i < m; i++) {
+            plm_spec *s = g[i];
+            if (b.row[i] < 0) continue;
+            const plm_token t = draft_pick(s, plm_get_logits(dctx, b.row[i]));
+            b.row[i] = -1;
+            if (t < 0) continue;
+            s->batch[1 + s->n_d++] = t;
+            if (s->n_d == s->k) continue;
+            b.row[i] = n;
+            b.tok[n] = t;
+            b.seq[n++] = s->dseq;
+        }
+        if (n == 0) break;
+        st = plm_decode_seqs(dctx, b.tok, b.seq, n, n, err);
+    }
+    const double t = now_s() - t0;
+    for (int i = 0; i < m; i++) {
+        g[i]->want_draft = false;
+        g[i]->t_draft = t;
+        g[i]->draft_timed = timed;
+        if (st || g[i]->n_d < g[i]->p.draft_min) g[i]->n_d = 0;
+    }
+    free(b.tok);
+    free(b.seq);
+    free(b.row);
+    return st;
+}
+
+plm_status spec_draft_all(plm_spec *const *v, int n, plm_error *err) {
+    plm_spec **g = malloc((size_t)(n > 0 ? n : 1) * sizeof *g);
+    if (!g) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for the draft's batch");
+    plm_status st = PLM_OK;
+    for (int i = 0; i < n && !st; i++) {  /* one group per draft context */
+        if (!v[i]->want_draft) continue;
+        int m = 0;
+        for (int j = i; j < n; j++)
+            if (v[j]->want_draft && v[j]->dft == v[i]->dft) g[m++] = v[j];
+        st = draft_group(g, m, err);
+    }
+    for (int i = 0; i < n && st; i++) v[i]->want_draft = false, v[i]->n_d = 0;
+    free(g);
+    return st;
 }
 
 static int lookup_propose(plm_spec *s, int k, plm_token *d) {
@@ -303,17 +438,17 @@ static bool keep_proposal(plm_spec *s, plm_sampler *smp, bool greedy, const floa
 }
 
 static plm_status check_in_step(const plm_spec *s, plm_error *err) {
-    if (plm_context_n_past(s->tgt) != (uint32_t)s->n_hist)
+    if (tgt_n_past(s) != (uint32_t)s->n_hist)
         return plm_fail(err, PLM_ERR_INVALID_ARG,
                         "the target context holds %u tokens but the speculative decoder followed %d: call "
                         "plm_spec_begin after changing the context yourself",
-                        plm_context_n_past(s->tgt), s->n_hist);
+                        tgt_n_past(s), s->n_hist);
     return PLM_OK;
 }
 
-plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_token *out, int max_out, int *n_out,
-                         plm_error *err) {
-    *n_out = 0;
+plm_status spec_prepare(plm_spec *s, plm_sampler *smp, plm_token last, int max_out, plm_error *err) {
+    s->k = s->n_d = 0;
+    s->want_draft = false;
     if (!smp || max_out < 1) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_spec_step needs a sampler and room for a token");
     plm_status st = check_in_step(s, err);
     if (st) return st;
@@ -323,50 +458,63 @@ plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_toke
     if ((uint32_t)s->n_hist >= n_ctx)
         return plm_fail(err, PLM_ERR_CONTEXT_FULL, "context full: %d tokens cached of %u", s->n_hist, n_ctx);
     if (!reserve_hist(s, s->n_hist + 1 + s->p.draft_max)) return plm_fail(err, PLM_ERR_NOMEM, "out of memory");
-    const bool greedy = plm_sampler_params_of(smp)->temperature <= 0.0f;
-    if (s->dft && !greedy && (st = ensure_draft_sampler(s, smp, err))) return st;
+    s->greedy = plm_sampler_params_of(smp)->temperature <= 0.0f;
+    if (s->dft && !s->greedy && (st = ensure_draft_sampler(s, smp, err))) return st;
 
-    /* 1. propose */
-    const int n0 = s->n_hist;
+    s->n0 = s->n_hist;
     s->hist[s->n_hist++] = last;
+    s->batch[0] = last;
     int k = s->p.adaptive ? spec_adapt_next_k(&s->adapt) : s->p.draft_max;
     if (k > s->p.draft_max) k = s->p.draft_max;
-    if (k > (int)(n_ctx - (uint32_t)n0 - 1)) k = (int)(n_ctx - (uint32_t)n0 - 1);
+    if (k > (int)(n_ctx - (uint32_t)s->n0 - 1)) k = (int)(n_ctx - (uint32_t)s->n0 - 1);
     if (k > max_out - 1) k = max_out - 1;
-    plm_token *d = s->batch + 1;
-    int n_d = 0;
-    bool draft_timed = true;
-    const double t0 = now_s();
-    if (k > 0 && s->dft) st = draft_model_propose(s, greedy, k, d, &n_d, &draft_timed, err);
-    else if (k > 0) n_d = lookup_propose(s, k, d);
-    if (n_d < s->p.draft_min) n_d = 0;
-    const double t1 = now_s();
-
-    /* 2. verify */
-    s->batch[0] = last;
-    /* Greedy output must be plain decoding's token for token: the verified
-     * rows then get the single-token kernel's logits bit for bit.  Sampling
-     * only needs the distribution, which 1e-6 of rounding does not move, so
-     * it keeps the faster batched kernel. */
-    s->tgt->fwd.rowwise_matmul = greedy;
-    if (!st) st = plm_decode_tail(s->tgt, s->batch, n_d + 1, n_d + 1, err);
-    s->tgt->fwd.rowwise_matmul = false;
-    if (st) {
-        s->n_hist = n0;
-        plm_kv_truncate(s->tgt, (uint32_t)n0);
-        return st;
+    s->k = k > 0 ? k : 0;
+    s->draft_timed = true;
+    s->t_draft = 0.0;
+    if (s->k > 0 && s->dft) {
+        s->want_draft = true;
+    } else if (s->k > 0) {
+        const double t0 = now_s();
+        s->n_d = lookup_propose(s, s->k, s->batch + 1);
+        if (s->n_d < s->p.draft_min) s->n_d = 0;
+        s->t_draft = now_s() - t0;
     }
+    return PLM_OK;
+}
 
-    /* 3. accept */
+const plm_token *spec_rows(const plm_spec *s, int *n) {
+    *n = s->n_d + 1;
+    return s->batch;
+}
+
+/* Greedy output must be plain decoding's token for token: the verified rows
+ * then get the single-token kernel's logits bit for bit.  Sampling only
+ * needs the distribution, which 1e-6 of rounding does not move, so it keeps
+ * the faster batched kernel. */
+bool spec_rows_exact(const plm_spec *s) { return s->greedy && s->n_d > 0; }
+
+void spec_abandon(plm_spec *s) {
+    s->n_hist = s->n0;
+    tgt_truncate(s, (uint32_t)s->n0);
+    if (s->dft) dft_truncate(s, (uint32_t)s->n0);
+    s->k = s->n_d = 0;
+    s->want_draft = false;
+}
+
+void spec_accept(plm_spec *s, plm_sampler *smp, int first_row, double t_verify, plm_token *out, int *n_out) {
+    const double t1 = now_s();
+    *n_out = 0;
     int n_acc = 0;
+    const plm_token *d = s->batch + 1;
+    const int n_d = s->n_d;
     const int dv = s->dft ? plm_model_n_vocab(s->dft->model) : 0;
     for (;;) {
-        const float *logits = plm_get_logits(s->tgt, n_acc);
+        const float *logits = plm_get_logits(s->tgt, first_row + n_acc);
         plm_token t;
         if (n_acc == n_d) {
             t = plm_sampler_sample(smp, logits);
-        } else if (keep_proposal(s, smp, greedy, logits, d[n_acc], s->q && !greedy ? s->q + (size_t)n_acc * dv : NULL,
-                                 dv, &t)) {
+        } else if (keep_proposal(s, smp, s->greedy, logits, d[n_acc],
+                                 s->q && !s->greedy ? s->q + (size_t)n_acc * dv : NULL, dv, &t)) {
             plm_sampler_accept(smp, t);
             out[(*n_out)++] = t;
             s->hist[s->n_hist++] = t;
@@ -377,11 +525,11 @@ plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_toke
         out[(*n_out)++] = t;
         break;
     }
-    const double t2 = now_s();
+    t_verify += now_s() - t1;
 
-    /* 4. drop what was not kept */
-    plm_kv_truncate(s->tgt, (uint32_t)s->n_hist);
-    if (s->dft) plm_kv_truncate(s->dft, (uint32_t)s->n_hist);
+    /* drop what was not kept */
+    tgt_truncate(s, (uint32_t)s->n_hist);
+    if (s->dft) dft_truncate(s, (uint32_t)s->n_hist);
     learn(s);
     s->st.steps++;
     s->st.generated += (uint64_t)*n_out;
@@ -390,9 +538,32 @@ plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_toke
         s->st.proposed += (uint64_t)n_d;
         s->st.accepted += (uint64_t)n_acc;
     }
-    if (k == 0) s->st.paused_steps++;
-    if (s->p.adaptive) spec_adapt_record(&s->adapt, n_d, n_acc, t1 - t0, draft_timed, t2 - t1);
+    if (s->k == 0) s->st.paused_steps++;
+    if (s->p.adaptive) spec_adapt_record(&s->adapt, n_d, n_acc, s->t_draft, s->draft_timed, t_verify);
     s->st.draft_len = s->p.adaptive ? s->adapt.k : s->p.draft_max;
+    s->k = s->n_d = 0;
+}
+
+plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_token *out, int max_out, int *n_out,
+                         plm_error *err) {
+    *n_out = 0;
+    plm_status st = spec_prepare(s, smp, last, max_out, err);
+    if (st) return st;
+    if (s->want_draft && (st = spec_draft_all(&s, 1, err))) {
+        spec_abandon(s);
+        return st;
+    }
+    int n;
+    const plm_token *rows = spec_rows(s, &n);
+    const double t0 = now_s();
+    s->tgt->fwd.rowwise_matmul = spec_rows_exact(s);
+    st = plm_decode_seqs(s->tgt, rows, s->tseq ? s->seqs : NULL, n, n, err);
+    s->tgt->fwd.rowwise_matmul = false;
+    if (st) {
+        spec_abandon(s);
+        return st;
+    }
+    spec_accept(s, smp, 0, now_s() - t0, out, n_out);
     return PLM_OK;
 }
 
@@ -400,12 +571,15 @@ plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_toke
 
 plm_status plm_spec_kv_shift(plm_spec *s, uint32_t n_keep, uint32_t n_discard, plm_error *err) {
     plm_status st = check_in_step(s, err);
-    if (st || (st = plm_kv_shift(s->tgt, n_keep, n_discard, err))) return st;
+    if (st || (st = plm_kv_seq_shift(&s->tgt->fwd.kv, s->tseq, n_keep, n_discard, plm_forward_rerotate, &s->tgt->fwd,
+                                     err)))
+        return st;
     if (s->dft) {
-        const uint32_t have = plm_context_n_past(s->dft);
-        if (have >= n_keep + n_discard) st = plm_kv_shift(s->dft, n_keep, n_discard, err);
-        else plm_kv_truncate(s->dft, n_keep);
-        if (st) plm_kv_truncate(s->dft, 0);
+        const uint32_t have = dft_n_past(s);
+        if (have >= n_keep + n_discard)
+            st = plm_kv_seq_shift(&s->dft->fwd.kv, s->dseq, n_keep, n_discard, plm_forward_rerotate, &s->dft->fwd, err);
+        else dft_truncate(s, n_keep);
+        if (st) plm_seq_truncate(s->dft, s->dseq, 0);
     }
     memmove(s->hist + n_keep, s->hist + n_keep + n_discard, (size_t)(s->n_hist - (int)(n_keep + n_discard)) * sizeof *s->hist);
     s->n_hist -= (int)n_discard;
@@ -414,7 +588,7 @@ plm_status plm_spec_kv_shift(plm_spec *s, uint32_t n_keep, uint32_t n_discard, p
 }
 
 plm_status plm_spec_save_cache(plm_spec *s, plm_error *err) {
-    if (!s->cache) return PLM_OK;
+    if (!s->cache || !s->cache_owned) return PLM_OK;
     return plm_ngram_cache_save(s->cache, s->p.lookup_cache, err);
 }
 

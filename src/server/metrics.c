@@ -101,6 +101,12 @@ char *metrics_render(srv_metrics *m, const char *const *route_names, int n_route
     put(&b, "pocketlm_decode_steps_total %llu\n", (unsigned long long)c.decode_steps);
     metric(&b, "decode_step_tokens_total", "counter", "Tokens evaluated by those passes (/ steps = slots batched).");
     put(&b, "pocketlm_decode_step_tokens_total %llu\n", (unsigned long long)c.decode_step_tokens);
+    metric(&b, "spec_verifications_total", "counter", "Speculative verifications (a slot's drafts checked in a pass).");
+    put(&b, "pocketlm_spec_verifications_total %llu\n", (unsigned long long)c.spec_verifications);
+    metric(&b, "spec_drafted_tokens_total", "counter", "Tokens drafted and verified (speculative decoding).");
+    put(&b, "pocketlm_spec_drafted_tokens_total %llu\n", (unsigned long long)c.spec_drafted);
+    metric(&b, "spec_accepted_tokens_total", "counter", "Drafted tokens the model accepted (/ drafted = acceptance).");
+    put(&b, "pocketlm_spec_accepted_tokens_total %llu\n", (unsigned long long)c.spec_accepted);
     metric(&b, "queue_depth", "gauge", "Requests waiting for a slot.");
     put(&b, "pocketlm_queue_depth %d\n", queue_depth);
     metric(&b, "slots_busy", "gauge", "Slots running a generation.");

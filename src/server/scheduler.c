@@ -6,7 +6,13 @@
  * token of every generating slot and the prompt pieces of the others that
  * fit in n_batch, so the weights are read once for all of them.  A job whose
  * client left is cancelled at the next round and frees its slot.
+ *
+ * With speculation each slot has its own decoder (plm_spec_new_seq: its
+ * sequence of the context, its sequence of one draft context); the n-gram
+ * cache is slot 0's, shared by all, so what one request taught serves the
+ * next.  plm_gen_step verifies every slot's drafts in the round's pass.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -119,6 +125,41 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* ---- speculation ------------------------------------------------------------ */
+
+/* The draft context (a sequence per slot, as long as the model's) and a
+ * decoder per slot. */
+static plm_status open_speculation(srv_sched *s, const plm_context_params *cp, const srv_config *cfg,
+                                   plm_error *err) {
+    plm_status st = PLM_OK;
+    if (cfg->draft) {
+        plm_context_params dp = *cp;
+        dp.n_ctx = s->n_ctx;
+        dp.logits_all = false;
+        if ((st = plm_context_new(cfg->draft, &dp, &s->env.dctx, err))) return st;
+    }
+    for (int i = 0; i < s->n_slots && !st; i++)
+        st = plm_spec_new_seq(s->env.ctx, i, s->env.dctx, i, &cfg->spec, i ? s->slots[0].spec : NULL,
+                              &s->slots[i].spec, err);
+    return st;
+}
+
+/* Saves the shared n-gram cache (--lookup-cache) and frees the decoders,
+ * slot 0's (which owns the cache) last. */
+static void close_speculation(srv_sched *s) {
+    if (s->slots && s->slots[0].spec) {
+        plm_error err;
+        if (plm_spec_save_cache(s->slots[0].spec, &err))
+            fprintf(stderr, "pocketlm serve: n-gram cache: %s\n", err.message);
+    }
+    for (int i = s->slots ? s->n_slots - 1 : -1; i >= 0; i--) {
+        plm_spec_free(s->slots[i].spec);
+        s->slots[i].spec = NULL;
+    }
+    plm_context_free(s->env.dctx);
+    s->env.dctx = NULL;
+}
+
 /* ---- the queue -------------------------------------------------------------- */
 
 plm_status sched_new(plm_model *model, const plm_context_params *cp, const srv_config *cfg, srv_metrics *metrics,
@@ -155,6 +196,10 @@ plm_status sched_new(plm_model *model, const plm_context_params *cp, const srv_c
         s->slots[i].env = &s->env;
         s->slots[i].seq = i;
         if (!(s->slots[i].cached = malloc((size_t)s->n_ctx * sizeof(plm_token)))) goto oom;
+    }
+    if (cfg->speculate && (st = open_speculation(s, &p, cfg, err))) {
+        sched_free(s);
+        return st;
     }
     s->accepting = true;
     if (pthread_create(&s->worker, NULL, worker_main, s)) {
@@ -232,6 +277,7 @@ void sched_shutdown(srv_sched *s, double grace_s) {
 void sched_free(srv_sched *s) {
     if (!s) return;
     sched_shutdown(s, 0);
+    close_speculation(s);
     if (s->slots)
         for (int i = 0; i < s->n_slots; i++) free(s->slots[i].cached);
     free(s->slots);

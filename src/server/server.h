@@ -59,6 +59,11 @@ typedef struct srv_config {
     int max_connections;
     double grace_s;            /* SIGTERM: time running requests get to finish */
     plm_sampler_params sampling;  /* defaults for fields a request leaves out */
+    /* Speculative decoding in every slot (--draft-model, --lookup, --lookup-cache):
+     * the drafts of all slots verified in one forward pass per round. */
+    bool speculate;
+    plm_spec_params spec;
+    plm_model *draft;          /* the draft model (owned by the caller), or NULL */
 } srv_config;
 
 /* ---- metrics ------------------------------------------------------------ */
@@ -72,6 +77,7 @@ typedef struct srv_metrics {
     double last_decode_tps;
     uint64_t jobs_done, jobs_cancelled;
     uint64_t decode_steps, decode_step_tokens;  /* forward passes of generation steps, tokens in them */
+    uint64_t spec_verifications, spec_drafted, spec_accepted;  /* speculative decoding, all slots */
 } srv_metrics;
 
 void metrics_init(srv_metrics *m);

@@ -108,6 +108,16 @@ void slot_start(srv_slot *sl, srv_job *j, uint64_t now) {
     if (sl->status) return;
     for (int i = 0; i < common; i++) plm_sampler_accept(sl->smp, j->prompt[i]);
     plm_generate_params gp = plm_generate_default_params();
+    /* Speculation: the decoder follows the slot's sequence from the prefix
+     * it keeps.  A job that asks for logprobs runs plain: its records need
+     * each token's own logits row, which accepted drafts do not keep. */
+    sl->speculating = sl->spec && j->logprobs < 0;
+    if (sl->speculating) {
+        sl->status = plm_spec_begin(sl->spec, j->prompt, common, &sl->err);
+        if (sl->status) return;
+        plm_spec_get_stats(sl->spec, &sl->spec_at_start);
+        gp.spec = sl->spec;
+    }
     gp.max_tokens = j->max_tokens;
     gp.ignore_eos = j->ignore_eos;
     gp.stops = (const char *const *)j->stops;
@@ -155,6 +165,13 @@ static void account(const srv_slot *sl) {
     m->prompt_seconds += r->t_prompt_s;
     m->generate_seconds += r->t_gen_s;
     if (r->n_generated > 0 && r->t_gen_s > 0) m->last_decode_tps = r->n_generated / r->t_gen_s;
+    if (sl->speculating) {
+        plm_spec_stats st;
+        plm_spec_get_stats(sl->spec, &st);
+        m->spec_verifications += st.verifications - sl->spec_at_start.verifications;
+        m->spec_drafted += st.proposed - sl->spec_at_start.proposed;
+        m->spec_accepted += st.accepted - sl->spec_at_start.accepted;
+    }
     m->jobs_done++;
     if (r->finish == PLM_FINISH_ABORT) m->jobs_cancelled++;
     pthread_mutex_unlock(&m->mu);

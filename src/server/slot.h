@@ -16,6 +16,7 @@ typedef struct slot_env {
     plm_context *ctx;
     srv_metrics *metrics;
     int n_vocab;
+    plm_context *dctx;         /* the draft model's context, a sequence per slot (speculation), or NULL */
 } slot_env;
 
 typedef struct srv_slot {
@@ -31,6 +32,9 @@ typedef struct srv_slot {
     bool generating;           /* its prompt is evaluated (as a round began) */
     plm_status status;         /* of the job's generation so far */
     plm_error err;
+    plm_spec *spec;            /* its speculative decoder (serve --draft-model/--lookup), or NULL */
+    bool speculating;          /* the job runs with it (not when it asks for logprobs) */
+    plm_spec_stats spec_at_start;  /* the decoder's counters when the job started */
 } srv_slot;
 
 /* The idle slot whose cache shares the longest prefix with the job's

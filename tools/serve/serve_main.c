@@ -15,6 +15,7 @@
 #include "fit.h"
 #include "pocketlm.h"
 #include "pocketlm_plan.h"
+#include "spec_cli.h"
 #include "server/server.h"
 
 #define DEMO_MODEL "../shared/models/stories260K.gguf"
@@ -26,6 +27,7 @@ typedef struct serve_opts {
     int max_body_kib;
     float grace;
     bool no_mmap, mlock, repack, no_repack, flash_attn, batch_invariant;
+    spec_cli spec;  /* speculative decoding in every slot */
 } serve_opts;
 
 /* "260K", "1.1B": Ollama's parameter_size. */
@@ -75,6 +77,21 @@ static void model_info(const serve_opts *o, const plm_model *model, srv_model_in
     }
 }
 
+/* The draft model of --draft-model, checked against the model's vocabulary. */
+static bool load_draft(const serve_opts *o, srv_server *srv) {
+    plm_model_params mp = plm_model_default_params();
+    mp.use_mmap = !o->no_mmap;
+    plm_error err;
+    if (plm_model_load(o->spec.draft_model, &mp, &srv->cfg.draft, &err) ||
+        plm_spec_vocab_compatible(srv->model, srv->cfg.draft, &err)) {
+        fprintf(stderr, "pocketlm serve: draft model %s: %s\n", o->spec.draft_model, err.message);
+        plm_model_free(srv->cfg.draft);
+        srv->cfg.draft = NULL;
+        return false;
+    }
+    return true;
+}
+
 static int serve(const serve_opts *o, srv_server *srv) {
     plm_context_params cp = plm_context_default_params();
     cp.n_ctx = (uint32_t)o->n_ctx;
@@ -83,8 +100,8 @@ static int serve(const serve_opts *o, srv_server *srv) {
     cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
     cp.flash_attn = o->flash_attn;
-    cp.n_seq = (uint32_t)o->parallel;  /* the fit counts every slot's KV cache */
-    if (!fit_context("serve", o->model, !o->no_mmap, o->mem_limit, &cp)) return 1;
+    cp.n_seq = (uint32_t)o->parallel;  /* a sequence per slot, the draft's too */
+    if (!spec_cli_fit("serve", &o->spec, o->model, !o->no_mmap, o->mem_limit, &cp)) return 1;
     plm_model_params mp = plm_model_default_params();
     mp.use_mmap = !o->no_mmap;
     mp.use_mlock = o->mlock;
@@ -92,6 +109,10 @@ static int serve(const serve_opts *o, srv_server *srv) {
     plm_error err;
     if (plm_model_load(o->model, &mp, &srv->model, &err)) {
         fprintf(stderr, "pocketlm serve: %s\n", err.message);
+        return 1;
+    }
+    if (o->spec.draft_model && !load_draft(o, srv)) {
+        plm_model_free(srv->model);
         return 1;
     }
     model_info(o, srv->model, &srv->info);
@@ -110,6 +131,7 @@ static int serve(const serve_opts *o, srv_server *srv) {
     }
     metrics_destroy(&srv->metrics);
     chat_teardown(&srv->chat);
+    plm_model_free(srv->cfg.draft);
     plm_model_free(srv->model);
     return rc;
 }
@@ -133,8 +155,9 @@ static bool check_opts(const serve_opts *o) {
 
 int main(int argc, char **argv) {
     serve_opts o = {.host = "127.0.0.1", .port = 8080, .parallel = 1, .queue = 16, .max_body_kib = 1024,
-                    .timeout = 30, .max_conn = 512, .grace = 10.0f, .cache_type_k = "f16", .cache_type_v = "f16"};
-    const arg_spec specs[] = {
+                    .timeout = 30, .max_conn = 512, .grace = 10.0f, .cache_type_k = "f16", .cache_type_v = "f16",
+                    .spec = spec_cli_defaults()};
+    arg_spec specs[64] = {
         {"-m", "--model", ARG_STR, &o.model, "PATH", "GGUF model (default: " DEMO_MODEL " if present)"},
         {NULL, "--host", ARG_STR, &o.host, "ADDR", "address to listen on (0.0.0.0 = every IPv4 interface)"},
         {NULL, "--port", ARG_INT, &o.port, "N", "port; 0 = any free one (printed)"},
@@ -166,8 +189,12 @@ int main(int argc, char **argv) {
          "row-interleaved Q4_0/Q8_0/Q4_K copies at load (default: when they fit with half the memory to spare)"},
         {NULL, "--no-repack", ARG_FLAG, &o.no_repack, NULL, "keep the file's layout"},
     };
+    int n_specs = 0;
+    while (specs[n_specs].long_name) n_specs++;
+    spec_cli_args(&o.spec, specs + n_specs);  /* speculation in every slot */
+    n_specs += SPEC_CLI_N_ARGS;
     const arg_parser parser = {"serve", "pocketlm serve [-m MODEL.gguf] [--host ADDR] [--port N] [options]", specs,
-                               sizeof specs / sizeof specs[0], 0};
+                               n_specs, 0};
     char *pos[1];
     int n_pos;
     int rc = args_parse(&parser, argc, argv, pos, &n_pos);
@@ -197,7 +224,8 @@ int main(int argc, char **argv) {
                             .n_parallel = o.parallel, .batch_invariant = o.batch_invariant, .queue_size = o.queue,
                             .max_body_bytes = (size_t)o.max_body_kib * 1024, .max_prompt_tokens = o.max_prompt,
                             .max_tokens = o.max_tokens, .timeout_s = o.timeout, .max_connections = o.max_conn,
-                            .grace_s = o.grace, .sampling = plm_sampler_default_params()};
+                            .grace_s = o.grace, .sampling = plm_sampler_default_params(),
+                            .speculate = spec_cli_wanted(&o.spec), .spec = spec_cli_params(&o.spec)};
     /* SIGTERM/SIGINT are taken by server_run's sigwait: blocked here, before
      * any thread starts, so every thread inherits the mask. */
     sigset_t set;
