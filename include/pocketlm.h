@@ -203,6 +203,10 @@ typedef struct plm_context_params {
     bool (*abort)(void *user);
     void *abort_user;
     uint32_t n_seq;       /* sequences the KV cache holds, n_ctx positions each; 0 = 1 (see below) */
+    bool coarse_prefill;  /* default false: every product in the format's own arithmetic, as
+                             llama.cpp; true: batches of 32+ tokens multiply K-quant (Q2_K..Q6_K,
+                             IQ4_XS) weights requantized to int8 with one scale per row and 256
+                             elements (faster prefill, logits move slightly; AVX-512 VNNI) */
 } plm_context_params;
 
 PLM_API void plm_context_params_init(plm_context_params *p, size_t struct_size);

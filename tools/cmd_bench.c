@@ -35,7 +35,7 @@ typedef struct bench_opts {
     const char *n_prompt, *n_gen, *threads, *batch, *flash_attn, *output;
     int reps;
     float bandwidth;
-    bool no_warmup, verbose, repack, no_repack;
+    bool no_warmup, verbose, repack, no_repack, coarse_prefill;
     spec_cli spec;             /* speculative decoding: a test of its own (bench_spec.c) */
     const char *spec_prompt;
 } bench_opts;
@@ -342,6 +342,7 @@ static int bench_config(bench_run *b, const char *path, plm_model *m, const char
     cp.n_batch = (uint32_t)n_batch;
     cp.n_threads = (uint32_t)n_threads;
     cp.flash_attn = flash;
+    cp.coarse_prefill = o->coarse_prefill;
     plm_context *ctx;
     plm_error err;
     if (plm_context_new(m, &cp, &ctx, &err)) {
@@ -430,6 +431,7 @@ int cmd_bench(int argc, char **argv) {
         {"-v", "--verbose", ARG_FLAG, &o.verbose, NULL, "progress on stderr"},
         {NULL, "--repack", ARG_FLAG, &o.repack, NULL, "row-interleaved weights (default: as pocketlm run decides)"},
         {NULL, "--no-repack", ARG_FLAG, &o.no_repack, NULL, "keep the file's layout"},
+        {NULL, "--coarse-prefill", ARG_FLAG, &o.coarse_prefill, NULL, "coarse int8 K-quant products for large batches (see pocketlm run)"},
         {NULL, "--spec-prompt", ARG_STR, &o.spec_prompt, "TEXT", "the prompt of the speculative-decoding test"},
     };
     int n_specs = 0;

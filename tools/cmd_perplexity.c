@@ -24,7 +24,7 @@
 typedef struct quality_opts {
     const char *model, *text, *kld_save, *base, *cache_type_k, *cache_type_v, *mem_limit;
     int n_ctx, n_batch, n_threads, n_chunks;
-    bool no_mmap, flash_attn;
+    bool no_mmap, flash_attn, coarse_prefill;
 } quality_opts;
 
 /* Progress: seconds for the first chunk and an ETA, as llama-perplexity. */
@@ -70,6 +70,7 @@ static bool open_model(const char *cmd, const quality_opts *o, uint32_t n_ctx, p
     cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
     cp.flash_attn = o->flash_attn;
+    cp.coarse_prefill = o->coarse_prefill;
     if (!fit_context(cmd, o->model, !o->no_mmap, o->mem_limit, &cp)) return false;
 
     plm_model_params mp = plm_model_default_params();
@@ -176,6 +177,7 @@ done:
         {"-ctv", "--cache-type-v", ARG_STR, &(o).cache_type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},     \
         {NULL, "--mem-limit", ARG_STR, &(o).mem_limit, "SIZE", "refuse to plan past this (e.g. 2G); default: available RAM"}, \
         {"-fa", "--flash-attn", ARG_FLAG, &(o).flash_attn, NULL, "one-pass attention softmax (see pocketlm run)"}, \
+        {NULL, "--coarse-prefill", ARG_FLAG, &(o).coarse_prefill, NULL, "coarse int8 K-quant products for large batches (see pocketlm run)"}, \
         {NULL, "--no-mmap", ARG_FLAG, &(o).no_mmap, NULL, "read the weights into memory instead of mapping"}
 
 static bool common_checks(const char *cmd, const quality_opts *o) {

@@ -24,6 +24,7 @@ typedef struct run_opts {
     int mem_every;
     int n_predict, n_ctx, n_batch, n_threads;
     bool no_mmap, mlock, repack, no_repack, ignore_eos, no_display_prompt, ctx_shift, flash_attn;
+    bool coarse_prefill;
     int keep;
     plm_sampler_params sp;
     uint64_t seed;
@@ -87,6 +88,7 @@ static bool plan_context(const run_opts *o, plm_context_params *out, fit_info *f
     cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
     cp.flash_attn = o->flash_attn;
+    cp.coarse_prefill = o->coarse_prefill;
     *out = cp;
     if (!o->spec.draft_model) return fit_context_info("run", o->model, !o->no_mmap, o->mem_limit, out, fi);
     memset(fi, 0, sizeof *fi);  /* a pair has no single bill for the paging warning to quote */
@@ -209,6 +211,8 @@ int cmd_run(int argc, char **argv) {
         {"-fa", "--flash-attn", ARG_FLAG, &o.flash_attn, NULL,
          "one-pass (flash) attention: reads the keys once, keeps the softmax weights in f32; default: two passes "
          "with llama.cpp's f16-rounded weights"},
+        {NULL, "--coarse-prefill", ARG_FLAG, &o.coarse_prefill, NULL,
+         "batches of 32+ tokens multiply K-quant weights in int8 with one scale per 256 (faster prefill on AVX-512 VNNI; logits move slightly, not bit-faithful to llama.cpp)"},
         {NULL, "--temp", ARG_FLOAT, &o.sp.temperature, "T", "temperature, 0 = greedy"},
         {NULL, "--top-k", ARG_INT, &o.sp.top_k, "K", "keep the K most likely tokens, 0 = off"},
         {NULL, "--top-p", ARG_FLOAT, &o.sp.top_p, "P", "nucleus sampling, 1 = off"},

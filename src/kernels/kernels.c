@@ -35,6 +35,7 @@ void plm_kernels_fill_from(plm_kernels *t, const plm_kernels *base) {
         if (!t->gemm_repacked[i]) t->gemm_repacked[i] = base->gemm_repacked[i];
         if (!t->quantize_row[i]) t->quantize_row[i] = base->quantize_row[i];
         if (!t->dequantize_row[i]) t->dequantize_row[i] = base->dequantize_row[i];
+        if (!t->gemm_coarse[i]) t->gemm_coarse[i] = base->gemm_coarse[i];
     }
 }
 

@@ -67,6 +67,11 @@ typedef struct plm_kernels {
     plm_gemm_fn gemm_repacked[PLM_TYPE_COUNT];
     plm_quantize_row_fn quantize_row[PLM_TYPE_COUNT];  /* by target type */
     plm_dequantize_row_fn dequantize_row[PLM_TYPE_COUNT];
+    /* By weight type (K-quants, IQ4_XS; plain row layout, Q8_K activations):
+     * the coarse int8 prefill product (kernels/coarse.h): NOT the format's
+     * own arithmetic, the weights requantized to int8 with one scale per
+     * row and 256 elements.  Used only through plm_matmul_coarse. */
+    plm_gemm_fn gemm_coarse[PLM_TYPE_COUNT];
 } plm_kernels;
 
 /* Points every entry t has no function for at base's: a SIMD table lists
@@ -114,5 +119,14 @@ bool plm_kernels_repacks(const plm_kernels *kt, plm_type type);
  * multiples of PLM_REPACK_ROWS (or r1 the last row). */
 void plm_matmul_repacked(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k, int64_t r0, int64_t r1,
                          const void *act, size_t act_stride, int n_tok, float *out, int64_t out_stride);
+
+/* Whether plm_matmul_coarse would multiply this product in coarse int8:
+ * kt has its own gemm_coarse for wtype (not the reference's, an oracle
+ * only) and the batch has at least PLM_COARSE_MIN_TOK tokens. */
+bool plm_coarse_applies(const plm_kernels *kt, plm_type wtype, int n_tok);
+
+/* plm_matmul through kt->gemm_coarse[wtype] (plm_coarse_applies must hold). */
+void plm_matmul_coarse(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k, int64_t r0, int64_t r1,
+                       const void *act, size_t act_stride, int n_tok, float *out, int64_t out_stride);
 
 #endif

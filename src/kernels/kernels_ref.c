@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/attn_quant.h"
+#include "kernels/coarse.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "quant/blocks.h"
@@ -477,6 +478,7 @@ static void build_ref(void) {
         kernels_ref.quantize_row[t] = ti->quantize_row;
         kernels_ref.dequantize_row[t] = ti->dequantize_row;
     }
+    plm_kernels_coarse_ref(&kernels_ref);
 }
 
 const plm_kernels *plm_kernels_ref(void) {

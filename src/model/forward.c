@@ -77,6 +77,7 @@ typedef struct matmul_job {
     bool swiglu;                          /* w = gate, up: out[0] = act(gate) * up */
     plm_act_kind gate_act;                /* of swiglu's gate: SiLU or GELU */
     bool rowwise;                         /* each token by the single-token kernel (see forward.h) */
+    bool coarse;                          /* K-quants in coarse int8 when the batch is large (coarse.h) */
     int64_t chunk;                        /* rows per chunk */
     atomic_llong next;                    /* next chunk to take */
 } matmul_job;
@@ -86,6 +87,11 @@ static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
     if (w->repacked) { /* one kernel for any batch: decoded blocks serve every token */
         plm_matmul_repacked(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], j->n_tok,
                             j->out[i], w->rows);
+        return;
+    }
+    if (j->coarse && plm_coarse_applies(j->kt, w->type, j->n_tok)) {
+        plm_matmul_coarse(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], j->n_tok,
+                          j->out[i], w->rows);
         return;
     }
     if (!j->rowwise) {
@@ -197,13 +203,17 @@ static void prepare_inputs(plm_forward_state *ctx, matmul_job *j, const row_norm
 static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, int n, int64_t x_stride,
                         bool swiglu, int n_w, const plm_weight *const *w, float *const *out) {
     matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu, .gate_act = ctx->model->arch->act,
-                    .rowwise = ctx->rowwise_matmul};
+                    .rowwise = ctx->rowwise_matmul, .coarse = ctx->coarse_prefill && !ctx->rowwise_matmul};
     int64_t rows = 0;
     for (int i = 0; i < n_w; i++) {
         j.w[i] = w[i];
         j.out[i] = out[i];
         rows += w[i]->rows;
     }
+    /* Not the output matrix: its requantization error would reach the
+     * logits unaveraged, and a prompt's pass asks it for one token anyway
+     * (only logits_all passes, perplexity and kld, give it a batch). */
+    if (n_w == 1 && w[0] == &ctx->model->output) j.coarse = false;
     prepare_inputs(ctx, &j, norm, x, n, x_stride);
     for (int i = 0; ctx->observe && i < n_w; i++) ctx->observe(ctx->observe_user, w[i], x, n, x_stride);
     /* About four chunks per thread balances uneven cores without making

@@ -53,6 +53,7 @@ typedef struct plm_forward_state {
     bool rowwise_matmul; /* each token of a batch by the single-token kernel, so its logits are
                             bit-identical to decoding it alone (the batched gemm sums in another
                             order): speculative verification sets it */
+    bool coarse_prefill; /* large batches may multiply K-quants in coarse int8 (kernels/coarse.h) */
     bool (*abort)(void *user); /* polled before each layer; true = stop (optional) */
     void *abort_user;
     plm_matmul_observer observe; /* NULL: none */

@@ -112,6 +112,7 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     if (p.n_threads > 256) p.n_threads = 256;
     c->params = p;
     c->fwd.flash_attn = p.flash_attn;
+    c->fwd.coarse_prefill = p.coarse_prefill;
     c->fwd.abort = p.abort;
     c->fwd.abort_user = p.abort_user;
     plm_plan_buffers b;

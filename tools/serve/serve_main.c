@@ -26,7 +26,7 @@ typedef struct serve_opts {
     int port, n_ctx, n_batch, n_threads, parallel, queue, max_prompt, max_tokens, timeout, max_conn;
     int max_body_kib;
     float grace;
-    bool no_mmap, mlock, repack, no_repack, flash_attn, batch_invariant;
+    bool no_mmap, mlock, repack, no_repack, flash_attn, batch_invariant, coarse_prefill;
     spec_cli spec;  /* speculative decoding in every slot */
 } serve_opts;
 
@@ -100,6 +100,7 @@ static int serve(const serve_opts *o, srv_server *srv) {
     cp.type_k = (plm_kv_type)plm_kv_type_from_name(o->cache_type_k);
     cp.type_v = (plm_kv_type)plm_kv_type_from_name(o->cache_type_v);
     cp.flash_attn = o->flash_attn;
+    cp.coarse_prefill = o->coarse_prefill;
     cp.n_seq = (uint32_t)o->parallel;  /* a sequence per slot, the draft's too */
     if (!spec_cli_fit("serve", &o->spec, o->model, !o->no_mmap, o->mem_limit, &cp)) return 1;
     plm_model_params mp = plm_model_default_params();
@@ -173,6 +174,7 @@ int main(int argc, char **argv) {
         {"-ctk", "--cache-type-k", ARG_STR, &o.cache_type_k, "TYPE", "KV cache keys: f16, q8_0, q4_0"},
         {"-ctv", "--cache-type-v", ARG_STR, &o.cache_type_v, "TYPE", "KV cache values: f16, q8_0, q4_0"},
         {"-fa", "--flash-attn", ARG_FLAG, &o.flash_attn, NULL, "one-pass (flash) attention"},
+        {NULL, "--coarse-prefill", ARG_FLAG, &o.coarse_prefill, NULL, "coarse int8 K-quant products for large batches (see pocketlm run)"},
         {NULL, "--batch-invariant", ARG_FLAG, &o.batch_invariant, NULL,
          "answers bit-identical however prompts are split or batched (slower prompts)"},
         {"-np", "--parallel", ARG_INT, &o.parallel, "N", "slots: requests served at once, batched into one forward pass (each slot holds -c tokens)"},

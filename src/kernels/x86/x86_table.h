@@ -20,6 +20,9 @@
 #endif
 #include "kernels/x86/gemm_rows.h"
 #include "kernels/x86/repacked.h"
+#if X86_ZMM
+#include "kernels/x86/gemm_coarse.h"
+#endif
 
 /* What the x86 files have SIMD code for; the rest (row quantizers of the
  * weight formats, most dequantizers) comes from the reference table when the
@@ -94,6 +97,16 @@ static const plm_kernels X86_FN(simd) = {
         [PLM_TYPE_Q8_1] = X86_FN(quantize_row_q8_1),
         [PLM_TYPE_Q8_K] = X86_FN(quantize_row_q8_K),
     },
+#if X86_ZMM
+    .gemm_coarse = {
+        [PLM_TYPE_Q2_K] = X86_FN(gemm_coarse_q2_K),
+        [PLM_TYPE_Q3_K] = X86_FN(gemm_coarse_q3_K),
+        [PLM_TYPE_Q4_K] = X86_FN(gemm_coarse_q4_K),
+        [PLM_TYPE_Q5_K] = X86_FN(gemm_coarse_q5_K),
+        [PLM_TYPE_Q6_K] = X86_FN(gemm_coarse_q6_K),
+        [PLM_TYPE_IQ4_XS] = X86_FN(gemm_coarse_iq4_xs),
+    },
+#endif
     .dequantize_row = {
         [PLM_TYPE_F16] = X86_FN(dequantize_row_f16),
         [PLM_TYPE_Q8_0] = X86_FN(dequantize_row_q8_0),
