@@ -47,6 +47,14 @@ for im in llamacpp pocketlm; do
     done
 done
 for t in Q4_0 Q5_0 IQ4_NL IQ4_XS Q8_0; do quantize none $t; done
+# below 4 bits: the codebook types (IQ1/IQ2 and IQ3_XXS only with an imatrix), ternary, MXFP4
+for t in IQ3_M IQ3_S IQ3_XS IQ3_XXS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S TQ2_0 TQ1_0; do
+    quantize llamacpp $t --imatrix $data/llamacpp.imatrix.gguf
+done
+for t in IQ2_XXS IQ1_M; do quantize pocketlm $t --imatrix $data/pocketlm.imatrix.gguf; done
+for t in IQ3_M IQ3_S TQ2_0 TQ1_0 MXFP4_MOE; do quantize none $t; done
+quantize lowbit IQ2_S --pure --imatrix $data/pocketlm.imatrix.gguf --tensor-type "attn_k=iq1_m" \
+    --token-embedding-type iq3_xxs --output-tensor-type tq1_0
 # llama-quantize's options (test_imatrix.c's table of cases holds the same arguments)
 quantize overrides Q4_K_M --imatrix $data/llamacpp.imatrix.gguf --exclude-weights attn_q --tensor-type "ffn_down=q8_0" \
     --tensor-type "blk\.[12]\.attn_v=q5_k" --output-tensor-type q4_k --token-embedding-type q3_k

@@ -15,7 +15,9 @@
  *    our file and we accept its — and the quantize.imatrix.* metadata; so
  *    must the non-K file types' rules without an imatrix, and
  *    llama-quantize's options (--include/--exclude-weights, --tensor-type,
- *    --output-tensor-type, --token-embedding-type, --pure).
+ *    --output-tensor-type, --token-embedding-type, --pure), for every file
+ *    type down to IQ1_S, TQ1_0 and MXFP4_MOE; and the refusals of the very
+ *    low-bit types without importances.
  *
  * `test_imatrix --hashes FILE` prints a file's tensor hashes in
  * expected.txt's format (how the script records llama-quantize's output).
@@ -202,6 +204,8 @@ static const quant_args cases[] = {
                   "--tensor-type 'blk\\.[12]\\.attn_v=q5_k' --output-tensor-type q4_k --token-embedding-type q3_k"},
     {"include", "--imatrix " DATA "llamacpp.imatrix.gguf --include-weights ffn_ --include-weights attn_output"},
     {"pure", "--pure --imatrix " DATA "pocketlm.imatrix.gguf --tensor-type 'attn_k=iq4_nl'"},
+    {"lowbit", "--pure --imatrix " DATA "pocketlm.imatrix.gguf --tensor-type 'attn_k=iq1_m' "
+               "--token-embedding-type iq3_xxs --output-tensor-type tq1_0"},
 };
 
 /* What llama-quantize records of the imatrix for the two plain cases. */
@@ -253,6 +257,34 @@ static void check_quantize(const char *dir, const char *case_name, const char *t
     remove(out);
 }
 
+/* llama-quantize refuses the IQ1/IQ2 types and IQ3_XXS without
+ * importances for the tensors that get them (and so do we, before writing
+ * anything): with no imatrix at all, and with one that lacks the entry
+ * (--include-weights leaves only the ffn_ ones). */
+static void check_refusals(const char *dir) {
+    static const struct {
+        const char *args, *type, *message;
+    } refused[] = {
+        {"", "IQ2_XXS", "requires an importance matrix"},
+        {"", "IQ1_M", "requires an importance matrix"},
+        {"", "IQ3_XS", "requires an importance matrix"},  /* its attn_q/attn_k are IQ3_XXS */
+        {"--imatrix " DATA "llamacpp.imatrix.gguf --include-weights ffn_", "IQ2_M",
+         "missing importance matrix for tensor blk.0.attn_q.weight"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char out[512], cmd[2048];
+        snprintf(out, sizeof out, "%s/refused.gguf", dir);
+        snprintf(cmd, sizeof cmd, "%s quantize -q %s %s %s %s 2>&1", PLM_BIN, refused[i].args, F16, out,
+                 refused[i].type);
+        int status;
+        char *text = test_capture(cmd, &status);
+        CHECK(status != 0 && text && strstr(text, refused[i].message), "%s: expected a refusal (%s), got: %s", cmd,
+              refused[i].message, text ? text : "");
+        CHECK(access(out, F_OK) != 0, "%s left %s behind", cmd, out);
+        free(text);
+    }
+}
+
 static int read_expected(expected_line *lines, int cap) {
     FILE *f = fopen(DATA "expected.txt", "r");
     if (!f) return 0;
@@ -275,6 +307,7 @@ int main(int argc, char **argv) {
     check_collect(dir);
     check_round_trip(dir);
     check_bad_files(dir);
+    check_refusals(dir);
 
     static expected_line lines[4096];
     const int n = read_expected(lines, 4096);

@@ -140,8 +140,8 @@ static void check_failures(const char *dir) {
     plm_error err;
     char out[512];
     snprintf(out, sizeof out, "%s/x.gguf", dir);
-    CHECK(plm_quantize(FIXTURES "fixture-llama-f16.gguf", out, "IQ2_XXS", &err) == PLM_ERR_UNSUPPORTED &&
-              strstr(err.message, "IQ2_XXS") && strstr(err.message, "Q4_K_M"),
+    CHECK(plm_quantize(FIXTURES "fixture-llama-f16.gguf", out, "Q2_K_S", &err) == PLM_ERR_UNSUPPORTED &&
+              strstr(err.message, "Q2_K_S") && strstr(err.message, "Q4_K_M"),
           "unsupported target named, known ones listed: %s", err.message);
     CHECK(plm_quantize("/nonexistent.gguf", out, "Q4_K_M", &err) != PLM_OK && strstr(err.message, "/nonexistent.gguf"),
           "missing input named: %s", err.message);

@@ -69,7 +69,9 @@ int cmd_quantize(int argc, char **argv) {
         "pocketlm quantize [options] IN.gguf OUT.gguf TYPE   (--dry-run: IN.gguf TYPE)\n"
         "  TYPE: llama.cpp's K-quant mixtures Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q3_K_M Q3_K_S Q3_K_L Q2_K\n"
         "        (Q4_K, Q5_K, Q3_K = the _M ones), Q8_0 Q5_1 Q5_0 Q4_1 Q4_0 IQ4_NL IQ4_XS (with\n"
-        "        llama.cpp's per-tensor rules too), or F16 BF16 F32",
+        "        llama.cpp's per-tensor rules too), IQ3_M IQ3_S IQ3_XS IQ3_XXS IQ2_M IQ2_S IQ2_XS\n"
+        "        IQ2_XXS IQ1_M IQ1_S (IQ1/IQ2 and IQ3_XXS need --imatrix), TQ2_0 TQ1_0 MXFP4_MOE,\n"
+        "        or F16 BF16 F32",
         specs, (int)(sizeof specs / sizeof specs[0]), 3};
     char *pos[3];
     int n_pos, rc = args_parse(&parser, argc, argv, pos, &n_pos);

@@ -65,6 +65,21 @@ static const file_type file_types[] = {
     {"Q3_K_M", PLM_FTYPE_Q3_K_M, PLM_TYPE_Q3_K, true},
     {"Q3_K_S", PLM_FTYPE_Q3_K_S, PLM_TYPE_Q3_K, true},
     {"Q2_K", PLM_FTYPE_Q2_K, PLM_TYPE_Q2_K, true},
+    /* below 4 bits: the codebook types (IQ1/IQ2 and IQ3_XXS need an
+     * importance matrix, as llama-quantize insists), ternary, MXFP4 experts */
+    {"IQ3_M", PLM_FTYPE_IQ3_M, PLM_TYPE_IQ3_S, true},
+    {"IQ3_S", PLM_FTYPE_IQ3_S, PLM_TYPE_IQ3_S, true},
+    {"IQ3_XS", PLM_FTYPE_IQ3_XS, PLM_TYPE_IQ3_S, true},
+    {"IQ3_XXS", PLM_FTYPE_IQ3_XXS, PLM_TYPE_IQ3_XXS, true},
+    {"IQ2_M", PLM_FTYPE_IQ2_M, PLM_TYPE_IQ2_S, true},
+    {"IQ2_S", PLM_FTYPE_IQ2_S, PLM_TYPE_IQ2_XS, true},
+    {"IQ2_XS", PLM_FTYPE_IQ2_XS, PLM_TYPE_IQ2_XS, true},
+    {"IQ2_XXS", PLM_FTYPE_IQ2_XXS, PLM_TYPE_IQ2_XXS, true},
+    {"IQ1_M", PLM_FTYPE_IQ1_M, PLM_TYPE_IQ1_M, true},
+    {"IQ1_S", PLM_FTYPE_IQ1_S, PLM_TYPE_IQ1_S, true},
+    {"TQ2_0", PLM_FTYPE_TQ2_0, PLM_TYPE_TQ2_0, true},
+    {"TQ1_0", PLM_FTYPE_TQ1_0, PLM_TYPE_TQ1_0, true},
+    {"MXFP4_MOE", PLM_FTYPE_MXFP4_MOE, PLM_TYPE_MXFP4, true},
     /* llama-quantize's aliases */
     {"Q5_K", PLM_FTYPE_Q5_K_M, PLM_TYPE_Q5_K, true},
     {"Q4_K", PLM_FTYPE_Q4_K_M, PLM_TYPE_Q4_K, true},
@@ -79,7 +94,7 @@ static const file_type *find_file_type(const char *name) {
 }
 
 static plm_status unknown_type(const char *name, plm_error *err) {
-    char list[256] = "";
+    char list[512] = "";
     for (int i = 0; i < N_FILE_TYPES - N_ALIASES; i++) {
         const size_t len = strlen(list);
         snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", file_types[i].name);
@@ -195,11 +210,14 @@ static plm_status quant_fill(void *user, uint64_t index, void *dst, uint64_t nby
     j->deq = plm_get_dequantize((plm_type)t->type);
     j->quant = plm_get_quantize(to);
     j->quant_w = plm_get_quantize_weighted(to);
-    if (!j->deq || !j->quant)
+    if (!j->deq || (!j->quant && !j->quant_w))
         return plm_fail(err, PLM_ERR_UNSUPPORTED, "tensor %s: cannot convert %s to %s", name,
                         plm_type_name(t->type), plm_type_name(to));
     const plm_status st = load_importances(j, t, name, to, err);
     if (st) return st;
+    if (!j->imp && !j->quant)  /* check_importances refuses this before writing */
+        return plm_fail(err, PLM_ERR_INVALID_ARG, "tensor %s: %s needs an importance matrix entry", name,
+                        plm_type_name(to));
     j->src = t->data;
     j->dst = dst;
     j->cols = (int64_t)t->ne[0];
@@ -290,7 +308,7 @@ static plm_status tensor_type_arg(const char *name, const char *option, int *out
     *out = -1;
     if (!name) return PLM_OK;
     const int t = plm_type_from_name(name);
-    if (t < 0 || !plm_get_quantize((plm_type)t))
+    if (t < 0 || (!plm_get_quantize((plm_type)t) && !plm_get_quantize_weighted((plm_type)t)))
         return plm_fail(err, PLM_ERR_INVALID_ARG, "%s: cannot quantize to '%s'", option, name);
     *out = t;
     return PLM_OK;
@@ -306,6 +324,30 @@ static plm_status check_requantize(const plm_gguf_file *in, const uint32_t *out_
             return plm_fail(err, PLM_ERR_INVALID_ARG,
                             "%.*s is already %s: requantizing loses quality twice (--allow-requantize to do it anyway)",
                             (int)t->name.len, t->name.ptr, ti->name);
+    }
+    return PLM_OK;
+}
+
+/* llama-quantize refuses the very low-bit types without importances ("the
+ * result will be garbage"): before writing, every tensor that needs them
+ * (and every one whose type has no quantizer without them) must have an
+ * entry in the importance matrix. */
+static plm_status check_importances(const plm_gguf_file *in, const uint32_t *out_type, const plm_imatrix *im,
+                                    plm_error *err) {
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const plm_gguf_tensor *t = &in->tensors[i];
+        const plm_type to = (plm_type)out_type[i];
+        char name[256];
+        plm_gguf_str_copy(t->name, name, sizeof name);
+        if (to == t->type || (!plm_type_needs_imatrix(name, to) && plm_get_quantize(to))) continue;
+        if (!im)
+            return plm_fail(err, PLM_ERR_INVALID_ARG,
+                            "this quantization requires an importance matrix: %s would be %s (--imatrix FILE)", name,
+                            plm_type_name(to));
+        if (!plm_imatrix_find(im, name))
+            return plm_fail(err, PLM_ERR_INVALID_ARG,
+                            "missing importance matrix for tensor %s in a very low-bit quantization (%s)", name,
+                            plm_type_name(to));
     }
     return PLM_OK;
 }
@@ -376,6 +418,7 @@ plm_status plm_quantize_ex(const char *in_path, const char *out_path, const char
         if ((st = choose_types(in, ft, &p, im != NULL, out_type, &e))) plm_fail(err, st, "%s: %s", in_path, e.message);
     }
     if (!st) count_sizes(in, out_type, &p);
+    if (!st && !p.dry_run) st = check_importances(in, out_type, im, err);
     for (uint64_t i = 0; i < in->n_tensors; i++) job.total_bytes += in->tensors[i].nbytes;
     if (!st && !p.dry_run) st = start_threads(&job, p.n_threads > 0 ? p.n_threads : default_threads(), err);
     if (!st && !p.dry_run) st = write_quantized(in, out_path, ft, &p, &job, err);

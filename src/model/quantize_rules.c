@@ -1,5 +1,6 @@
 /*
- * llama-quantize's per-tensor type rules for the K-quant mixtures
+ * llama-quantize's per-tensor type rules for its mixtures — K-quants, IQ4,
+ * and the codebook (IQ1/IQ2/IQ3), ternary and MXFP4_MOE file types —
  * (llama_tensor_get_type in llama.cpp's src/llama-quant.cpp), for dense
  * and Mixture-of-Experts models (3-D expert tensors are quantized row by
  * row like matrices; the router, ffn_gate_inp, is never converted; an
@@ -43,7 +44,7 @@ typedef struct mix_state {
     int n_expert;     /* MoE: expert_count (8: llama.cpp's Mixtral-8x7B rules) */
     int output_type;  /* --output-tensor-type, -1 none: also for a tied token_embd */
     int n_gqa, n_layer, n_attention_wv;
-    int i_attention_wv, i_ffn_down;  /* visited so far */
+    int i_attention_wv, i_ffn_down, i_ffn_gate, i_ffn_up;  /* visited so far */
 } mix_state;
 
 /* The layers that get more bits: the first and last eighth, and every third
@@ -54,15 +55,73 @@ static bool use_more_bits(int i_layer, int n_layer) {
 
 static bool contains(const char *name, const char *part) { return strstr(name, part) != NULL; }
 
+/* The file types below 3 bits whose rules differ most (llama.cpp's
+ * IQ2_XXS/IQ2_XS/IQ1_S/IQ2_S/IQ2_M/IQ1_M branch). */
+static bool below_3_bits(uint32_t ftype) {
+    return ftype == PLM_FTYPE_IQ2_XXS || ftype == PLM_FTYPE_IQ2_XS || ftype == PLM_FTYPE_IQ1_S ||
+           ftype == PLM_FTYPE_IQ2_S || ftype == PLM_FTYPE_IQ2_M || ftype == PLM_FTYPE_IQ1_M;
+}
+
+/* IQ2_S and IQ2_M raise their sensitive tensors to IQ3_S, the others to Q2_K. */
+static plm_type iq2_raised(uint32_t ftype) {
+    return ftype == PLM_FTYPE_IQ2_S || ftype == PLM_FTYPE_IQ2_M ? PLM_TYPE_IQ3_S : PLM_TYPE_Q2_K;
+}
+
 static plm_type output_type(const mix_state *s, const plm_gguf_tensor *t, plm_type type) {
+    if (s->ftype == PLM_FTYPE_MXFP4_MOE) return PLM_TYPE_Q8_0;
     if (s->falcon || plm_row_size(type, (int64_t)t->ne[0]) == 0) return PLM_TYPE_Q8_0;
+    if (below_3_bits(s->ftype) || s->ftype == PLM_FTYPE_IQ3_XXS) return PLM_TYPE_Q5_K;
     return type != PLM_TYPE_Q8_0 ? PLM_TYPE_Q6_K : type;
+}
+
+/* token_embd (untied): a lookup table, so only the smallest types raise it. */
+static plm_type token_embd_type(const mix_state *s, plm_type type) {
+    switch (s->ftype) {
+    case PLM_FTYPE_IQ2_XXS:
+    case PLM_FTYPE_IQ2_XS:
+    case PLM_FTYPE_IQ1_S:
+    case PLM_FTYPE_IQ1_M: return PLM_TYPE_Q2_K;
+    case PLM_FTYPE_IQ2_S:
+    case PLM_FTYPE_IQ2_M:
+    case PLM_FTYPE_IQ3_XXS: return PLM_TYPE_IQ3_S;
+    case PLM_FTYPE_TQ1_0:
+    case PLM_FTYPE_TQ2_0: return PLM_TYPE_Q4_K;
+    default: return type;
+    }
+}
+
+/* The IQ1/IQ2 file types: attn_v, the first eighth of ffn_down (counted in
+ * visiting order, also in MoE models) and attn_output get more bits; the
+ * K-quants' rules do not apply. */
+static plm_type below_3_bits_type(mix_state *s, const char *name, plm_type type) {
+    if (contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight") || contains(name, "attn_v.weight")) {
+        s->i_attention_wv++;
+        return s->n_gqa >= 4 || s->n_expert >= 4 ? PLM_TYPE_Q4_K : iq2_raised(s->ftype);
+    }
+    if (contains(name, "attn_k.weight")) return s->n_expert == 8 ? PLM_TYPE_Q4_K : type;
+    if (contains(name, "attn_q.weight")) return type;
+    if (contains(name, "attn_output.weight")) {
+        if (s->n_expert == 8) return PLM_TYPE_Q5_K;
+        if (s->ftype == PLM_FTYPE_IQ1_S || s->ftype == PLM_FTYPE_IQ1_M) return PLM_TYPE_IQ2_XXS;
+        return s->ftype == PLM_FTYPE_IQ2_S || s->ftype == PLM_FTYPE_IQ2_M ? PLM_TYPE_IQ3_S : type;
+    }
+    if (contains(name, "ffn_up") || contains(name, "ffn_gate")) return type;
+    if (contains(name, "ffn_down")) return s->i_ffn_down++ < s->n_layer / 8 ? iq2_raised(s->ftype) : type;
+    return type;
 }
 
 static plm_type attn_v_type(mix_state *s, plm_type type) {
     const int i = s->i_attention_wv++;
     switch (s->ftype) {
     case PLM_FTYPE_Q2_K: type = s->n_gqa >= 4 ? PLM_TYPE_Q4_K : PLM_TYPE_Q3_K; break;
+    case PLM_FTYPE_IQ3_XXS:
+        type = s->n_gqa >= 4 ? PLM_TYPE_Q4_K : !s->has_imatrix ? PLM_TYPE_IQ3_S : PLM_TYPE_IQ3_XXS;
+        break;
+    case PLM_FTYPE_IQ3_XS:
+    case PLM_FTYPE_IQ3_S:
+        if (s->n_gqa >= 4) type = PLM_TYPE_Q4_K;
+        break;
+    case PLM_FTYPE_IQ3_M: type = PLM_TYPE_Q4_K; break;
     case PLM_FTYPE_Q3_K_M: type = i < 2 ? PLM_TYPE_Q5_K : PLM_TYPE_Q4_K; break;
     case PLM_FTYPE_Q3_K_L: type = PLM_TYPE_Q5_K; break;
     case PLM_FTYPE_Q4_K_M:
@@ -94,6 +153,11 @@ static plm_type ffn_down_type(mix_state *s, const char *name, plm_type type) {
     if (s->n_expert > 1 && sscanf(name, "blk.%d.", &i) != 1) i = 0;
     switch (s->ftype) {
     case PLM_FTYPE_Q2_K: return PLM_TYPE_Q3_K;
+    case PLM_FTYPE_IQ3_XXS:
+        if (s->has_imatrix) return type;
+        return i < n / 8 ? PLM_TYPE_Q4_K : PLM_TYPE_Q3_K;
+    case PLM_FTYPE_IQ3_M:
+        return i < n / 8 || (s->n_expert == 8 && use_more_bits(i, n)) ? PLM_TYPE_Q4_K : type;
     case PLM_FTYPE_Q3_K_M:
         if (i < n / 16) return PLM_TYPE_Q5_K;
         return !s->falcon || use_more_bits(i, n) ? PLM_TYPE_Q4_K : PLM_TYPE_Q3_K;
@@ -121,12 +185,20 @@ static plm_type attn_output_type(const mix_state *s, plm_type type) {
         case PLM_FTYPE_Q3_K_S:
         case PLM_FTYPE_Q3_K_M:
         case PLM_FTYPE_Q4_K_S:
-        case PLM_FTYPE_Q4_K_M: return PLM_TYPE_Q5_K;
+        case PLM_FTYPE_Q4_K_M:
+        case PLM_FTYPE_IQ3_XS:
+        case PLM_FTYPE_IQ3_XXS:
+        case PLM_FTYPE_IQ3_S:
+        case PLM_FTYPE_IQ3_M:
+        case PLM_FTYPE_IQ4_NL:
+        case PLM_FTYPE_IQ4_XS: return PLM_TYPE_Q5_K;
         default: return type;
         }
     }
     switch (s->ftype) {
     case PLM_FTYPE_Q2_K: return PLM_TYPE_Q3_K;
+    case PLM_FTYPE_IQ3_XXS: return PLM_TYPE_IQ3_S;
+    case PLM_FTYPE_IQ3_M: return PLM_TYPE_Q4_K;
     case PLM_FTYPE_Q3_K_M: return PLM_TYPE_Q4_K;
     case PLM_FTYPE_Q3_K_L: return PLM_TYPE_Q5_K;
     default: return type;
@@ -136,11 +208,28 @@ static plm_type attn_output_type(const mix_state *s, plm_type type) {
 static plm_type attn_qkv_type(const mix_state *s, plm_type type) {
     switch (s->ftype) {
     case PLM_FTYPE_Q3_K_M:
-    case PLM_FTYPE_Q3_K_L: return PLM_TYPE_Q4_K;
+    case PLM_FTYPE_Q3_K_L:
+    case PLM_FTYPE_IQ3_M: return PLM_TYPE_Q4_K;
     case PLM_FTYPE_Q4_K_M: return PLM_TYPE_Q5_K;
     case PLM_FTYPE_Q5_K_M: return PLM_TYPE_Q6_K;
     default: return type;
     }
+}
+
+/* IQ3_XS's ffn_gate and ffn_up outside the first and last eighth of the
+ * layers drop to IQ3_XXS (the layer counted, or read from a MoE name). */
+static plm_type ffn_gate_up_type(mix_state *s, const char *name, int *counter, plm_type type) {
+    int i = (*counter)++;
+    const int n = s->n_layer;
+    if (s->n_expert > 1 && sscanf(name, "blk.%d.", &i) != 1) i = 0;
+    return s->ftype == PLM_FTYPE_IQ3_XS && i >= n / 8 && i < 7 * n / 8 ? PLM_TYPE_IQ3_XXS : type;
+}
+
+/* attn_q and attn_k of the 3-bit IQ types drop a step: they matter less. */
+static plm_type attn_q_k_type(const mix_state *s, plm_type type) {
+    if (s->ftype == PLM_FTYPE_IQ3_XS) return PLM_TYPE_IQ3_XXS;
+    if (s->ftype == PLM_FTYPE_IQ3_XXS) return PLM_TYPE_IQ2_S;
+    return type;
 }
 
 /* A row that is not whole blocks of the chosen type falls back to a
@@ -155,7 +244,16 @@ static plm_type fallback_type(const plm_gguf_tensor *t, plm_type type) {
     case PLM_TYPE_Q4_K: type = PLM_TYPE_Q5_0; break;
     case PLM_TYPE_Q5_K: type = PLM_TYPE_Q5_1; break;
     case PLM_TYPE_Q6_K: type = PLM_TYPE_Q8_0; break;
+    case PLM_TYPE_IQ1_S:
+    case PLM_TYPE_IQ1_M:
+    case PLM_TYPE_IQ2_XXS:
+    case PLM_TYPE_IQ2_XS:
+    case PLM_TYPE_IQ2_S:
+    case PLM_TYPE_IQ3_XXS:
+    case PLM_TYPE_IQ3_S:
     case PLM_TYPE_IQ4_XS: type = PLM_TYPE_IQ4_NL; break;
+    case PLM_TYPE_TQ1_0:
+    case PLM_TYPE_TQ2_0: type = PLM_TYPE_Q4_0; break;
     default: break;
     }
     return plm_row_size(type, (int64_t)t->ne[0]) != 0 ? type : PLM_TYPE_F16;
@@ -165,21 +263,44 @@ static plm_type fallback_type(const plm_gguf_tensor *t, plm_type type) {
 static plm_type mixture_type(mix_state *s, const plm_gguf_tensor *t, const char *name, plm_type type) {
     if (!strcmp(name, "output.weight") || (!s->has_output && !strcmp(name, "token_embd.weight")))
         type = s->output_type >= 0 ? (plm_type)s->output_type : output_type(s, t, type);
+    else if (s->ftype == PLM_FTYPE_MXFP4_MOE)
+        type = t->n_dims == 3 && t->ne[2] > 1 ? PLM_TYPE_MXFP4 : PLM_TYPE_Q8_0;  /* experts MXFP4, the rest Q8_0 */
     else if (!strcmp(name, "token_embd.weight"))
-        ;  /* no rule for the K-quant file types */
+        type = token_embd_type(s, type);
+    else if (below_3_bits(s->ftype))
+        type = below_3_bits_type(s, name, type);
     else if (contains(name, "attn_v.weight"))
         type = attn_v_type(s, type);
     else if (contains(name, "attn_k.weight"))
-        type = s->n_expert == 8 ? PLM_TYPE_Q8_0 : type;  /* other rules: IQ file types only */
+        type = s->n_expert == 8 ? PLM_TYPE_Q8_0 : attn_q_k_type(s, type);
     else if (contains(name, "attn_q.weight"))
-        ;  /* rules only for IQ file types */
+        type = attn_q_k_type(s, type);
     else if (contains(name, "ffn_down"))
         type = ffn_down_type(s, name, type);
+    else if (contains(name, "ffn_up"))
+        type = ffn_gate_up_type(s, name, &s->i_ffn_up, type);
+    else if (contains(name, "ffn_gate"))
+        type = ffn_gate_up_type(s, name, &s->i_ffn_gate, type);
     else if (contains(name, "attn_output.weight"))
         type = attn_output_type(s, type);
     else if (contains(name, "attn_qkv.weight"))
         type = attn_qkv_type(s, type);
     return fallback_type(t, type);
+}
+
+bool plm_type_needs_imatrix(const char *name, plm_type type) {
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight") ||
+        !strcmp(name, "output.weight"))
+        return false;
+    switch (type) {
+    case PLM_TYPE_IQ3_XXS:
+    case PLM_TYPE_IQ2_XXS:
+    case PLM_TYPE_IQ2_XS:
+    case PLM_TYPE_IQ2_S:
+    case PLM_TYPE_IQ1_M:
+    case PLM_TYPE_IQ1_S: return true;
+    default: return false;
+    }
 }
 
 /* ---- visiting order ------------------------------------------------------ */
@@ -264,7 +385,7 @@ static plm_status parse_pattern(const char *arg, type_pattern *out, plm_error *e
     if (!eq || eq == arg || !eq[1])
         return plm_fail(err, PLM_ERR_INVALID_ARG, "--tensor-type '%s': expected REGEX=TYPE", arg);
     const int type = plm_type_from_name(eq + 1);
-    if (type < 0 || !plm_get_quantize((plm_type)type))
+    if (type < 0 || (!plm_get_quantize((plm_type)type) && !plm_get_quantize_weighted((plm_type)type)))
         return plm_fail(err, PLM_ERR_INVALID_ARG, "--tensor-type '%s': cannot quantize to '%s'", arg, eq + 1);
     char re[256];
     const size_t n = (size_t)(eq - arg);

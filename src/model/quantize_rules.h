@@ -1,6 +1,6 @@
 /*
  * Which type each tensor of a quantized model gets: llama-quantize's rules
- * (llama_tensor_get_type) for its K-quant file types, or one type for every
+ * (llama_tensor_get_type) for its file types, or one type for every
  * weight matrix (--pure).
  */
 #ifndef PLM_MODEL_QUANTIZE_RULES_H
@@ -28,6 +28,20 @@ enum {
     PLM_FTYPE_Q5_0 = 8,
     PLM_FTYPE_IQ4_NL = 25,
     PLM_FTYPE_IQ4_XS = 30,
+    /* the codebook, ternary and MXFP4 file types */
+    PLM_FTYPE_IQ2_XXS = 19,
+    PLM_FTYPE_IQ2_XS = 20,
+    PLM_FTYPE_IQ3_XS = 22,
+    PLM_FTYPE_IQ3_XXS = 23,
+    PLM_FTYPE_IQ1_S = 24,
+    PLM_FTYPE_IQ3_S = 26,
+    PLM_FTYPE_IQ3_M = 27,
+    PLM_FTYPE_IQ2_S = 28,
+    PLM_FTYPE_IQ2_M = 29,
+    PLM_FTYPE_IQ1_M = 31,
+    PLM_FTYPE_TQ1_0 = 36,
+    PLM_FTYPE_TQ2_0 = 37,
+    PLM_FTYPE_MXFP4_MOE = 38,
 };
 
 /* What picks the types: the file type's base type and rules, and
@@ -54,6 +68,10 @@ bool plm_is_weight_matrix(const plm_gguf_tensor *t);
  * attn_v/ffn_down layers and the like).  A matrix whose rows are not whole
  * blocks of its type then falls back to a 32-element type of similar size
  * (Q4_K -> Q5_0, ...), or to F16.  A bad pattern or type fails, named. */
+/* Whether llama-quantize refuses to write tensor `name` in `type` without
+ * importances (the IQ1/IQ2 types and IQ3_XXS; never token_embd/output). */
+bool plm_type_needs_imatrix(const char *name, plm_type type);
+
 plm_status plm_choose_tensor_types(const plm_gguf_file *in, const plm_type_choice *choice, uint32_t *out_type,
                                    plm_error *err);
 

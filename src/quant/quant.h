@@ -69,6 +69,20 @@ void plm_quantize_row_q6_K(const float *x, void *y, int64_t n);
  * 6-bit sub-block scales, as llama-quantize writes it. */
 void plm_quantize_row_iq4_xs(const float *x, void *y, int64_t n);
 
+/* Ternary and MXFP4 (quantize_ternary.c): no scale search, so importances
+ * change nothing; what llama-quantize writes with or without them. */
+void plm_quantize_row_tq1_0(const float *x, void *y, int64_t n);
+void plm_quantize_row_tq2_0(const float *x, void *y, int64_t n);
+void plm_quantize_row_mxfp4(const float *x, void *y, int64_t n);
+
+/* The codebook formats without importances (quantize_iq.c): what ggml's
+ * quantize_iq* write given none.  IQ2_XXS, IQ2_XS and IQ1_S have no such
+ * quantizer (ggml refuses them without importances: the _w functions). */
+void plm_quantize_row_iq3_xxs(const float *x, void *y, int64_t n);
+void plm_quantize_row_iq3_s(const float *x, void *y, int64_t n);
+void plm_quantize_row_iq2_s(const float *x, void *y, int64_t n);
+void plm_quantize_row_iq1_m(const float *x, void *y, int64_t n);
+
 /* ---- importance-weighted quantizers (quantize_weighted.c) ----------------
  * What llama-quantize --imatrix writes: qw holds one importance per column
  * (n of them; an importance matrix row, see model/imatrix.h).  qw NULL
@@ -86,6 +100,16 @@ void plm_quantize_row_q5_K_w(const float *x, void *y, int64_t n, const float *qw
 void plm_quantize_row_q6_K_w(const float *x, void *y, int64_t n, const float *qw);
 void plm_quantize_row_iq4_nl_w(const float *x, void *y, int64_t n, const float *qw);
 void plm_quantize_row_iq4_xs_w(const float *x, void *y, int64_t n, const float *qw);
+/* The codebook formats (quantize_iq.c): search the format's lattice
+ * (quant/iq_lattice.h, built on first use).  ggml refuses IQ2_XXS, IQ2_XS
+ * and IQ1_S without importances; given qw NULL these weigh by x^2. */
+void plm_quantize_row_iq3_xxs_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_iq3_s_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_iq2_xxs_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_iq2_xs_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_iq2_s_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_iq1_s_w(const float *x, void *y, int64_t n, const float *qw);
+void plm_quantize_row_iq1_m_w(const float *x, void *y, int64_t n, const float *qw);
 /* The weighted quantizer of a type; NULL where importances change nothing
  * (Q8_0, F16, ...) or the type has no quantizer. */
 plm_quantize_weighted_fn plm_get_quantize_weighted(plm_type type);

@@ -10,7 +10,7 @@
  * times how large it is against the block's spread.  The searches differ
  * from the unweighted reference ones (quantize.c, quantize_k.c): the
  * K-quants search 37 candidate scales and then quantize the sub-block
- * scales themselves by a weighted fit (qp_fit) instead of rounding them
+ * scales themselves by a weighted fit (plm_qp_fit) instead of rounding them
  * against the largest.
  *
  * As in quantize.c: ggml's operation order, float intermediates, no fused
@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "quant/blocks.h"
+#include "quant/fit.h"
 #include "quant/quant.h"
 #include "quant/rounding.h"
 
@@ -148,7 +149,7 @@ static float qkx3_fit(int n, int nmax, const float *x, const float *w, uint8_t *
 /* Non-negative levels 0..nmax of n positive values (sub-block scales or
  * mins): 9 scales by weighted squared error, then up to 5 rounds moving
  * one level at a time when the weighted gain grows (ggml's make_qp_quants). */
-static float qp_fit(int n, int nmax, const float *x, uint8_t *L, const float *w) {
+float plm_qp_fit(int n, int nmax, const float *x, uint8_t *L, const float *w) {
     float max = 0;
     for (int i = 0; i < n; ++i) max = max > x[i] ? max : x[i];
     if (max < GROUP_MAX_EPS) {
@@ -241,8 +242,8 @@ static void q2_K_block(const float *x, block_q2_K *y, const float *qw) {
         sw[j] = sum_of(weight, 16);
         scales[j] = qkx3_fit(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j]);
     }
-    y->d = plm_fp32_to_fp16(qp_fit(QK_K / 16, 15, scales, Ls, sw));
-    y->dmin = plm_fp32_to_fp16(qp_fit(QK_K / 16, 15, mins, Lm, sw));
+    y->d = plm_fp32_to_fp16(plm_qp_fit(QK_K / 16, 15, scales, Ls, sw));
+    y->dmin = plm_fp32_to_fp16(plm_qp_fit(QK_K / 16, 15, mins, Lm, sw));
     const float dm = plm_fp16_to_fp32(y->d), mm = plm_fp16_to_fp32(y->dmin);
     for (int j = 0; j < QK_K / 16; ++j) y->scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
     for (int j = 0; j < QK_K / 16; ++j) {
@@ -289,7 +290,7 @@ static void q3_K_block(const float *x, block_q3_K *y, const float *qw) {
 }
 
 /* Q4_K and Q5_K: 8 sub-blocks of 32 fit by qkx3_fit; their scales and mins
- * become 6-bit levels by qp_fit weighted by each sub-block's total weight.
+ * become 6-bit levels by plm_qp_fit weighted by each sub-block's total weight.
  * Writes d, dmin and the packed scales; returns the requantized levels. */
 static void k4_block(const float *x, const float *qw, int nmax, uint8_t *s12, plm_fp16_t *d16, plm_fp16_t *dmin16,
                      uint8_t *L) {
@@ -301,11 +302,11 @@ static void k4_block(const float *x, const float *qw, int nmax, uint8_t *s12, pl
         sw[j] = sum_of(weights, 32);
         scales[j] = qkx3_fit(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j]);
     }
-    const float d_block = qp_fit(QK_K / 32, 63, scales, Ls, sw);
-    const float m_block = qp_fit(QK_K / 32, 63, mins, Lm, sw);
+    const float d_block = plm_qp_fit(QK_K / 32, 63, scales, Ls, sw);
+    const float m_block = plm_qp_fit(QK_K / 32, 63, mins, Lm, sw);
     memset(s12, 0, 12);
     for (int j = 0; j < QK_K / 32; ++j) {
-        /* Q5_K caps at 63; Q4_K does not, but qp_fit never exceeds nmax */
+        /* Q5_K caps at 63; Q4_K does not, but plm_qp_fit never exceeds nmax */
         const uint8_t ls = Ls[j] < 63 ? Ls[j] : 63, lm = Lm[j] < 63 ? Lm[j] : 63;
         if (j < 4) {
             s12[j] = ls;
@@ -639,6 +640,13 @@ plm_quantize_weighted_fn plm_get_quantize_weighted(plm_type type) {
     case PLM_TYPE_Q6_K: return plm_quantize_row_q6_K_w;
     case PLM_TYPE_IQ4_NL: return plm_quantize_row_iq4_nl_w;
     case PLM_TYPE_IQ4_XS: return plm_quantize_row_iq4_xs_w;
-    default: return NULL;  /* Q8_0, F16, ...: importances change nothing */
+    case PLM_TYPE_IQ3_XXS: return plm_quantize_row_iq3_xxs_w;
+    case PLM_TYPE_IQ3_S: return plm_quantize_row_iq3_s_w;
+    case PLM_TYPE_IQ2_XXS: return plm_quantize_row_iq2_xxs_w;
+    case PLM_TYPE_IQ2_XS: return plm_quantize_row_iq2_xs_w;
+    case PLM_TYPE_IQ2_S: return plm_quantize_row_iq2_s_w;
+    case PLM_TYPE_IQ1_S: return plm_quantize_row_iq1_s_w;
+    case PLM_TYPE_IQ1_M: return plm_quantize_row_iq1_m_w;
+    default: return NULL;  /* Q8_0, F16, TQ1_0, MXFP4, ...: importances change nothing */
     }
 }
