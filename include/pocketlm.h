@@ -237,7 +237,11 @@ PLM_API void plm_kv_truncate(plm_context *ctx, uint32_t pos);
 
 /* Context shift: drop the n_discard cached tokens after the first n_keep,
  * slide the rest down and re-rotate their keys to their new positions, so
- * generation can go on in a full context without re-evaluating anything. */
+ * generation can go on in a full context without re-evaluating anything.
+ * Sliding-window layers (gemma2/3) shift too, giving what llama.cpp gives
+ * with a full-size SWA cache (--swa-full; with its default one llama.cpp
+ * turns context shift off); PLM_ERR_UNSUPPORTED when fewer than window - 1
+ * tokens would follow the kept ones (a window's ring no longer holds them). */
 PLM_API plm_status plm_kv_shift(plm_context *ctx, uint32_t n_keep, uint32_t n_discard, plm_error *err);
 
 /* Saves the KV cache (the positions it holds, with the n_tokens token ids

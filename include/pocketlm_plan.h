@@ -218,6 +218,10 @@ typedef struct plm_plan {
     int draft_max;
     uint64_t draft_bytes;
     uint64_t draft_anon_bytes;  /* the part of draft_bytes that cannot be paged back */
+
+    /* Which layers n_swa applies to: attention.sliding_window_pattern (the
+     * family's default when the file has none), as llama.cpp reads it. */
+    uint32_t swa_pattern;
 } plm_plan;
 
 /* Adds a speculative draft model to a plan: `draft` planned from its own

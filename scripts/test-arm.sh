@@ -7,7 +7,11 @@
 #   2. tests/test_logits (llama.cpp's fixture logits) once per ARM table,
 #      forced with PLM_KERNELS;
 #   3. a greedy stories260K generation that must print exactly what the x86
-#      build (build/pocketlm, built here if missing) prints.
+#      build (build/pocketlm, built here if missing) prints;
+#   4. every architecture family against llama.cpp (tests/oracle/families.test.mjs,
+#      one shape each, Q4_K_M): the x86 build and node-llama-cpp write the files
+#      and llama.cpp's logits natively, the arm64 dump_logits runs under qemu
+#      with the neon and the dotprod tables.
 # Installs what it needs when missing: the cross compiler, qemu-user, and the
 # arm64 PCRE2/utf8proc packages through Debian multiarch.
 set -euo pipefail
@@ -88,4 +92,25 @@ for k in neon dotprod i8mm; do
 done
 [ -s build-arm/run.x86.txt ] || { echo "test-arm: the x86 generation printed nothing" >&2; exit 1; }
 stamp "stories260K generation matches x86 on neon, dotprod, i8mm"
+
+# 4. the families' logits against llama.cpp's (node and node-llama-cpp as
+#    scripts/test.sh installs them); dump_logits is the arm64 one, through a
+#    wrapper that picks the kernel table
+command -v node >/dev/null && command -v npm >/dev/null || scripts/deps.sh nodejs npm
+if [ ! -d tests/oracle/node_modules ] || [ tests/oracle/package-lock.json -nt tests/oracle/node_modules ]; then
+  (cd tests/oracle && npm ci --no-audit --no-fund --loglevel=error)
+fi
+FAMILIES=test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny,test-granite-tiny,test-phi3-tiny,test-gemma2-tiny
+FAMILIES+=,test-gemma3-tiny,test-qwen3moe-tiny,test-mixtral-tiny
+for k in neon dotprod; do
+  printf '#!/bin/sh\nPLM_KERNELS=%s exec qemu-aarch64 -cpu max "$(dirname "$0")/dump_logits" "$@"\n' $k \
+    >build-arm/dump_logits.$k.sh
+  chmod +x build-arm/dump_logits.$k.sh
+  PLM_DUMP_LOGITS_BIN="$PWD/build-arm/dump_logits.$k.sh" PLM_FAMILIES=$FAMILIES PLM_FAMILY_FORMATS=Q4_K_M \
+    PLM_FAMILY_QUANTIZER=0 POCKETLM_BIN="$PWD/build/pocketlm" node tests/oracle/families.test.mjs \
+    >build-arm/families.$k.log 2>&1 ||
+    { cat build-arm/families.$k.log; echo "test-arm: families against llama.cpp failed with PLM_KERNELS=$k" >&2; exit 1; }
+  echo "families PLM_KERNELS=$k: $(tail -n 1 build-arm/families.$k.log)"
+done
+stamp "families' logits against llama.cpp on neon and dotprod"
 echo "test-arm: all passed"

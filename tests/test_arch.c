@@ -268,6 +268,26 @@ static void check_family_errors(const char *dir) {
     if (pm) CHECK(plm_arch_layer_window(pm->arch, &pm->hp, 0) == 0, "gemma3 without a window key: none");
     plm_model_free(pm);
     pm = NULL;
+
+    /* attention.sliding_window_pattern 3: layers 2 and 5 global (llama.cpp's
+     * set_swa_pattern); without the key, gemma3's 6: only layer 5. */
+    pp.shape = "test-gemma3-pattern-tiny";
+    REQUIRE_VOID(plm_synth(&pp, &perr) == PLM_OK, "synth gemma3 pattern: %s", perr.message);
+    static const uint32_t pattern3[6] = {8, 8, 0, 8, 8, 0}, pattern6[6] = {8, 8, 8, 8, 8, 0};
+    for (int drop = 0; drop <= 1; drop++) {
+        REQUIRE_VOID(rewrite(src, dst, drop ? "gemma3.attention.sliding_window_pattern" : NULL, NULL), "rewrite");
+        CHECK(plm_model_load(dst, NULL, &pm, &perr) == PLM_OK, "gemma3 loads: %s", perr.message);
+        for (int il = 0; pm && il < 6; il++)
+            CHECK(plm_arch_layer_window(pm->arch, &pm->hp, il) == (drop ? pattern6 : pattern3)[il],
+                  "pattern %d: layer %d's window %u", pm->hp.swa_pattern, il,
+                  plm_arch_layer_window(pm->arch, &pm->hp, il));
+        plm_model_free(pm);
+        pm = NULL;
+        plm_plan plan;
+        CHECK(plm_plan_file(dst, NULL, &plan, &perr) == PLM_OK && plan.n_layer_swa == (drop ? 5u : 4u) &&
+                  plan.swa_pattern == (drop ? 6u : 3u),
+              "plan: %u windowed layers, pattern %u", plan.n_layer_swa, plan.swa_pattern);
+    }
     remove(src);
     remove(dst);
 
@@ -284,12 +304,56 @@ static void check_family_errors(const char *dir) {
     remove(path);
 }
 
+static int rerotations;
+static void count_rerotation(void *user, plm_kv_cache *kv, plm_kv_seq seq, uint32_t first, uint32_t n, int delta) {
+    (void)user, (void)kv, (void)seq;
+    rerotations += first == 4 && n == 28 && delta == -8;
+}
+
+/* Reads layer 0's key row of position pos as the value stored in it. */
+static float key_at(const plm_kv_cache *kv, uint32_t pos) {
+    float back[32];
+    plm_kernels_ref()->dequantize_row[PLM_TYPE_F16](plm_kv_keys(kv, 0, 0, pos), back, 32);
+    return back[0] == back[31] ? back[0] : -1.0f;
+}
+
+/* Context shift of a ring (window 16, ring 24) holding positions 0..39
+ * (row p holds p): dropping 8 after 4 moves position p + 8 to p, and the
+ * positions a token reads next (new end 32: 17..31) are read as one run, into
+ * the mirror.  Fewer than window - 1 positions after the kept ones: refused. */
+static void check_window_shift(plm_kv_cache *kv) {
+    const plm_kernels *kt = plm_kernels_ref();
+    float row[32];
+    for (uint32_t p = 0; p < 40; p++) {
+        for (int i = 0; i < 32; i++) row[i] = (float)p;
+        plm_ubatch b = {.n = 1, .pos0 = p};
+        plm_kv_store(kv, kt, 0, &b, row, row);
+    }
+    kv->len[0] = 40;
+    plm_error err;
+    CHECK(plm_kv_seq_shift(kv, 0, 4, 30, count_rerotation, NULL, &err) == PLM_ERR_UNSUPPORTED &&
+              strstr(err.message, "need the last 15 tokens, but only 6 follow the 4 kept") && kv->len[0] == 40,
+          "a shift leaving 6 of a 16 window refused: %s", err.message);
+    REQUIRE_VOID(plm_kv_seq_shift(kv, 0, 4, 8, count_rerotation, NULL, &err) == PLM_OK, "%s", err.message);
+    CHECK(kv->len[0] == 32 && rerotations == 1, "32 positions left, one re-rotation of 4..31 by -8");
+    bool moved = true;
+    for (uint32_t q = 8; q < 32; q++) moved &= key_at(kv, q) == (float)(q + 8);  /* the ring's 24 */
+    CHECK(moved, "positions 8..31 hold what 16..39 held");
+    float back[32];
+    bool run = true;
+    for (uint32_t j = 0; j < 15; j++) {  /* 17..31 from position 17's cell on */
+        kt->dequantize_row[PLM_TYPE_F16](plm_kv_keys(kv, 0, 0, 17) + j * kv->k_row, back, 32);
+        run &= back[0] == (float)(25 + j);
+    }
+    CHECK(run, "the window before the new end reads as one run through the mirror");
+    CHECK(plm_kv_first_held(kv, 0, 4, 32) == 8 && plm_kv_first_held(kv, 2, 4, 32) == 4, "held positions");
+}
+
 /* A descriptor with sliding-window layers: every third layer global. */
 static void check_window_layout(void) {
-    plm_arch a = plm_arch_llama;
-    a.swa_every = 3;
-    plm_hparams hp = {.n_layer = 6, .n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_swa = 16};
-    plm_kv_spec s = {&a, &hp, 256, 8, PLM_KV_F16, PLM_KV_F16, 1};
+    plm_hparams hp = {.n_layer = 6, .n_embd = 64, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_swa = 16,
+                      .swa_pattern = 3};
+    plm_kv_spec s = {&plm_arch_llama, &hp, 256, 8, PLM_KV_F16, PLM_KV_F16, 1};
     /* a ring of window 16 + batch 8 and a mirror of 15; layers 2 and 5 global */
     const uint32_t want[6] = {39, 39, 256, 39, 39, 256};
     for (int il = 0; il < 6; il++)
@@ -322,8 +386,7 @@ static void check_window_layout(void) {
         mirrored &= back[0] == (float)(15 + j) && back[31] == (float)(15 + j);
     }
     CHECK(mirrored, "a wrapped window reads on into the mirror");
-    kv.len[0] = 40;
-    CHECK(plm_kv_seq_shift(&kv, 0, 4, 8, NULL, NULL, &err) == PLM_ERR_UNSUPPORTED, "shift refused with windows");
+    check_window_shift(&kv);
     plm_kv_free(&kv);
 
     /* A window wider than the context is no window. */

@@ -266,7 +266,7 @@ int main(void) {
         has7b |= !strcmp(names[n_names], "qwen2.5-7b");
         has_tiny |= !strcmp(names[n_names], "test-llama-tiny");
     }
-    CHECK(n_names == 29 && has7b && has_tiny, "shape list (%d)", n_names);
+    CHECK(n_names == 30 && has7b && has_tiny, "shape list (%d)", n_names);
 
     const expect llama = {"llama", 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, false};
     const expect qwen2 = {"qwen2", 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, true};

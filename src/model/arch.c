@@ -71,8 +71,10 @@ int plm_arch_layer_vectors(const plm_arch *arch) {
 }
 
 uint32_t plm_arch_layer_window(const plm_arch *arch, const plm_hparams *hp, int il) {
-    if (hp->n_swa <= 0 || arch->swa_every <= 0) return 0;
-    if (arch->swa_every > 1 && (il + 1) % arch->swa_every == 0) return 0;  /* the global layers */
+    (void)arch;
+    const int n = hp->swa_pattern;
+    if (hp->n_swa <= 0) return 0;
+    if (n > 0 && il % n == n - 1) return 0;  /* the global layers: the last of each period */
     return (uint32_t)hp->n_swa;
 }
 

@@ -34,7 +34,7 @@ typedef struct plm_hparams {
     float rms_eps, rope_freq_base, rope_freq_scale;
     plm_rope_type rope_type;
     /* Sliding-window attention: a windowed layer sees only the last n_swa
-     * positions (0: none).  Which layers are windowed: plm_arch.swa_every. */
+     * positions (0: none).  Which layers are windowed: swa_pattern. */
     int n_swa;
     float rope_freq_base_swa;    /* RoPE base of windowed layers (gemma3) */
     float attn_softcap;          /* tanh soft-cap of attention scores, 0 = none */
@@ -51,6 +51,11 @@ typedef struct plm_hparams {
      * RoPE'd q and k are multiplied by rope_attn_factor (1 = none). */
     int n_ctx_orig;              /* rope.scaling.original_context_length; 0 = n_ctx_train */
     float rope_attn_factor;
+    /* attention.sliding_window_pattern, as llama.cpp's set_swa_pattern
+     * reads it: layer il is windowed when il % swa_pattern < swa_pattern - 1
+     * (gemma2's 2: the even layers; gemma3's 6: five of every six), every
+     * layer when it is 0, none when it is 1.  Only when n_swa > 0. */
+    int swa_pattern;
 } plm_hparams;
 
 /* llama.cpp's LLAMA_MAX_EXPERTS: bounds expert_count (and the router's
@@ -159,9 +164,9 @@ typedef struct plm_arch {
     bool qk_norm;                     /* per-head norm of Q and K before RoPE */
     bool post_attn_norm, post_ffn_norm; /* norms of each block's output (gemma2/3) */
     bool embd_scale_sqrt;             /* embeddings x sqrt(n_embd) (gemma) */
-    /* Sliding window when n_swa > 0: every layer (1), or all but every
-     * swa_every-th layer (gemma2: 2, gemma3: 6); 0 = never. */
-    int swa_every;
+    /* (Which layers attend through a sliding window is data of the file:
+     * the hyperparameters' n_swa and swa_pattern, with the family's
+     * defaults in its key table.) */
     /* Mixture-of-Experts routing (ffn == PLM_FFN_MOE): softmax over the
      * experts, top n_expert_used, their weights renormalized to sum 1 or
      * not, as each model defines. */
@@ -203,7 +208,9 @@ int64_t plm_dim_experts(const plm_hparams *hp, plm_dim ne1);
 /* Vectors of one layer that may need an f32 copy (norms and biases). */
 int plm_arch_layer_vectors(const plm_arch *arch);
 
-/* Window of layer il in positions, 0 = it sees the whole context. */
+/* Window of layer il in positions, 0 = it sees the whole context: n_swa on
+ * the layers hp->swa_pattern makes windowed (arch: unused, kept for the
+ * callers; the pattern is the file's, the family's default in its keys). */
 uint32_t plm_arch_layer_window(const plm_arch *arch, const plm_hparams *hp, int il);
 
 #endif

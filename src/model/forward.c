@@ -480,8 +480,8 @@ void plm_forward_rerotate(void *state, plm_kv_cache *kv, plm_kv_seq seq, uint32_
         rope_params r = layer_rope(ctx, il);
         r.attn_factor = 1.0f;
         rope_angles(ctx->model, &r, (float)delta, cos_t, sin_t);
-        for (uint32_t j = 0; j < n; j++) {
-            uint8_t *k = plm_kv_keys(kv, il, seq, first + j);
+        for (uint32_t pos = plm_kv_first_held(kv, il, first, first + n); pos < first + n; pos++) {
+            uint8_t *k = plm_kv_keys(kv, il, seq, pos);
             ctx->kt->dequantize_row[kv->type_k](k, row, kv->kv_dim);
             plm_rope_apply(row, hp->n_head_kv, hp->head_dim, hp->n_rot, cos_t, sin_t, hp->rope_type == PLM_ROPE_NEOX);
             ctx->kt->quantize_row[kv->type_k](row, k, kv->kv_dim);

@@ -115,15 +115,17 @@ void plm_kv_store(plm_kv_cache *kv, const plm_kernels *kt, int il, const plm_uba
     }
 }
 
+/* A windowed layer's mirror: copies of its ring's first window - 1 cells. */
+static void sync_mirror(plm_kv_cache *kv, int il, plm_kv_seq seq) {
+    uint8_t *k = plm_kv_keys(kv, il, seq, 0), *v = plm_kv_values(kv, il, seq, 0);
+    memcpy(k + (size_t)kv->ring[il] * kv->k_row, k, (size_t)(kv->window[il] - 1) * kv->k_row);
+    memcpy(v + (size_t)kv->ring[il] * kv->v_row, v, (size_t)(kv->window[il] - 1) * kv->v_row);
+}
+
 void plm_kv_sync_mirrors(plm_kv_cache *kv) {
-    for (int il = 0; il < kv->n_layer; il++) {
-        if (!kv->ring[il]) continue;
-        for (uint32_t seq = 0; seq < kv->n_seq; seq++) {
-            uint8_t *k = plm_kv_keys(kv, il, (plm_kv_seq)seq, 0), *v = plm_kv_values(kv, il, (plm_kv_seq)seq, 0);
-            memcpy(k + (size_t)kv->ring[il] * kv->k_row, k, (size_t)(kv->window[il] - 1) * kv->k_row);
-            memcpy(v + (size_t)kv->ring[il] * kv->v_row, v, (size_t)(kv->window[il] - 1) * kv->v_row);
-        }
-    }
+    for (int il = 0; il < kv->n_layer; il++)
+        if (kv->ring[il])
+            for (uint32_t seq = 0; seq < kv->n_seq; seq++) sync_mirror(kv, il, (plm_kv_seq)seq);
 }
 
 /* ---- sequences ------------------------------------------------------------ */
@@ -176,6 +178,57 @@ plm_status plm_kv_seq_copy(plm_kv_cache *kv, plm_kv_seq src, plm_kv_seq dst, plm
     return PLM_OK;
 }
 
+/* Swaps rows a and b, `size` bytes each, through a small buffer. */
+static void swap_rows(uint8_t *a, uint8_t *b, size_t size) {
+    uint8_t tmp[256];
+    for (size_t off = 0; off < size; off += sizeof tmp) {
+        const size_t n = size - off < sizeof tmp ? size - off : sizeof tmp;
+        memcpy(tmp, a + off, n);
+        memcpy(a + off, b + off, n);
+        memcpy(b + off, tmp, n);
+    }
+}
+
+static void reverse_rows(uint8_t *rows, uint32_t first, uint32_t end, size_t size) {
+    for (; first + 1 < end; first++, end--) swap_rows(rows + (size_t)first * size, rows + (size_t)(end - 1) * size, size);
+}
+
+/* Rotates n rows left by r, in place (three reversals): row i takes what
+ * row (i + r) mod n held. */
+static void rotate_rows(uint8_t *rows, uint32_t n, uint32_t r, size_t size) {
+    if (r == 0) return;
+    reverse_rows(rows, 0, r, size);
+    reverse_rows(rows, r, n, size);
+    reverse_rows(rows, 0, n, size);
+}
+
+/* A windowed layer's ring holds its last `ring` positions: after the shift
+ * it must hold the window - 1 positions before the new end, and those must
+ * all be moved ones (the kept prefix, n_keep, is in its ring no more). */
+static plm_status check_windows_shift(const plm_kv_cache *kv, uint32_t n_keep, uint32_t n_move, plm_error *err) {
+    for (int il = 0; il < kv->n_layer; il++)
+        if (kv->ring[il] && n_move + 1 < kv->window[il])
+            return plm_fail(err, PLM_ERR_UNSUPPORTED,
+                            "context shift: the sliding-window layers need the last %u tokens, but only %u follow "
+                            "the %u kept (keep fewer, or use a longer context)",
+                            kv->window[il] - 1, n_move, n_keep);
+    return PLM_OK;
+}
+
+/* Moves positions [from, from + n) of seq down to `to` in layer il.  A
+ * ring's cell of position p is p mod ring: rotating the ring by the shift
+ * puts every held position's row at its new cell (rows no position holds
+ * rotate too, unread), and the mirror is rewritten after the re-rotation. */
+static void move_rows(plm_kv_cache *kv, int il, plm_kv_seq seq, uint32_t to, uint32_t from, uint32_t n) {
+    if (kv->ring[il]) {
+        rotate_rows(plm_kv_keys(kv, il, seq, 0), kv->ring[il], (from - to) % kv->ring[il], kv->k_row);
+        rotate_rows(plm_kv_values(kv, il, seq, 0), kv->ring[il], (from - to) % kv->ring[il], kv->v_row);
+        return;
+    }
+    memmove(plm_kv_keys(kv, il, seq, to), plm_kv_keys(kv, il, seq, from), (size_t)n * kv->k_row);
+    memmove(plm_kv_values(kv, il, seq, to), plm_kv_values(kv, il, seq, from), (size_t)n * kv->v_row);
+}
+
 plm_status plm_kv_seq_shift(plm_kv_cache *kv, plm_kv_seq seq, uint32_t n_keep, uint32_t n_discard,
                             plm_kv_rerotate_fn rerotate, void *user, plm_error *err) {
     const uint32_t len = plm_kv_seq_len(kv, seq);
@@ -183,17 +236,13 @@ plm_status plm_kv_seq_shift(plm_kv_cache *kv, plm_kv_seq seq, uint32_t n_keep, u
         return plm_fail(err, PLM_ERR_INVALID_ARG, "cannot drop %u tokens after %u: only %u are cached", n_discard,
                         n_keep, len);
     if (n_discard == 0) return PLM_OK;
-    for (int il = 0; il < kv->n_layer; il++)
-        if (kv->window[il])
-            return plm_fail(err, PLM_ERR_UNSUPPORTED, "context shift of a sliding-window cache is not supported");
     const uint32_t n_move = len - n_keep - n_discard;
-    for (int il = 0; il < kv->n_layer; il++) {
-        memmove(plm_kv_keys(kv, il, seq, n_keep), plm_kv_keys(kv, il, seq, n_keep + n_discard),
-                (size_t)n_move * kv->k_row);
-        memmove(plm_kv_values(kv, il, seq, n_keep), plm_kv_values(kv, il, seq, n_keep + n_discard),
-                (size_t)n_move * kv->v_row);
-    }
+    plm_status st = check_windows_shift(kv, n_keep, n_move, err);
+    if (st) return st;
+    for (int il = 0; il < kv->n_layer; il++) move_rows(kv, il, seq, n_keep, n_keep + n_discard, n_move);
     rerotate(user, kv, seq, n_keep, n_move, -(int)n_discard);
+    for (int il = 0; il < kv->n_layer; il++)
+        if (kv->ring[il]) sync_mirror(kv, il, seq);
     kv->len[seq] -= n_discard;
     return PLM_OK;
 }

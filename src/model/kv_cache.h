@@ -109,6 +109,13 @@ static inline uint32_t plm_kv_first_seen(const plm_kv_cache *kv, int il, uint32_
     return w && pos >= w ? pos + 1 - w : 0;
 }
 
+/* The first of positions [first, end) whose row layer il still holds: a
+ * ring keeps only its last `ring` positions. */
+static inline uint32_t plm_kv_first_held(const plm_kv_cache *kv, int il, uint32_t first, uint32_t end) {
+    const uint32_t r = kv->ring[il];
+    return r && end - first > r ? end - r : first;
+}
+
 /* Keys / values of layer il, sequence seq, position pos, as stored. */
 static inline uint8_t *plm_kv_keys(const plm_kv_cache *kv, int il, plm_kv_seq seq, uint32_t pos) {
     return kv->k + plm_kv_cell(kv, il, seq, pos) * kv->k_row;
@@ -157,8 +164,13 @@ typedef void (*plm_kv_rerotate_fn)(void *user, plm_kv_cache *kv, plm_kv_seq seq,
                                    int delta);
 
 /* Context shift: drops n_discard positions of seq after its first n_keep,
- * moves the rest down and re-rotates them.  Refuses a cache with windowed
- * layers (their cells wrap; shifting them is not implemented). */
+ * moves the rest down and re-rotates them (llama_memory_seq_rm + seq_add).
+ * A windowed layer's ring is rotated instead, and holds only its last
+ * `ring` positions: the result is llama.cpp's with a full-size SWA cache
+ * (--swa-full; with its default smaller one llama.cpp refuses to shift).
+ * Refused when fewer than window - 1 positions would follow the kept ones:
+ * the next tokens' windows would reach into the kept prefix, which a ring no
+ * longer holds. */
 plm_status plm_kv_seq_shift(plm_kv_cache *kv, plm_kv_seq seq, uint32_t n_keep, uint32_t n_discard,
                             plm_kv_rerotate_fn rerotate, void *user, plm_error *err);
 

@@ -68,8 +68,10 @@ typedef struct synth_extra {
     uint32_t window;
     float rope_base_swa, attn_softcap, final_softcap, rope_linear;
     uint32_t longrope_orig_ctx;
+    uint32_t swa_pattern;  /* attention.sliding_window_pattern, written when > 0 (the
+                              converters write none for gemma2/3: the family's default) */
 } synth_extra;
-#define NO_EXTRA {0, 0, 0, 0, 0, 0}
+#define NO_EXTRA {0, 0, 0, 0, 0, 0, 0}
 
 typedef struct synth_shape {
     const char *name;
@@ -106,13 +108,13 @@ static const synth_shape shapes[] = {
     {"phi-3-mini-4k", &plm_arch_phi3, 32, 3072, 32, 32, 8192, 4096, 10000.0f, 1e-5f, false, 0, NO_LLAMA3,
      NO_GRANITE, NO_EXTRA},
     {"phi-3.5-mini", &plm_arch_phi3, 32, 3072, 32, 32, 8192, 131072, 10000.0f, 1e-5f, false, 0, NO_LLAMA3, NO_GRANITE,
-     {0, 0, 0, 0, 0, 4096}},
+     {0, 0, 0, 0, 0, 4096, 0}},
     {"gemma-2-2b", &plm_arch_gemma2, 26, 2304, 8, 4, 9216, 8192, 10000.0f, 1e-6f, true, 256, NO_LLAMA3, NO_GRANITE,
-     {4096, 10000.0f, 50.0f, 30.0f, 0, 0}},
+     {4096, 10000.0f, 50.0f, 30.0f, 0, 0, 0}},
     {"gemma-3-1b", &plm_arch_gemma3, 26, 1152, 4, 1, 6912, 32768, 1000000.0f, 1e-6f, true, 256, NO_LLAMA3, NO_GRANITE,
-     {512, 10000.0f, 0, 0, 0, 0}},
+     {512, 10000.0f, 0, 0, 0, 0, 0}},
     {"gemma-3-4b", &plm_arch_gemma3, 34, 2560, 8, 4, 10240, 131072, 1000000.0f, 1e-6f, true, 256, NO_LLAMA3,
-     NO_GRANITE, {1024, 10000.0f, 0, 0, 8.0f, 0}},
+     NO_GRANITE, {1024, 10000.0f, 0, 0, 8.0f, 0, 0}},
     {"test-llama-tiny", &plm_arch_llama, 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, 0, NO_LLAMA3,
      NO_GRANITE, NO_EXTRA},
     {"test-qwen2-tiny", &plm_arch_qwen2, 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, 0, NO_LLAMA3,
@@ -146,19 +148,23 @@ static const synth_shape shapes[] = {
      NO_EXTRA},
     /* Mistral-style: a window of 8 that llama.cpp ignores for llama */
     {"test-mistral-tiny", &plm_arch_llama, 2, 256, 8, 2, 512, 256, 10000.0f, 1e-5f, true, 0, NO_LLAMA3, NO_GRANITE,
-     {8, 0, 0, 0, 0, 0}},
+     {8, 0, 0, 0, 0, 0, 0}},
     /* LongRoPE beyond an original context of 512 (above the 256 llama.cpp
      * pads a small context to): factors that differ between long and
      * short; attention factor sqrt(1 + ln 16 / ln 512) */
     {"test-phi3-longrope-tiny", &plm_arch_phi3, 2, 256, 8, 2, 512, 8192, 10000.0f, 1e-5f, true, 0, NO_LLAMA3,
-     NO_GRANITE, {0, 0, 0, 0, 0, 512}},
+     NO_GRANITE, {0, 0, 0, 0, 0, 512, 0}},
     /* gemma2: window 8 on layer 0 (layer 1 global), soft-caps small enough
      * to bend the scores and the logits */
     {"test-gemma2-tiny", &plm_arch_gemma2, 2, 256, 4, 2, 512, 256, 10000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE,
-     {8, 10000.0f, 0.1f, 5.0f, 0, 0}},
+     {8, 10000.0f, 0.1f, 5.0f, 0, 0, 0}},
     /* gemma3: 7 layers so that one (5) is global; window 8; local RoPE base 10000, global 1e6 */
     {"test-gemma3-tiny", &plm_arch_gemma3, 7, 256, 4, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3, NO_GRANITE,
-     {8, 10000.0f, 0, 0, 0, 0}},
+     {8, 10000.0f, 0, 0, 0, 0, 0}},
+    /* gemma3 with attention.sliding_window_pattern 3 (layers 2 and 5 global,
+     * where the default 6 makes only 5 global) */
+    {"test-gemma3-pattern-tiny", &plm_arch_gemma3, 6, 256, 4, 2, 512, 256, 1000000.0f, 1e-6f, true, 64, NO_LLAMA3,
+     NO_GRANITE, {8, 10000.0f, 0, 0, 0, 0, 3}},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -168,7 +174,7 @@ static const char *const shape_names[N_SHAPES + 1] = {
     "test-llama-tiny", "test-qwen2-tiny", "test-llama3-tiny", "test-granite-tiny", "test-phi3-tiny",
     "test-qwen3-tiny", "qwen3-30b-a3b", "mixtral-8x7b", "test-qwen3moe-tiny", "test-mixtral-tiny",
     "test-qwen3moe-pages", "phi-3.5-mini", "gemma-2-2b", "gemma-3-1b", "gemma-3-4b", "test-mistral-tiny",
-    "test-phi3-longrope-tiny", "test-gemma2-tiny", "test-gemma3-tiny", NULL,
+    "test-phi3-longrope-tiny", "test-gemma2-tiny", "test-gemma3-tiny", "test-gemma3-pattern-tiny", NULL,
 };
 
 /* The experts of the Mixture-of-Experts shapes (config.json's
@@ -363,6 +369,7 @@ static plm_hparams shape_hparams(const synth_shape *sh, uint64_t n_vocab) {
     hp.attn_scale = sh->granite.attention;
     hp.logit_scale = sh->granite.logit;
     hp.n_swa = (int)sh->extra.window;
+    hp.swa_pattern = (int)sh->extra.swa_pattern;
     hp.rope_freq_base_swa = sh->extra.rope_base_swa;
     hp.attn_softcap = sh->extra.attn_softcap;
     hp.final_softcap = sh->extra.final_softcap;
@@ -438,10 +445,12 @@ static void write_extra(plm_gguf_writer *w, const synth_shape *sh) {
     }
 }
 
-/* Every hyperparameter key of the descriptor, with the shape's value. */
+/* Every hyperparameter key of the descriptor, with the shape's value; the
+ * window pattern only when the shape sets one (the converters leave it out). */
 static void write_hparams(plm_gguf_writer *w, const plm_arch *arch, const plm_hparams *hp) {
     char key[128];
     for (const plm_hp_key *k = arch->hparams; k->key; k++) {
+        if (k->offset == offsetof(plm_hparams, swa_pattern) && hp->swa_pattern <= 0) continue;
         snprintf(key, sizeof key, "%s.%s", arch->name, k->key);
         const void *field = (const char *)hp + k->offset;
         if (k->kind == PLM_HP_F32) plm_gguf_writer_set_f32(w, key, *(const float *)field);

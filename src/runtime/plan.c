@@ -196,6 +196,7 @@ static plm_hparams plan_hparams(const plm_plan *p) {
     hp.n_expert_used = (int)p->n_expert_used;
     hp.n_ff_expert = (int)p->n_ff_expert;
     hp.n_swa = (int)p->n_swa;
+    hp.swa_pattern = (int)p->swa_pattern;
     return hp;
 }
 
@@ -468,6 +469,7 @@ static plm_status plan_hparams_from_file(plm_plan *p, const char *path, const pl
     p->n_expert_used = (uint32_t)hp->n_expert_used;
     p->n_ff_expert = (uint32_t)hp->n_ff_expert;
     p->n_swa = (uint32_t)hp->n_swa;
+    p->swa_pattern = (uint32_t)hp->swa_pattern;
     for (int il = 0; il < hp->n_layer; il++) p->n_layer_swa += plm_arch_layer_window(*arch, hp, il) != 0;
     return PLM_OK;
 }

@@ -1,9 +1,11 @@
 /*
- * dump_logits [-u N] MODEL.gguf OUT.f32 [-c N_CTX] [-b N_BATCH] TOKEN...:
+ * dump_logits [-u N] MODEL.gguf OUT.f32 [-c N_CTX] [-b N_BATCH] [-s AT,KEEP,DROP] TOKEN...:
  * evaluates the tokens (in one batch, or batches of N_BATCH; -u N is the
  * same as -b N, and -u 1 decodes them one at a time) and writes the logits of
  * every position (n_tokens x n_vocab float32, host byte order) to OUT.f32.
  * The context holds max(64, n_tokens) positions unless -c says otherwise.
+ * -s: after the first AT tokens, a context shift drops DROP cached tokens
+ * after the first KEEP (plm_kv_shift), and the rest follow.
  * The oracle tests compare them with llama.cpp's distribution over the same
  * file (tests/oracle/families.test.mjs).
  */
@@ -14,18 +16,20 @@
 #include "pocketlm.h"
 
 int main(int argc, char **argv) {
-    int first = 3, n_ctx = 0, n_batch = 0;
+    int first = 3, n_ctx = 0, n_batch = 0, shift_at = -1, keep = 0, drop = 0;
     if (argc > 2 && !strcmp(argv[1], "-u")) {
         n_batch = atoi(argv[2]);
         argc -= 2;
         argv += 2;
     }
-    while (first + 1 < argc && (!strcmp(argv[first], "-c") || !strcmp(argv[first], "-b"))) {
-        *(argv[first][1] == 'c' ? &n_ctx : &n_batch) = atoi(argv[first + 1]);
+    bool bad = false;
+    while (first + 1 < argc && (!strcmp(argv[first], "-c") || !strcmp(argv[first], "-b") || !strcmp(argv[first], "-s"))) {
+        if (argv[first][1] == 's') bad |= sscanf(argv[first + 1], "%d,%d,%d", &shift_at, &keep, &drop) != 3;
+        else *(argv[first][1] == 'c' ? &n_ctx : &n_batch) = atoi(argv[first + 1]);
         first += 2;
     }
-    if (argc <= first || n_ctx < 0 || n_batch < 0) {
-        fprintf(stderr, "usage: dump_logits [-u N] MODEL.gguf OUT.f32 [-c N_CTX] [-b N_BATCH] TOKEN...\n");
+    if (bad || argc <= first || n_ctx < 0 || n_batch < 0 || (shift_at >= 0 && (keep < 0 || drop < 0))) {
+        fprintf(stderr, "usage: dump_logits [-u N] MODEL.gguf OUT.f32 [-c N_CTX] [-b N_BATCH] [-s AT,KEEP,DROP] TOKEN...\n");
         return 2;
     }
     const int n = argc - first;
@@ -51,8 +55,10 @@ int main(int argc, char **argv) {
         goto done;
     }
     const size_t nv = (size_t)plm_model_n_vocab(model);
-    for (int b = 0; b < n; b += n_batch) {  /* each batch's logits before the next overwrites them */
-        const int nb = n - b < n_batch ? n - b : n_batch;
+    for (int b = 0, nb; b < n; b += nb) {  /* each batch's logits before the next overwrites them */
+        nb = n - b < n_batch ? n - b : n_batch;
+        if (b < shift_at && b + nb > shift_at) nb = shift_at - b;  /* a batch ends where the shift is */
+        if (b == shift_at && plm_kv_shift(ctx, (uint32_t)keep, (uint32_t)drop, &err)) goto fail;
         if (plm_decode(ctx, toks + b, nb, &err)) goto fail;
         for (int i = 0; i < nb; i++)
             if (fwrite(plm_get_logits(ctx, i), sizeof(float), nv, out) != nv) goto done;

@@ -7,7 +7,9 @@
  *   - attention scores soft-capped, cap * tanh(s / cap), cap 50 by default,
  *     and the output logits too (cap 30);
  *   - a sliding window (4096 unless the file says otherwise) on every other
- *     layer, starting with layer 0, the odd layers attending globally;
+ *     layer, starting with layer 0, the odd layers attending globally
+ *     (attention.sliding_window_pattern, 2 by default: llama.cpp reads it,
+ *     though its converter does not write it for gemma2);
  *   - NeoX RoPE, head_dim 256 (attention.key_length), the output tied to
  *     token_embd (llama.cpp always uses token_embd for it).
  * The query scale is 1/sqrt(head_dim), except for the 27B (46 layers), where
@@ -21,6 +23,7 @@ static const plm_hp_key hparams[] = {
     HP_LLAMA,
     HP_VALUE_LEN,
     HP_SWA(4096),
+    HP_SWA_PATTERN(2),
     HP_ROPE_BASE_SWA(NAN),
     HP_ATTN_SOFTCAP(50.0f),
     HP_FINAL_SOFTCAP(30.0f),
@@ -61,6 +64,5 @@ const plm_arch plm_arch_gemma2 = {
     .post_attn_norm = true,
     .post_ffn_norm = true,
     .embd_scale_sqrt = true,
-    .swa_every = 2,
     .derive = derive,
 };

@@ -6,8 +6,11 @@
  *   - no attention soft-cap; a final logit soft-cap only when the file
  *     gives one (the converter writes none);
  *   - a sliding window (attention.sliding_window: 512 for the 1B, 1024 for
- *     the 4B) on five layers of every six, each sixth (5, 11, ...) global;
- *     no key or 0: every layer global;
+ *     the 4B) on five layers of every six, each sixth (5, 11, ...) global,
+ *     or as attention.sliding_window_pattern says (llama.cpp reads it; its
+ *     converter writes no such key for gemma3, and no window at all for a
+ *     model whose config has sliding_window_pattern 1); no window key or 0:
+ *     every layer global;
  *   - the windowed layers' RoPE with its own base (rope.freq_base_swa, or
  *     the 10000 llama.cpp uses when the file has none) and unscaled, while
  *     the global layers use rope.freq_base (1e6) and the file's linear
@@ -22,6 +25,7 @@ static const plm_hp_key hparams[] = {
     HP_LLAMA,
     HP_VALUE_LEN,
     HP_SWA(0),
+    HP_SWA_PATTERN(6),
     HP_ROPE_BASE_SWA(10000.0f),
     HP_FINAL_SOFTCAP(0.0f),
     HP_END,
@@ -60,6 +64,5 @@ const plm_arch plm_arch_gemma3 = {
     .post_attn_norm = true,
     .post_ffn_norm = true,
     .embd_scale_sqrt = true,
-    .swa_every = 6,
     .derive = derive,
 };

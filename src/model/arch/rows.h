@@ -33,6 +33,9 @@
 #define HP_FF_EXP        {"expert_feed_forward_length", PLM_HP_U32, HP(n_ff_expert), false, NAN}
 /* Sliding window and soft-caps (gemma); dflt: the family's default. */
 #define HP_SWA(dflt)     {"attention.sliding_window", PLM_HP_U32, HP(n_swa), false, dflt}
+/* Which layers are windowed (arch.h: swa_pattern); llama.cpp reads it as a
+ * number: an array in its place is ignored there, and so here. */
+#define HP_SWA_PATTERN(dflt)   {"attention.sliding_window_pattern", PLM_HP_U32, HP(swa_pattern), false, dflt}
 #define HP_ROPE_BASE_SWA(dflt) {"rope.freq_base_swa", PLM_HP_F32, HP(rope_freq_base_swa), false, dflt}
 #define HP_ATTN_SOFTCAP(dflt)  {"attn_logit_softcapping", PLM_HP_F32, HP(attn_softcap), false, dflt}
 #define HP_FINAL_SOFTCAP(dflt) {"final_logit_softcapping", PLM_HP_F32, HP(final_softcap), false, dflt}
