@@ -83,6 +83,12 @@ PLM_API plm_status plm_synth(const plm_synth_params *params, plm_error *err);
  * copies agree on most tokens. */
 PLM_API plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float layer_scale, plm_error *err);
 
+/* plm_synth without the weights: the header and tensor table as plm_synth
+ * writes them, the tensor data a hole in a sparse file of the full size (it
+ * reads as zeros and takes no disk).  For plans and `quantize --dry-run` of
+ * shapes too big to write; running it computes nothing meaningful. */
+PLM_API plm_status plm_synth_sparse(const plm_synth_params *params, plm_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -235,6 +235,33 @@ static bool same_file(const char *a, const char *b) {
     return same;
 }
 
+/* `sparse` has `dense`'s size, header and tensor table, zeros for data, and
+ * holes where the data is. */
+static void check_sparse(const char *dense, const char *sparse) {
+    plm_error err;
+    plm_gguf_file *d = plm_gguf_open(dense, &open_params, &err);
+    plm_gguf_file *s = plm_gguf_open(sparse, &open_params, &err);
+    struct stat st;
+    CHECK(d && s && stat(sparse, &st) == 0, "open dense and sparse: %s", err.message);
+    if (!d || !s || stat(sparse, &st) != 0) {
+        plm_gguf_close(d);
+        plm_gguf_close(s);
+        return;
+    }
+    CHECK((uint64_t)st.st_size == d->size && s->size == d->size, "sparse size %llu, dense %llu",
+          (unsigned long long)st.st_size, (unsigned long long)d->size);
+    CHECK(s->data_offset == d->data_offset && !memcmp(s->image, d->image, (size_t)d->data_offset), "same header");
+    const uint8_t *bytes = s->image + s->data_offset;
+    uint64_t nonzero = 0;
+    for (uint64_t i = 0; i < s->size - s->data_offset; i++) nonzero += bytes[i] != 0;
+    CHECK(nonzero == 0, "sparse data reads as zeros (%llu bytes not)", (unsigned long long)nonzero);
+    CHECK((uint64_t)st.st_blocks * 512 < d->data_offset + (d->size - d->data_offset) / 2,
+          "sparse file takes %lld bytes of disk for %llu of data", (long long)st.st_blocks * 512,
+          (unsigned long long)(d->size - d->data_offset));
+    plm_gguf_close(d);
+    plm_gguf_close(s);
+}
+
 static int run_cli(const char *args) {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s synth %s >%s 2>&1", PLM_BIN, args, path_in("cli.txt"));
@@ -266,7 +293,7 @@ int main(void) {
         has7b |= !strcmp(names[n_names], "qwen2.5-7b");
         has_tiny |= !strcmp(names[n_names], "test-llama-tiny");
     }
-    CHECK(n_names == 30 && has7b && has_tiny, "shape list (%d)", n_names);
+    CHECK(n_names == 32 && has7b && has_tiny, "shape list (%d)", n_names);
 
     const expect llama = {"llama", 2, 64, 4, 2, 128, 256, 10000.0f, 1e-5f, false, false};
     const expect qwen2 = {"qwen2", 2, 64, 4, 2, 128, 256, 1000000.0f, 1e-6f, true, true};
@@ -294,6 +321,12 @@ int main(void) {
     p = (plm_synth_params){"test-llama-tiny", VOCAB, path_in("llama-seed2.gguf"), false, 2};
     CHECK(plm_synth(&p, &err) == PLM_OK, "synth seed 2: %s", err.message);
     CHECK(!same_file(path_in("llama.gguf"), path_in("llama-seed2.gguf")), "other seed, other file");
+
+    /* Sparse: the same header, the same size, no weights (the data reads as
+     * zeros and takes no disk blocks). */
+    p = (plm_synth_params){"test-llama-tiny", VOCAB, path_in("sparse.gguf"), false, 1};
+    CHECK(plm_synth_sparse(&p, &err) == PLM_OK, "synth sparse: %s", err.message);
+    check_sparse(path_in("llama.gguf"), path_in("sparse.gguf"));
 
     /* Errors: clean messages, no file. */
     p = (plm_synth_params){"llama-9000b", VOCAB, path_in("bad.gguf"), false, 1};
@@ -340,6 +373,9 @@ int main(void) {
     snprintf(args, sizeof args, "test-llama-tiny --vocab %s -o %s --seed 1", VOCAB, path_in("cli.gguf"));
     CHECK(run_cli(args) == 0, "synth via the command");
     CHECK(same_file(path_in("llama.gguf"), path_in("cli.gguf")), "command output = library output");
+    snprintf(args, sizeof args, "test-llama-tiny --sparse --vocab %s -o %s --seed 1", VOCAB, path_in("cli-sparse.gguf"));
+    CHECK(run_cli(args) == 0, "synth --sparse via the command");
+    CHECK(same_file(path_in("sparse.gguf"), path_in("cli-sparse.gguf")), "command --sparse = plm_synth_sparse");
     snprintf(args, sizeof args, "nope --vocab %s -o %s", VOCAB, path_in("bad.gguf"));
     CHECK(run_cli(args) == 1 && file_contains(path_in("cli.txt"), "unknown shape"), "command: unknown shape");
     CHECK(run_cli("test-llama-tiny") == 1, "command: missing options");

@@ -15,7 +15,7 @@ static void list_shapes(FILE *out) {
 
 int cmd_synth(int argc, char **argv) {
     const char *vocab = NULL, *out = NULL;
-    bool f32 = false, list = false;
+    bool f32 = false, list = false, sparse = false;
     uint64_t seed = 42;
     int n_layer = 0;
     float layer_scale = 1.0f;
@@ -28,6 +28,8 @@ int cmd_synth(int argc, char **argv) {
         {NULL, "--layers", ARG_INT, &n_layer, "N", "layer count, 0 = the shape's (a shallow draft: same seed, fewer layers)"},
         {NULL, "--layer-scale", ARG_FLOAT, &layer_scale, "X",
          "scale the layer matrices' deviation; small (0.05) makes deep and shallow copies agree"},
+        {NULL, "--sparse", ARG_FLAG, &sparse, NULL,
+         "write no weights: a sparse file of the full size, for plan and quantize --dry-run of big shapes"},
     };
     const arg_parser parser = {"synth", "pocketlm synth SHAPE --vocab VOCAB.gguf -o OUT.gguf [options]\n\n"
                                "Writes a GGUF with the tensor shapes and hyperparameters of a real model and\n"
@@ -55,7 +57,7 @@ int cmd_synth(int argc, char **argv) {
     plm_error err;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (plm_synth_ex(&p, (uint32_t)n_layer, layer_scale, &err) != PLM_OK) {
+    if ((sparse ? plm_synth_sparse(&p, &err) : plm_synth_ex(&p, (uint32_t)n_layer, layer_scale, &err)) != PLM_OK) {
         fprintf(stderr, "pocketlm synth: %s\n", err.message);
         return 1;
     }

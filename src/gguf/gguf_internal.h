@@ -29,6 +29,12 @@ typedef struct plm_gguf_source {
 plm_gguf_file *plm_gguf_open_source(const plm_gguf_source *src, const plm_gguf_open_params *params,
                                     plm_error *err);
 
+/* plm_gguf_writer_write with no tensor data written: every tensor added
+ * without data is a hole, so the file has its full size but takes only the
+ * header's disk space (a synthetic model's header, for plans and quantize
+ * dry runs of shapes too big to write). */
+plm_status plm_gguf_writer_write_sparse(plm_gguf_writer *w, const char *path, plm_error *err);
+
 /* Bytes of one scalar value of type t; 0 for strings, arrays and unknown ids. */
 size_t plm_gguf_scalar_size(uint32_t t);
 

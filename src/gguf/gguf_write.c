@@ -461,11 +461,18 @@ static void emit_header(out_file *o, const plm_gguf_writer *w) {
     }
 }
 
-/* Writes every tensor's bytes, padded; PLM_OK or the error (err filled). */
+/* Skips n bytes of the file, leaving a hole that reads as zeros. */
+static void skip(out_file *o, uint64_t n) {
+    flush(o);
+    if (!o->errno_ && lseek(o->fd, (off_t)n, SEEK_CUR) < 0) o->errno_ = errno;
+}
+
+/* Writes every tensor's bytes, padded; PLM_OK or the error (err filled).
+ * With fill NULL (a sparse file) a tensor without data is left a hole. */
 static plm_status emit_data(out_file *o, const plm_gguf_writer *w, const char *path, plm_gguf_fill_fn fill,
                             void *user, plm_error *err) {
     uint64_t scratch_size = 0;
-    for (size_t i = 0; i < w->n_t; i++)
+    for (size_t i = 0; i < w->n_t && fill; i++)
         if (!w->t[i].data && w->t[i].nbytes > scratch_size) scratch_size = w->t[i].nbytes;
     if (scratch_size > SIZE_MAX) return plm_fail(err, PLM_ERR_NOMEM, "%s: tensor too large", path);
     uint8_t *scratch = scratch_size ? malloc((size_t)scratch_size) : NULL;
@@ -475,6 +482,10 @@ static plm_status emit_data(out_file *o, const plm_gguf_writer *w, const char *p
     for (size_t i = 0; i < w->n_t && !o->errno_; i++) {
         const wtensor *t = &w->t[i];
         const void *src = t->data;
+        if (!src && !fill) {
+            skip(o, align_up(t->nbytes, w->alignment));
+            continue;
+        }
         if (!src) {
             plm_error ferr = {PLM_OK, ""};
             st = fill(user, i, scratch, t->nbytes, &ferr);
@@ -511,12 +522,14 @@ static void sync_dir(const char *path) {
     }
 }
 
-plm_status plm_gguf_writer_write(plm_gguf_writer *w, const char *path, plm_gguf_fill_fn fill, void *user,
+/* plm_gguf_writer_write, or with sparse a file whose tensors without data
+ * are holes. */
+static plm_status write_file(plm_gguf_writer *w, const char *path, plm_gguf_fill_fn fill, void *user, bool sparse,
                              plm_error *err) {
     if (!path) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_gguf_writer_write: NULL path");
     if (!w) return plm_fail(err, PLM_ERR_NOMEM, "%s: the GGUF writer could not be allocated", path);
     if (w->status != PLM_OK) return plm_fail(err, w->status, "%s: %s", path, w->msg);
-    for (size_t i = 0; i < w->n_t; i++)
+    for (size_t i = 0; i < w->n_t && !sparse; i++)
         if (!w->t[i].data && !fill)
             return plm_fail(err, PLM_ERR_INVALID_ARG, "%s: tensor '%s' has no data and no fill callback", path, w->t[i].name);
 
@@ -542,9 +555,13 @@ plm_status plm_gguf_writer_write(plm_gguf_writer *w, const char *path, plm_gguf_
     uint64_t header = layout(w);
     emit_header(&o, w);
     emit_pad(&o, header, w->alignment);
-    st = emit_data(&o, w, path, fill, user, err);
+    st = emit_data(&o, w, path, sparse ? NULL : fill, user, err);
     if (st != PLM_OK) goto done;
     flush(&o);
+    if (sparse && !o.errno_) {  /* a hole at the end does not make the file longer by itself */
+        const off_t end = lseek(o.fd, 0, SEEK_CUR);
+        if (end < 0 || ftruncate(o.fd, end) != 0) o.errno_ = errno;
+    }
     if (!o.errno_ && fsync(o.fd) != 0) o.errno_ = errno;
     if (close(o.fd) != 0 && !o.errno_) o.errno_ = errno;
     o.fd = -1;
@@ -563,4 +580,13 @@ done:
     free(tmp);
     free(o.buf);
     return st;
+}
+
+plm_status plm_gguf_writer_write(plm_gguf_writer *w, const char *path, plm_gguf_fill_fn fill, void *user,
+                             plm_error *err) {
+    return write_file(w, path, fill, user, false, err);
+}
+
+plm_status plm_gguf_writer_write_sparse(plm_gguf_writer *w, const char *path, plm_error *err) {
+    return write_file(w, path, NULL, NULL, true, err);
 }

@@ -37,6 +37,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "gguf/gguf_internal.h"
 #include "model/arch.h"
 #include "pocketlm_gguf.h"
 #include "pocketlm_tools.h"
@@ -102,6 +103,10 @@ static const synth_shape shapes[] = {
     {"qwen3-0.6b", &plm_arch_qwen3, 28, 1024, 16, 8, 3072, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3,
      NO_GRANITE, NO_EXTRA},
     {"qwen3-1.7b", &plm_arch_qwen3, 28, 2048, 16, 8, 6144, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
+    {"qwen3-4b", &plm_arch_qwen3, 36, 2560, 32, 8, 9728, 40960, 1000000.0f, 1e-6f, true, 128, NO_LLAMA3,
+     NO_GRANITE, NO_EXTRA},
+    {"qwen3-8b", &plm_arch_qwen3, 36, 4096, 32, 8, 12288, 40960, 1000000.0f, 1e-6f, false, 128, NO_LLAMA3,
      NO_GRANITE, NO_EXTRA},
     {"granite-3.1-2b", &plm_arch_granite, 40, 2048, 32, 8, 8192, 131072, 5000000.0f, 1e-5f, true, 0, NO_LLAMA3,
      {12.0f, 0.22f, 0.015625f, 8.0f}, NO_EXTRA},
@@ -174,7 +179,8 @@ static const char *const shape_names[N_SHAPES + 1] = {
     "test-llama-tiny", "test-qwen2-tiny", "test-llama3-tiny", "test-granite-tiny", "test-phi3-tiny",
     "test-qwen3-tiny", "qwen3-30b-a3b", "mixtral-8x7b", "test-qwen3moe-tiny", "test-mixtral-tiny",
     "test-qwen3moe-pages", "phi-3.5-mini", "gemma-2-2b", "gemma-3-1b", "gemma-3-4b", "test-mistral-tiny",
-    "test-phi3-longrope-tiny", "test-gemma2-tiny", "test-gemma3-tiny", "test-gemma3-pattern-tiny", NULL,
+    "test-phi3-longrope-tiny", "test-gemma2-tiny", "test-gemma3-tiny", "test-gemma3-pattern-tiny", "qwen3-4b",
+    "qwen3-8b", NULL,
 };
 
 /* The experts of the Mixture-of-Experts shapes (config.json's
@@ -470,9 +476,21 @@ static int n_cpus(void) {
     return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
-plm_status plm_synth(const plm_synth_params *params, plm_error *err) { return plm_synth_ex(params, 0, 1.0f, err); }
+static plm_status synth_write(const plm_synth_params *params, uint32_t n_layer, float layer_scale, bool sparse,
+                              plm_error *err);
+
+plm_status plm_synth(const plm_synth_params *params, plm_error *err) { return synth_write(params, 0, 1.0f, false, err); }
 
 plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float layer_scale, plm_error *err) {
+    return synth_write(params, n_layer, layer_scale, false, err);
+}
+
+plm_status plm_synth_sparse(const plm_synth_params *params, plm_error *err) {
+    return synth_write(params, 0, 1.0f, true, err);
+}
+
+static plm_status synth_write(const plm_synth_params *params, uint32_t n_layer, float layer_scale, bool sparse,
+                              plm_error *err) {
     plm_error_clear(err);
     if (!params || !params->shape || !params->vocab_path || !params->out_path)
         return plm_fail(err, PLM_ERR_INVALID_ARG, "synth: shape, vocab path and output path are required");
@@ -532,7 +550,8 @@ plm_status plm_synth_ex(const plm_synth_params *params, uint32_t n_layer, float 
         plm_gguf_writer_add_tensor(w, list[i].name, list[i].type, list[i].n_dims, list[i].ne, NULL);
 
     synth_job job = {sh, &hp, list, n_tensors, params->seed, n_cpus(), layer_scale > 0.0f ? layer_scale : 1.0f};
-    plm_status st = plm_gguf_writer_write(w, params->out_path, synth_fill, &job, err);
+    plm_status st = sparse ? plm_gguf_writer_write_sparse(w, params->out_path, err)
+                                   : plm_gguf_writer_write(w, params->out_path, synth_fill, &job, err);
     plm_gguf_writer_free(w);
     free(list);
     plm_gguf_close(vocab);

@@ -219,15 +219,7 @@ PLM_FN_ATTR static void FN(vec_dot_tq2_0)(int64_t n, float *s, const void *w, co
 
 /* MXFP4: IQ4_NL's shape with the doubled E2M1 levels and an E8M0 scale. */
 PLM_FN_ATTR static void FN(vec_dot_mxfp4)(int64_t n, float *s, const void *vw, const void *va) {
-    const block_mxfp4 *x = vw;
-    const block_q8_0 *y = va;
-    const int8x16_t levels = vld1q_s8(kvalues_mxfp4);
-#define BLOCK(i) FN(block_iq4_nl)(x[i].qs, levels, y[i].qs)
-#define SCALE(i) (plm_e8m0_half(x[i].e) * plm_arm_h2f(y[i].d))
-    PLM_LOOP_32(n / QK_MXFP4, BLOCK, SCALE);
-#undef BLOCK
-#undef SCALE
-    *s = total_;
+    *s = FN(dot_row32)(PLM_TYPE_MXFP4, n, vw, va);
 }
 
 static void FN(fill_codebooks)(plm_kernels *t) {

@@ -175,23 +175,65 @@ I8MM_INL void gemm_run(plm_type type, int64_t k, const void *w, size_t ws, int64
     }
 }
 
-#define DEF_GEMM(name, TYPE)                                                                      \
-    PLM_TARGET_I8MM static void gemm_##name(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
-                                            size_t as, int nt, float *out, int64_t os) {           \
-        gemm_run(TYPE, k, w, ws, nr, act, as, nt, out, os);                                        \
-    }
-DEF_GEMM(q4_0, PLM_TYPE_Q4_0)
-DEF_GEMM(q4_1, PLM_TYPE_Q4_1)
-DEF_GEMM(q5_0, PLM_TYPE_Q5_0)
-DEF_GEMM(q5_1, PLM_TYPE_Q5_1)
-DEF_GEMM(q8_0, PLM_TYPE_Q8_0)
-DEF_GEMM(iq4_nl, PLM_TYPE_IQ4_NL)
-DEF_GEMM(q2_K, PLM_TYPE_Q2_K)
-DEF_GEMM(q3_K, PLM_TYPE_Q3_K)
-DEF_GEMM(q4_K, PLM_TYPE_Q4_K)
-DEF_GEMM(q5_K, PLM_TYPE_Q5_K)
-DEF_GEMM(q6_K, PLM_TYPE_Q6_K)
-DEF_GEMM(iq4_xs, PLM_TYPE_IQ4_XS)
+PLM_TARGET_I8MM static void gemm_q4_0(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                      int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_q4_1(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                      int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_Q4_1, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_q5_0(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                      int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_Q5_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_q5_1(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                      int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_Q5_1, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_q8_0(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                      int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_iq4_nl(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                        int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_IQ4_NL, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_q2_K(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                      int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_Q2_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_q3_K(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                      int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_Q3_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_q4_K(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                      int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_Q4_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_q5_K(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                      int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_Q5_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_q6_K(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                      int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_Q6_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_iq4_xs(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                        int nt, float *out, int64_t os) {
+    gemm_run(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
+}
 
 void plm_arm_fill_i8mm(plm_kernels *t) {
     for (int i = 0; i < PLM_TYPE_COUNT; i++) tail_dot[i] = t->vec_dot[i];

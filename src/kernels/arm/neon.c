@@ -114,57 +114,75 @@ static inline __attribute__((always_inline)) float32x4x2_t load8_bf16(const plm_
                             vreinterpretq_f32_u32(vshll_high_n_u16(b, 16))}};
 }
 
-#define DEF_GEMM_HALF(NAME, T, LOAD8, TO32)                                                         \
-    static inline __attribute__((always_inline)) void ftile_##NAME(int nr, int nt, int64_t k, const char *w, \
-                                                                   size_t ws, const char *act, size_t as,    \
-                                                                   float *out, int64_t os) {                 \
-        double tot[FR][FT] = {{0}};                                                                 \
-        const int64_t k8 = k & ~(int64_t)7;                                                         \
-        for (int64_t i0 = 0; i0 < k8; i0 += FCHUNK) {                                               \
-            const int64_t i1 = k8 - i0 < FCHUNK ? k8 : i0 + FCHUNK;                                 \
-            float32x4_t acc[FR][FT];                                                                \
-            for (int r = 0; r < nr; r++)                                                            \
-                for (int t = 0; t < nt; t++) acc[r][t] = vdupq_n_f32(0.0f);                         \
-            for (int64_t i = i0; i < i1; i += 8) {                                                  \
-                float32x4x2_t wv[FR];                                                               \
-                for (int r = 0; r < nr; r++) wv[r] = LOAD8((const T *)(const void *)(w + r * ws) + i); \
-                for (int t = 0; t < nt; t++) {                                                      \
-                    const float *a = (const float *)(const void *)(act + t * as) + i;               \
-                    const float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);                     \
-                    for (int r = 0; r < nr; r++)                                                    \
-                        acc[r][t] = vfmaq_f32(vfmaq_f32(acc[r][t], wv[r].val[0], a0), wv[r].val[1], a1); \
-                }                                                                                   \
-            }                                                                                       \
-            for (int r = 0; r < nr; r++)                                                            \
-                for (int t = 0; t < nt; t++)                                                        \
-                    tot[r][t] += vaddvq_f64(vaddq_f64(vcvt_f64_f32(vget_low_f32(acc[r][t])),        \
-                                                      vcvt_high_f64_f32(acc[r][t])));               \
-        }                                                                                           \
-        for (int r = 0; r < nr; r++)                                                                \
-            for (int t = 0; t < nt; t++) {                                                          \
-                const T *wr = (const T *)(const void *)(w + r * ws);                                \
-                const float *a = (const float *)(const void *)(act + t * as);                       \
-                for (int64_t i = k8; i < k; i++) tot[r][t] += (double)(TO32(wr[i]) * a[i]);         \
-                out[t * os + r] = (float)tot[r][t];                                                 \
-            }                                                                                       \
-    }                                                                                               \
-    static void gemm_##NAME(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as, \
-                            int nt, float *out, int64_t os) {                                       \
-        for (int64_t b0 = 0; b0 < nr; b0 += PLM_ARM_GEMM_RB) {                                      \
-            const int64_t b1 = nr - b0 < PLM_ARM_GEMM_RB ? nr : b0 + PLM_ARM_GEMM_RB;               \
-            for (int t = 0; t < nt; t += FT)                                                        \
-                for (int64_t r = b0; r < b1; r += FR) {                                             \
-                    const int rn = b1 - r < FR ? (int)(b1 - r) : FR, tn = nt - t < FT ? nt - t : FT; \
-                    const char *wr = (const char *)w + (size_t)r * ws, *at = (const char *)act + (size_t)t * as; \
-                    if (rn == FR && tn == FT) ftile_##NAME(FR, FT, k, wr, ws, at, as, out + t * os + r, os); \
-                    else ftile_##NAME(rn, tn, k, wr, ws, at, as, out + t * os + r, os);             \
-                }                                                                                   \
-        }                                                                                           \
-    }
+/* Weights i..i+7 and weight i of a row of `type` (F16 or BF16, a constant at
+ * every call) as floats. */
+PLM_ARM_INL float32x4x2_t load8_half(plm_type type, const char *row, int64_t i) {
+    if (type == PLM_TYPE_F16) return load8_f16((const plm_fp16_t *)(const void *)row + i);
+    return load8_bf16((const plm_bf16_t *)(const void *)row + i);
+}
 
-DEF_GEMM_HALF(f16, plm_fp16_t, load8_f16, plm_arm_h2f)
-DEF_GEMM_HALF(bf16, plm_bf16_t, load8_bf16, plm_bf16_to_fp32)
-#undef DEF_GEMM_HALF
+PLM_ARM_INL float half_to_f32(plm_type type, const char *row, int64_t i) {
+    if (type == PLM_TYPE_F16) return plm_arm_h2f(((const plm_fp16_t *)(const void *)row)[i]);
+    return plm_bf16_to_fp32(((const plm_bf16_t *)(const void *)row)[i]);
+}
+
+/* One tile of nr <= FR rows x nt <= FT tokens of an F16/BF16 matrix. */
+PLM_ARM_INL void ftile_half(plm_type type, int nr, int nt, int64_t k, const char *w, size_t ws, const char *act,
+                            size_t as, float *out, int64_t os) {
+    double tot[FR][FT] = {{0}};
+    const int64_t k8 = k & ~(int64_t)7;
+    for (int64_t i0 = 0; i0 < k8; i0 += FCHUNK) {
+        const int64_t i1 = k8 - i0 < FCHUNK ? k8 : i0 + FCHUNK;
+        float32x4_t acc[FR][FT];
+        for (int r = 0; r < nr; r++)
+            for (int t = 0; t < nt; t++) acc[r][t] = vdupq_n_f32(0.0f);
+        for (int64_t i = i0; i < i1; i += 8) {
+            float32x4x2_t wv[FR];
+            for (int r = 0; r < nr; r++) wv[r] = load8_half(type, w + r * ws, i);
+            for (int t = 0; t < nt; t++) {
+                const float *a = (const float *)(const void *)(act + t * as) + i;
+                const float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);
+                for (int r = 0; r < nr; r++)
+                    acc[r][t] = vfmaq_f32(vfmaq_f32(acc[r][t], wv[r].val[0], a0), wv[r].val[1], a1);
+            }
+        }
+        for (int r = 0; r < nr; r++)
+            for (int t = 0; t < nt; t++)
+                tot[r][t] += vaddvq_f64(vaddq_f64(vcvt_f64_f32(vget_low_f32(acc[r][t])), vcvt_high_f64_f32(acc[r][t])));
+    }
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < nt; t++) {
+            const float *a = (const float *)(const void *)(act + t * as);
+            for (int64_t i = k8; i < k; i++) tot[r][t] += (double)(half_to_f32(type, w + r * ws, i) * a[i]);
+            out[t * os + r] = (float)tot[r][t];
+        }
+}
+
+/* The plm_gemm_fn of F16 or BF16 (`type`, a constant at every call): full
+ * tiles take the constant-size path, so their loops unroll. */
+PLM_ARM_INL void gemm_half(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                           size_t as, int nt, float *out, int64_t os) {
+    for (int64_t b0 = 0; b0 < nr; b0 += PLM_ARM_GEMM_RB) {
+        const int64_t b1 = nr - b0 < PLM_ARM_GEMM_RB ? nr : b0 + PLM_ARM_GEMM_RB;
+        for (int t = 0; t < nt; t += FT)
+            for (int64_t r = b0; r < b1; r += FR) {
+                const int rn = b1 - r < FR ? (int)(b1 - r) : FR, tn = nt - t < FT ? nt - t : FT;
+                const char *wr = (const char *)w + (size_t)r * ws, *at = (const char *)act + (size_t)t * as;
+                if (rn == FR && tn == FT) ftile_half(type, FR, FT, k, wr, ws, at, as, out + t * os + r, os);
+                else ftile_half(type, rn, tn, k, wr, ws, at, as, out + t * os + r, os);
+            }
+    }
+}
+
+static void gemm_f16(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as, int nt,
+                     float *out, int64_t os) {
+    gemm_half(PLM_TYPE_F16, k, w, ws, nr, act, as, nt, out, os);
+}
+
+static void gemm_bf16(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as, int nt,
+                      float *out, int64_t os) {
+    gemm_half(PLM_TYPE_BF16, k, w, ws, nr, act, as, nt, out, os);
+}
 
 /* gemm for F32 weights: vec_dot_f32's arithmetic (float products, double
  * sums in the same order, so the same bits) for up to FT tokens at once,

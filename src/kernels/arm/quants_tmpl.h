@@ -33,15 +33,6 @@ PLM_FN_ATTR static inline int32x4_t FN(dot32)(int8x16_t w0, int8x16_t w1, const 
     return PLM_DOT(acc, w1, vld1q_s8(q8 + 16));
 }
 
-/* Integer dot of block b of a 32-element weight row (plm_arm_unpack32: type
- * is a constant at every call) with q8[32]. */
-PLM_ARM_INL PLM_FN_ATTR int32x4_t FN(block32)(plm_type type, const void *row, int64_t b, const int8_t *q8) {
-    int8x16_t e0, e1;
-    float m;
-    (void)plm_arm_unpack32(type, row, b, &e0, &e1, &m);
-    return FN(dot32)(e0, e1, q8);
-}
-
 /* IQ4_NL levels of 32 nibbles (IQ4_XS sub-blocks) with q8[32]. */
 PLM_FN_ATTR static inline int32x4_t FN(block_iq4_nl)(const uint8_t *qs, int8x16_t levels, const int8_t *q8) {
     uint8x16_t lo, hi;
@@ -49,61 +40,48 @@ PLM_FN_ATTR static inline int32x4_t FN(block_iq4_nl)(const uint8_t *qs, int8x16_
     return FN(dot32)(vqtbl1q_s8(levels, lo), vqtbl1q_s8(levels, hi), q8);
 }
 
-/* Two blocks per iteration into two float accumulators, so the convert and
- * multiply-add of one block overlap the integer work of the next.  BLOCK(i)
- * is the int32x4 of block i, SCALE(i) its float factor. */
-#define PLM_LOOP_32(nb, BLOCK, SCALE)                                                  \
-    float32x4_t acc0_ = vdupq_n_f32(0.0f), acc1_ = vdupq_n_f32(0.0f);                 \
-    int64_t i_ = 0;                                                                    \
-    for (; i_ + 1 < (nb); i_ += 2) {                                                   \
-        acc0_ = vmlaq_n_f32(acc0_, vcvtq_f32_s32(BLOCK(i_)), SCALE(i_));               \
-        acc1_ = vmlaq_n_f32(acc1_, vcvtq_f32_s32(BLOCK(i_ + 1)), SCALE(i_ + 1));       \
-    }                                                                                  \
-    if (i_ < (nb)) acc0_ = vmlaq_n_f32(acc0_, vcvtq_f32_s32(BLOCK(i_)), SCALE(i_));    \
-    const float total_ = vaddvq_f32(vaddq_f32(acc0_, acc1_))
+/* acc + the scaled integer dot of block b of a 32-element weight row with
+ * its activation block (Q8_1 for Q4_1/Q5_1, else Q8_0); type is a constant
+ * at every call.  The min term of Q4_1/Q5_1 is the caller's. */
+PLM_ARM_INL PLM_FN_ATTR float32x4_t FN(add_block32)(float32x4_t acc, plm_type type, const void *w, const void *a,
+                                                    int64_t b) {
+    int8x16_t e0, e1;
+    float m;
+    const plm_fp16_t *da, *sa;
+    const float d = plm_arm_unpack32(type, w, b, &e0, &e1, &m);
+    const int8_t *q8 = plm_arm_act32(type, a, b, &da, &sa);
+    return vmlaq_n_f32(acc, vcvtq_f32_s32(FN(dot32)(e0, e1, q8)), d * plm_arm_h2f(*da));
+}
+
+/* The scaled block sums of a 32-element row: two blocks per iteration into
+ * two float accumulators, so the convert and multiply-add of one block
+ * overlap the integer work of the next. */
+PLM_ARM_INL PLM_FN_ATTR float FN(dot_row32)(plm_type type, int64_t n, const void *w, const void *a) {
+    const int64_t nb = n / 32;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        acc0 = FN(add_block32)(acc0, type, w, a, i);
+        acc1 = FN(add_block32)(acc1, type, w, a, i + 1);
+    }
+    if (i < nb) acc0 = FN(add_block32)(acc0, type, w, a, i);
+    return vaddvq_f32(vaddq_f32(acc0, acc1));
+}
 
 PLM_FN_ATTR static void FN(vec_dot_q4_0)(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q4_0 *x = vw;
-    const block_q8_0 *y = va;
-#define BLOCK(i) FN(block32)(PLM_TYPE_Q4_0, x, i, y[i].qs)
-#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
-    PLM_LOOP_32(n / QK4_0, BLOCK, SCALE);
-#undef BLOCK
-#undef SCALE
-    *s = total_;
+    *s = FN(dot_row32)(PLM_TYPE_Q4_0, n, vw, va);
 }
 
 PLM_FN_ATTR static void FN(vec_dot_q8_0)(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q8_0 *x = vw;
-    const block_q8_0 *y = va;
-#define BLOCK(i) FN(block32)(PLM_TYPE_Q8_0, x, i, y[i].qs)
-#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
-    PLM_LOOP_32(n / QK8_0, BLOCK, SCALE);
-#undef BLOCK
-#undef SCALE
-    *s = total_;
+    *s = FN(dot_row32)(PLM_TYPE_Q8_0, n, vw, va);
 }
 
 PLM_FN_ATTR static void FN(vec_dot_q5_0)(int64_t n, float *s, const void *vw, const void *va) {
-    const block_q5_0 *x = vw;
-    const block_q8_0 *y = va;
-#define BLOCK(i) FN(block32)(PLM_TYPE_Q5_0, x, i, y[i].qs)
-#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
-    PLM_LOOP_32(n / QK5_0, BLOCK, SCALE);
-#undef BLOCK
-#undef SCALE
-    *s = total_;
+    *s = FN(dot_row32)(PLM_TYPE_Q5_0, n, vw, va);
 }
 
 PLM_FN_ATTR static void FN(vec_dot_iq4_nl)(int64_t n, float *s, const void *vw, const void *va) {
-    const block_iq4_nl *x = vw;
-    const block_q8_0 *y = va;
-#define BLOCK(i) FN(block32)(PLM_TYPE_IQ4_NL, x, i, y[i].qs)
-#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
-    PLM_LOOP_32(n / QK4_NL, BLOCK, SCALE);
-#undef BLOCK
-#undef SCALE
-    *s = total_;
+    *s = FN(dot_row32)(PLM_TYPE_IQ4_NL, n, vw, va);
 }
 
 /* Q4_1/Q5_1 add the min term m * (d_a * sum(q_a)), which Q8_1 carries as s. */
@@ -112,12 +90,7 @@ PLM_FN_ATTR static void FN(vec_dot_q4_1)(int64_t n, float *s, const void *vw, co
     const block_q8_1 *y = va;
     float mins = 0.0f;
     for (int64_t i = 0; i < n / QK4_1; i++) mins += plm_arm_h2f(x[i].m) * plm_arm_h2f(y[i].s);
-#define BLOCK(i) FN(block32)(PLM_TYPE_Q4_1, x, i, y[i].qs)
-#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
-    PLM_LOOP_32(n / QK4_1, BLOCK, SCALE);
-#undef BLOCK
-#undef SCALE
-    *s = total_ + mins;
+    *s = FN(dot_row32)(PLM_TYPE_Q4_1, n, x, y) + mins;
 }
 
 PLM_FN_ATTR static void FN(vec_dot_q5_1)(int64_t n, float *s, const void *vw, const void *va) {
@@ -125,12 +98,7 @@ PLM_FN_ATTR static void FN(vec_dot_q5_1)(int64_t n, float *s, const void *vw, co
     const block_q8_1 *y = va;
     float mins = 0.0f;
     for (int64_t i = 0; i < n / QK5_1; i++) mins += plm_arm_h2f(x[i].m) * plm_arm_h2f(y[i].s);
-#define BLOCK(i) FN(block32)(PLM_TYPE_Q5_1, x, i, y[i].qs)
-#define SCALE(i) (plm_arm_h2f(x[i].d) * plm_arm_h2f(y[i].d))
-    PLM_LOOP_32(n / QK5_1, BLOCK, SCALE);
-#undef BLOCK
-#undef SCALE
-    *s = total_ + mins;
+    *s = FN(dot_row32)(PLM_TYPE_Q5_1, n, x, y) + mins;
 }
 
 /* ---- K-quants (256-element super-blocks, Q8_K activations) --------------
@@ -438,24 +406,65 @@ PLM_ARM_INL PLM_FN_ATTR void FN(gemm)(plm_type type, plm_vec_dot_fn dot1, int64_
     }
 }
 
-#define PLM_DEF_GEMM(name, TYPE)                                                                   \
-    PLM_FN_ATTR static void FN(gemm_##name)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, \
-                                            size_t as, int nt, float *out, int64_t os) {           \
-        FN(gemm)(TYPE, FN(vec_dot_##name), k, w, ws, nr, act, as, nt, out, os);                     \
-    }
-PLM_DEF_GEMM(q4_0, PLM_TYPE_Q4_0)
-PLM_DEF_GEMM(q4_1, PLM_TYPE_Q4_1)
-PLM_DEF_GEMM(q5_0, PLM_TYPE_Q5_0)
-PLM_DEF_GEMM(q5_1, PLM_TYPE_Q5_1)
-PLM_DEF_GEMM(q8_0, PLM_TYPE_Q8_0)
-PLM_DEF_GEMM(iq4_nl, PLM_TYPE_IQ4_NL)
-PLM_DEF_GEMM(q2_K, PLM_TYPE_Q2_K)
-PLM_DEF_GEMM(q3_K, PLM_TYPE_Q3_K)
-PLM_DEF_GEMM(q4_K, PLM_TYPE_Q4_K)
-PLM_DEF_GEMM(q5_K, PLM_TYPE_Q5_K)
-PLM_DEF_GEMM(q6_K, PLM_TYPE_Q6_K)
-PLM_DEF_GEMM(iq4_xs, PLM_TYPE_IQ4_XS)
-#undef PLM_DEF_GEMM
+PLM_FN_ATTR static void FN(gemm_q4_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_Q4_0, FN(vec_dot_q4_0), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_q4_1)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_Q4_1, FN(vec_dot_q4_1), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_q5_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_Q5_0, FN(vec_dot_q5_0), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_q5_1)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_Q5_1, FN(vec_dot_q5_1), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_q8_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_Q8_0, FN(vec_dot_q8_0), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_iq4_nl)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_IQ4_NL, FN(vec_dot_iq4_nl), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_q2_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_Q2_K, FN(vec_dot_q2_K), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_q3_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_Q3_K, FN(vec_dot_q3_K), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_q4_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_Q4_K, FN(vec_dot_q4_K), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_q5_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_Q5_K, FN(vec_dot_q5_K), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_q6_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_Q6_K, FN(vec_dot_q6_K), k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_FN_ATTR static void FN(gemm_iq4_xs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    FN(gemm)(PLM_TYPE_IQ4_XS, FN(vec_dot_iq4_xs), k, w, ws, nr, act, as, nt, out, os);
+}
 
 #include "kernels/arm/codebooks_tmpl.h"
 
@@ -488,7 +497,6 @@ static void FN(fill_quants)(plm_kernels *t) {
     t->gemm[PLM_TYPE_IQ4_XS] = FN(gemm_iq4_xs);
 }
 
-#undef PLM_LOOP_32
 #undef FN
 #undef PLM_CAT
 #undef PLM_CAT_

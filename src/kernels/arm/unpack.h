@@ -50,7 +50,7 @@ PLM_ARM_INL int plm_arm_has_min32(plm_type type) {
 }
 
 /* Block b of a weight row as the integers the reference multiplies
- * (elements 0..15 in *e0, 16..31 in *e1: signed for Q4_0/Q5_0/Q8_0/IQ4_NL,
+ * (elements 0..15 in *e0, 16..31 in *e1: signed for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4,
  * 0..15 or 0..31 for Q4_1/Q5_1); returns the scale d and sets *m to the min
  * (0 where the format has none).  `type` is a constant at every call, so
  * each caller gets straight-line code for its format. */
@@ -96,6 +96,14 @@ PLM_ARM_INL float plm_arm_unpack32(plm_type type, const void *row, int64_t b, in
         *e1 = vreinterpretq_s8_u8(vorrq_u8(hi, hhi));
         *m = plm_arm_h2f(x->m);
         return plm_arm_h2f(x->d);
+    }
+    case PLM_TYPE_MXFP4: { /* IQ4_NL's layout: nibbles index the doubled E2M1 levels, an E8M0 scale */
+        const block_mxfp4 *x = (const block_mxfp4 *)row + b;
+        const int8x16_t levels = vld1q_s8(kvalues_mxfp4);
+        plm_arm_nibbles(x->qs, &lo, &hi);
+        *e0 = vqtbl1q_s8(levels, lo);
+        *e1 = vqtbl1q_s8(levels, hi);
+        return plm_e8m0_half(x->e);
     }
     default: { /* IQ4_NL: nibbles index the 16 non-linear levels */
         const block_iq4_nl *x = (const block_iq4_nl *)row + b;
