@@ -16,8 +16,8 @@
  *    cross k slices and token groups (the AVX-512 panels cut k every 1024
  *    elements and tokens every 128), on 21 rows (a ragged 16-row panel).
  *  - gemm_repacked (row-interleaved Q4_0/Q8_0/IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS,
- *    quant/repack.h): the
- *    reference on repacked rows must equal the reference vec_dot on the
+ *    quant/repack.h): the reference on repacked rows (plm_repack_gather
+ *    for the newer types) must equal the reference vec_dot on the
  *    original rows bit for bit (which checks the layout too), and every
  *    table's version must be close to it; k up to 296 blocks (past the
  *    x86 k slice of 256) or 37 super-blocks (past 32), 1..17 tokens, row
