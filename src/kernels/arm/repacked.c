@@ -11,8 +11,9 @@
  * rows, with no horizontal sums: lane i is row 4m+i's block total.
  *
  * Per super-block the 16 rows are taken a quarter at a time: 8 code
- * registers (made signed: Q4_0 nibble - 8, Q8_0 code ^ 0x80, IQ4_NL's level
- * by one TBL) serve every
+ * registers (signed: Q4_0 nibble - 8, Q8_0 code ^ 0x80, IQ4_NL's level by
+ * one TBL; for one token Q4_0's nibbles as they are, the dot started at
+ * -8 * sum(a)) serve every
  * token of the tile; a token's block is 8 SDOTs, a convert and a
  * multiply-add by the four rows' scales times its own.
  */
@@ -26,20 +27,22 @@ enum { RPA_R = 16, RPA_C = 4 }; /* rows per group, tokens per tile */
 
 #define RPA_INL static inline __attribute__((always_inline)) PLM_TARGET_DOTPROD
 
-/* Group g of rows 4m..4m+3 as signed weights. */
-RPA_INL int8x16_t rpa_codes(plm_type type, const uint8_t *codes, int g, int m) {
+/* Group g of rows 4m..4m+3 as signed weights (Q4_0 with `nibbles`: the
+ * unsigned nibble, its -8 left to the dot's start). */
+RPA_INL int8x16_t rpa_codes(plm_type type, const uint8_t *codes, int g, int m, bool nibbles) {
     if (type == PLM_TYPE_Q8_0)
         return vreinterpretq_s8_u8(veorq_u8(vld1q_u8(codes + 64 * g + 16 * m), vdupq_n_u8(0x80)));
     const uint8x16_t q = vld1q_u8(codes + 64 * (g & 3) + 16 * m);
     const uint8x16_t u = g < 4 ? vandq_u8(q, vdupq_n_u8(0x0f)) : vshrq_n_u8(q, 4);
     if (type == PLM_TYPE_IQ4_NL) return vqtbl1q_s8(vld1q_s8(kvalues_iq4nl), u);
-    return vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(8));
+    return nibbles ? vreinterpretq_s8_u8(u) : vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(8));
 }
 
-/* Integer block totals of rows 4m..4m+3 against one token's 32 bytes. */
-RPA_INL int32x4_t rpa_dot(const int8x16_t w[8], const int8_t *qs) {
+/* Integer block totals of rows 4m..4m+3 against one token's 32 bytes,
+ * started at `init`. */
+RPA_INL int32x4_t rpa_dot(const int8x16_t w[8], const int8_t *qs, int32_t init) {
     const int8x16_t a0 = vld1q_s8(qs), a1 = vld1q_s8(qs + 16);
-    int32x4_t s0 = vdupq_n_s32(0), s1 = vdupq_n_s32(0);
+    int32x4_t s0 = vdupq_n_s32(init), s1 = vdupq_n_s32(0);
     s0 = vdotq_laneq_s32(s0, w[0], a0, 0);
     s1 = vdotq_laneq_s32(s1, w[1], a0, 1);
     s0 = vdotq_laneq_s32(s0, w[2], a0, 2);
@@ -62,16 +65,24 @@ RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = grp + (size_t)b * sb, *codes = blk + RPA_R * sizeof(plm_fp16_t);
         float da[RPA_C] = {0};
-        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) da[c] = plm_arm_h2f(((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b].d);
+        /* Q4_0 decode: -8 * sum(a) once for the four quarters saves a SUB
+         * a code register (32 a block); with more tokens the sums cost more */
+        const bool nibbles = type == PLM_TYPE_Q4_0 && C == 1;
+        int32_t init[RPA_C] = {0};
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+            const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + (size_t)c * as) + b;
+            da[c] = plm_arm_h2f(y->d);
+            if (nibbles) init[c] = -8 * (vaddlvq_s8(vld1q_s8(y->qs)) + vaddlvq_s8(vld1q_s8(y->qs + 16)));
+        }
         /* fully unrolled (GCC left the loops rolled, with the codes and the
          * accumulators on the stack) */
         _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
             const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
             int8x16_t w[8];
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) w[g] = rpa_codes(type, codes, g, m);
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) w[g] = rpa_codes(type, codes, g, m, nibbles);
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
                 const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b].qs;
-                acc[m][c] = vfmaq_f32(acc[m][c], vcvtq_f32_s32(rpa_dot(w, qs)), vmulq_n_f32(dw, da[c]));
+                acc[m][c] = vfmaq_f32(acc[m][c], vcvtq_f32_s32(rpa_dot(w, qs, init[c])), vmulq_n_f32(dw, da[c]));
             }
         }
     }
