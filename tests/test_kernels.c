@@ -623,6 +623,9 @@ int main(void) {
         test_repacked(list[i], PLM_TYPE_Q4_0);
         test_repacked(list[i], PLM_TYPE_Q8_0);
         test_repacked(list[i], PLM_TYPE_Q4_K);
+    }
+    /* after the rest, so the tests above keep their random inputs */
+    for (int i = 0; i < n; i++) {
         test_repacked(list[i], PLM_TYPE_IQ4_NL);
         test_repacked(list[i], PLM_TYPE_Q5_K);
         test_repacked(list[i], PLM_TYPE_Q6_K);
