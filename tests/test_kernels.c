@@ -15,8 +15,9 @@
  *  - gemm at prefill size: k = 4352 and 137 tokens, so a blocked gemm must
  *    cross k slices and token groups (the AVX-512 panels cut k every 1024
  *    elements and tokens every 128), on 21 rows (a ragged 16-row panel).
- *  - gemm_repacked (row-interleaved Q4_0/Q8_0/Q4_K, quant/repack.h): the
- *    reference on repacked rows must equal the reference vec_dot on the
+ *  - gemm_repacked (row-interleaved Q4_0/Q8_0/IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS,
+ *    quant/repack.h): the reference on repacked rows (plm_repack_gather
+ *    for the newer types) must equal the reference vec_dot on the
  *    original rows bit for bit (which checks the layout too), and every
  *    table's version must be close to it; k up to 296 blocks (past the
  *    x86 k slice of 256) or 37 super-blocks (past 32), 1..17 tokens, row
@@ -622,6 +623,13 @@ int main(void) {
         test_repacked(list[i], PLM_TYPE_Q4_0);
         test_repacked(list[i], PLM_TYPE_Q8_0);
         test_repacked(list[i], PLM_TYPE_Q4_K);
+    }
+    /* after the rest, so the tests above keep their random inputs */
+    for (int i = 0; i < n; i++) {
+        test_repacked(list[i], PLM_TYPE_IQ4_NL);
+        test_repacked(list[i], PLM_TYPE_Q5_K);
+        test_repacked(list[i], PLM_TYPE_Q6_K);
+        test_repacked(list[i], PLM_TYPE_IQ4_XS);
     }
     return test_summary();
 }

@@ -27,7 +27,7 @@ typedef struct {
     float tol;
     plm_kv_type kv;    /* KV cache format (llama.cpp's reference used f16) */
     bool flash;        /* one-pass attention softmax (ops.h) */
-    bool repack;       /* row-interleaved Q4_0/Q8_0 matrices (quant/repack.h) */
+    bool repack;       /* row-interleaved matrices (quant/repack.h) */
 } fixture;
 
 static const fixture fixtures[] = {
@@ -79,13 +79,24 @@ static const fixture fixtures[] = {
     {"fixture-llama-pure-Q4_K_S", "fixtures/fixture-llama-pure-Q4_K_S.gguf", 0.15f, PLM_KV_F16, false, true},
     {"fixture-llama-Q4_K_M", "fixtures/fixture-llama-Q4_K_M.gguf", 0.15f, PLM_KV_F16, false, true},
     {"fixture-qwen2-Q4_K_M", "fixtures/fixture-qwen2-Q4_K_M.gguf", 0.15f, PLM_KV_F16, false, true},
+    {"fixture-llama-pure-Q5_K_S", "fixtures/fixture-llama-pure-Q5_K_S.gguf", 0.15f, PLM_KV_F16, false, true},
+    {"fixture-llama-pure-Q6_K", "fixtures/fixture-llama-pure-Q6_K.gguf", 0.15f, PLM_KV_F16, false, true},
+    {"fixture-qwen2-pure-Q6_K", "fixtures/fixture-qwen2-pure-Q6_K.gguf", 0.15f, PLM_KV_F16, false, true},
+    {"fixture-llama-pure-IQ4_NL", "fixtures/fixture-llama-pure-IQ4_NL.gguf", 0.15f, PLM_KV_F16, false, true},
+    {"fixture-llama-pure-IQ4_XS", "fixtures/fixture-llama-pure-IQ4_XS.gguf", 0.15f, PLM_KV_F16, false, true},
+    {"fixture-llama-Q5_K_M", "fixtures/fixture-llama-Q5_K_M.gguf", 0.15f, PLM_KV_F16, false, true},
 };
 
 /* Whether this CPU's kernel table repacks the fixture's main format (only
  * those it has interleaved kernels for: kernels.h). */
 static bool expect_repack(const fixture *fx) {
-    const plm_type t = strstr(fx->name, "Q8_0") ? PLM_TYPE_Q8_0 : strstr(fx->name, "Q4_0") ? PLM_TYPE_Q4_0 : PLM_TYPE_Q4_K;
-    return fx->repack && plm_kernels_repacks(plm_kernels_select(NULL), t);
+    static const struct { const char *tag; plm_type type; } mains[] = {
+        {"Q8_0", PLM_TYPE_Q8_0},   {"Q4_0", PLM_TYPE_Q4_0},     {"IQ4_NL", PLM_TYPE_IQ4_NL}, {"IQ4_XS", PLM_TYPE_IQ4_XS},
+        {"Q5_K", PLM_TYPE_Q5_K},   {"Q6_K", PLM_TYPE_Q6_K},     {"Q4_K", PLM_TYPE_Q4_K},
+    };
+    for (size_t i = 0; fx->repack && i < sizeof mains / sizeof mains[0]; i++)
+        if (strstr(fx->name, mains[i].tag)) return plm_kernels_repacks(plm_kernels_select(NULL), mains[i].type);
+    return false;
 }
 
 enum { MAX_TOKENS = 1024 };

@@ -7,6 +7,7 @@
  * table is tested against, so it favours clarity over speed.
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/attn_quant.h"
@@ -423,6 +424,55 @@ static void ref_gemm_repacked_q4_K(int64_t k, const void *w, size_t row_bytes, i
     }
 }
 
+/* Any repacked type: each row gathered back into ggml's layout
+ * (plm_repack_gather), then the plain row's vec_dot, so the result is that
+ * row's exactly. */
+static plm_vec_dot_fn ref_vec_dot_of(plm_type type) {
+    switch (type) {
+    case PLM_TYPE_IQ4_NL: return ref_vec_dot_iq4_nl;
+    case PLM_TYPE_Q5_K: return ref_vec_dot_q5_K;
+    case PLM_TYPE_Q6_K: return ref_vec_dot_q6_K;
+    default: return ref_vec_dot_iq4_xs;
+    }
+}
+
+static void ref_gemm_repacked_gather(plm_type type, int64_t k, const void *w, size_t row_bytes, int64_t nr,
+                                     const void *act, size_t as, int nt, float *out, int64_t os) {
+    const plm_type_info *ti = plm_type_info_get(type);
+    const int64_t nb = k / ti->block_size;
+    const size_t sb = PLM_REPACK_ROWS * ti->type_size;
+    uint8_t *row = malloc(row_bytes);
+    if (!row) abort(); /* an oracle for tests: no way to report */
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)(r / PLM_REPACK_ROWS) * PLM_REPACK_ROWS * row_bytes;
+        for (int64_t b = 0; b < nb; b++)
+            plm_repack_gather(type, g + (size_t)b * sb, (int)(r % PLM_REPACK_ROWS), row + (size_t)b * ti->type_size);
+        for (int t = 0; t < nt; t++)
+            ref_vec_dot_of(type)(k, &out[t * os + r], row, (const char *)act + (size_t)t * as);
+    }
+    free(row);
+}
+
+static void ref_gemm_repacked_iq4_nl(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    ref_gemm_repacked_gather(PLM_TYPE_IQ4_NL, k, w, ws, nr, act, as, nt, out, os);
+}
+
+static void ref_gemm_repacked_q5_K(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                   int nt, float *out, int64_t os) {
+    ref_gemm_repacked_gather(PLM_TYPE_Q5_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+static void ref_gemm_repacked_q6_K(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                   int nt, float *out, int64_t os) {
+    ref_gemm_repacked_gather(PLM_TYPE_Q6_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+static void ref_gemm_repacked_iq4_xs(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                     int nt, float *out, int64_t os) {
+    ref_gemm_repacked_gather(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 /* Everything but the row conversions. */
@@ -462,6 +512,10 @@ static const plm_kernels ref_kernels = {
         [PLM_TYPE_Q4_0] = ref_gemm_repacked_q4_0,
         [PLM_TYPE_Q8_0] = ref_gemm_repacked_q8_0,
         [PLM_TYPE_Q4_K] = ref_gemm_repacked_q4_K,
+        [PLM_TYPE_IQ4_NL] = ref_gemm_repacked_iq4_nl,
+        [PLM_TYPE_Q5_K] = ref_gemm_repacked_q5_K,
+        [PLM_TYPE_Q6_K] = ref_gemm_repacked_q6_K,
+        [PLM_TYPE_IQ4_XS] = ref_gemm_repacked_iq4_xs,
     },
 };
 

@@ -10,8 +10,7 @@
  * copy of the weights rather than two.  A tied output matrix is the token
  * embedding, whose rows the forward pass reads one at a time: it stays.
  * Only the formats the CPU's kernel table has interleaved kernels for are
- * copied (Q4_K needs AVX-512 for now; elsewhere it would meet the scalar
- * reference).
+ * copied (elsewhere they would meet the scalar reference).
  */
 #include <sys/mman.h>
 #include <unistd.h>

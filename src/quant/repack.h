@@ -1,6 +1,7 @@
 /*
  * Row-interleaved ("repacked") weights: groups of PLM_REPACK_ROWS
- * consecutive rows of a Q4_0, Q8_0 or Q4_K matrix stored block by block, so that
+ * consecutive rows of a Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K or IQ4_XS
+ * matrix stored block by block, so that
  * one sequential pass over memory feeds 16 rows' dot products from one
  * activation load, and the rows' scales sit together.  Built at load
  * (plm_model_load with repack) into anonymous memory; same byte size as
@@ -18,6 +19,7 @@
  *              s at byte s (512 bytes); Q4_0 packs two slots per byte
  *              (256 bytes): slot s < 256 in the low nibble of byte s,
  *              slot s + 256 (elements 16..31) in its high nibble.
+ *              IQ4_NL is stored as Q4_0 (its nibbles index the levels).
  *
  * Q4_K, per super-block of 256 (16 * 144 bytes):
  *
@@ -28,6 +30,20 @@
  *   codes[4][512]     sub-block pair i (elements 64i..64i+63): row j's
  *                     qs[32i + l] at (l / 4) * 64 + j * 4 + l % 4, its low
  *                     nibble in sub-block 2i, its high nibble in 2i + 1
+ *
+ * The other super-block formats (plm_repack_k_layout gives the offsets)
+ * share those codes: sub-block s (elements 32s..32s+31) has its 4 low bits
+ * in the nibble s % 2 of codes[s / 2], element l of row j at slot
+ * (l / 4) * 64 + j * 4 + l % 4 (the repacking moves nibbles where a format
+ * orders them otherwise), plus per format:
+ *
+ *   Q5_K    d, dmin, planes as Q4_K; high[512]: row j's qh[l] at slot
+ *           (l, j), bit s the fifth bit of sub-block s
+ *   Q6_K    d[16]; scales[16][16] (scale i of row j at [i][j], i = 16
+ *           elements); high[2][512]: row j's qh[32p + l] at [p] slot
+ *           (l, j), bits 2q..2q+1 the top bits of sub-block 4p + q
+ *   IQ4_XS  d[16]; scales_l[4][16] and scales_h[2][16] (byte planes of
+ *           the row's scales_l and little-endian scales_h)
  *
  * Groups follow each other; group G starts at byte G * 16 * row_bytes, so
  * rows keep their byte ranges as a whole and a row range [r0, r1) with r0,
@@ -43,7 +59,7 @@
 
 enum { PLM_REPACK_ROWS = 16 };
 
-/* Whether `type` has an interleaved layout (Q4_0, Q8_0, Q4_K). */
+/* Whether `type` has an interleaved layout. */
 bool plm_repack_type(plm_type type);
 
 /* Whether a [rows x cols] matrix of `type` can be repacked: a layout for
@@ -55,8 +71,35 @@ bool plm_repack_fits(plm_type type, int64_t rows, int64_t cols);
  * and src the same size, not overlapping. */
 void plm_repack_rows(plm_type type, int64_t cols, int64_t rows, const void *src, void *dst);
 
-/* Code offset o of a repacked 32-element type (u = w + o). */
+/* Code offset o of a repacked 32-element type (u = w + o): 8 for Q4_0,
+ * 128 for Q8_0 and IQ4_NL (whose kernels look the level up as level + 128). */
 int plm_repack_offset(plm_type type);
+
+/* Row j's block (or super-block) b, back in ggml's layout, from the
+ * interleaved 16-row super-block `sblk`: the inverse of the repacking, for
+ * the reference kernels and tests. */
+void plm_repack_gather(plm_type type, const uint8_t *sblk, int j, void *block);
+
+/* Byte offsets inside a repacked 16-row super-block of Q4_K, Q5_K, Q6_K or
+ * IQ4_XS (d[16] is always at 0; 0 marks a part the format lacks). */
+typedef struct {
+    int dmin;   /* dmin[16] (Q4_K, Q5_K) */
+    int scales; /* the scale planes */
+    int high;   /* the high code bits (Q5_K: 512 bytes, Q6_K: 2 x 512) */
+    int codes;  /* 4 x 512 bytes of nibble pairs */
+} plm_repack_k_layout;
+
+static inline plm_repack_k_layout plm_repack_k(plm_type type) {
+    switch (type) {
+    case PLM_TYPE_Q4_K: return (plm_repack_k_layout){32, 64, 0, 256};
+    case PLM_TYPE_Q5_K: return (plm_repack_k_layout){32, 64, 256, 768};
+    case PLM_TYPE_Q6_K: return (plm_repack_k_layout){0, 32, 288, 1312};
+    default: return (plm_repack_k_layout){0, 32, 0, 128}; /* IQ4_XS: scales_h planes at scales + 64 */
+    }
+}
+
+/* Slot of element l (0..31) of row j in a 512-byte run of a super-block. */
+static inline int plm_repack_slot(int j, int l) { return (l / 4) * 64 + j * 4 + l % 4; }
 
 /* Byte offsets inside a repacked Q4_K super-block. */
 enum { PLM_RQ4K_DMIN = 32, PLM_RQ4K_PLANES = 64, PLM_RQ4K_CODES = 256 };

@@ -1,6 +1,7 @@
 /*
- * x86 kernels for row-interleaved weights (quant/repack.h): Q4_0 and Q8_0
- * in groups of 16 rows.  Part of an x86 table (see x86.h); `type` is a
+ * x86 kernels for row-interleaved weights (quant/repack.h): Q4_0, Q8_0 and
+ * IQ4_NL (below), Q4_K, Q5_K, Q6_K and IQ4_XS (the super-block kernel at
+ * the end), in groups of 16 rows.  Part of an x86 table (see x86.h); `type` is a
  * constant at every call.
  *
  * The layout is the panel gemm's transposed block (gemm_panel.h) stored
@@ -14,9 +15,10 @@
  *
  * Codes are unsigned (u = w + o); the offset comes back exactly by starting
  * each block's integer sum at -o * sum(a), tabled once per call for the
- * token tile and k slice.  On AVX2 without VNNI, vpmaddubsw would saturate
- * on Q8_0's codes (255 * 127 * 2 > 32767), so Q8_0 goes back to signed
- * bytes and the sign trick there (no offset).
+ * token tile and k slice.  IQ4_NL's nibbles become their level + 128 by one
+ * vpshufb (offset 128).  On AVX2 without VNNI, vpmaddubsw would saturate
+ * on Q8_0's and IQ4_NL's codes (255 * 127 * 2 > 32767), so those go back to
+ * signed bytes and the sign trick there (no offset).
  */
 enum {
     RP_R = 16,                 /* rows per group (PLM_REPACK_ROWS) */
@@ -44,7 +46,16 @@ X86_INL void rp_prefetch(const uint8_t *blk, size_t sb, int ahead) {
 }
 
 /* Whether the codes keep their offset in the dot (all but AVX2 Q8_0). */
-X86_INL bool rp_unsigned(plm_type type) { return X86_ISA != X86_ISA_AVX2 || type != PLM_TYPE_Q8_0; }
+X86_INL bool rp_unsigned(plm_type type) {
+    return X86_ISA != X86_ISA_AVX2 || (type != PLM_TYPE_Q8_0 && type != PLM_TYPE_IQ4_NL && type != PLM_TYPE_IQ4_XS);
+}
+
+/* The 16 IQ4_NL levels as the kernel's codes: level + 128 where the codes
+ * are unsigned, the signed levels otherwise (both 128-bit lanes). */
+X86_INL __m256i rp_lut_ymm(plm_type type) {
+    const __m256i lut = lut_iq4();
+    return rp_unsigned(type) ? _mm256_xor_si256(lut, _mm256_set1_epi8((char)0x80)) : lut;
+}
 
 X86_INL void rp_tabulate(plm_type type, const char *act, size_t as, int tn, int64_t b0, int kb, rp_tab *t) {
     const int o = rp_unsigned(type) ? plm_repack_offset(type) : 0;
@@ -69,7 +80,8 @@ X86_INL __m256i rp_codes_ymm(plm_type type, const uint8_t *codes, int g, int h) 
         return rp_unsigned(type) ? u : _mm256_xor_si256(u, _mm256_set1_epi8((char)0x80));
     }
     const __m256i q = loadu256(codes + 64 * (g & 3) + 32 * h);
-    return _mm256_and_si256(g < 4 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0f));
+    const __m256i u = _mm256_and_si256(g < 4 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0f));
+    return type == PLM_TYPE_IQ4_NL ? _mm256_shuffle_epi8(rp_lut_ymm(type), u) : u;
 }
 
 X86_INL __m256i rp_dot_ymm(plm_type type, __m256i acc, __m256i q, __m256i a) {
@@ -115,7 +127,9 @@ X86_INL void rp_tile_ymm(plm_type type, int C, const uint8_t *grp, int64_t b0, i
 X86_INL __m512i rp_codes_zmm(plm_type type, const uint8_t *codes, int g) {
     if (type == PLM_TYPE_Q8_0) return _mm512_loadu_si512(codes + 64 * g);
     const __m512i q = _mm512_loadu_si512(codes + 64 * (g & 3));
-    return _mm512_and_si512(g < 4 ? q : _mm512_srli_epi16(q, 4), _mm512_set1_epi8(0x0f));
+    const __m512i u = _mm512_and_si512(g < 4 ? q : _mm512_srli_epi16(q, 4), _mm512_set1_epi8(0x0f));
+    if (type != PLM_TYPE_IQ4_NL) return u;
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm256_castsi256_si128(rp_lut_ymm(type))), u);
 }
 
 /* C tokens x 16 rows of one group over kb blocks, one zmm a token. */
@@ -198,127 +212,7 @@ X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, i
     }
 }
 
-/* ---- Q4_K (AVX-512 only; the 256-bit tables take the reference) ----------
- * Per super-block and group the 16 rows' scales are unpacked together from
- * the byte planes (repack.h) into float vectors S_s = d * sc_s and
- * M_s = dmin * m_s, once for every token of the tile.  A sub-block is then
- * 8 vpdpbusd of unsigned nibbles, converted and scaled by S_s; the mins meet
- * the activation's 32-element sums (tabled as floats), and the activation
- * scale, one per super-block, comes last:
- *   acc += d_a * (sum_s cvt(dot_s) * S_s - sum_s M_s * bsum_s) */
-#if X86_ZMM
-
-enum { RPK_TAB = 1024, RPK_KS = 32 }; /* table entries (36 KiB); most super-blocks per slice */
-
-typedef struct {
-    float d[RPK_TAB];
-    float bs[RPK_TAB][8]; /* sum of the activation's sub-block s */
-} rpk_tab;
-
-X86_INL void rpk_tabulate(const char *act, size_t as, int tn, int64_t b0, int kb, rpk_tab *t) {
-    for (int c = 0; c < tn; c++)
-        for (int b = 0; b < kb; b++) {
-            const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)c * as) + b0 + b;
-            t->d[c * kb + b] = y->d;
-            for (int s = 0; s < 8; s++) t->bs[c * kb + b][s] = (float)(y->bsums[2 * s] + y->bsums[2 * s + 1]);
-        }
-}
-
-/* The 16 rows' S_s and M_s of one super-block (plm_get_scale_min_k4 on 16
- * bytes at a time: plane p holds byte p of every row). */
-X86_INL void rpk_scales(const uint8_t *blk, __m512 S[8], __m512 M[8]) {
-    const __m512 d = _mm512_cvtph_ps(loadu256(blk)), dm = _mm512_cvtph_ps(loadu256(blk + PLM_RQ4K_DMIN));
-    const __m128i m63 = _mm_set1_epi8(63), m0f = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
-    __m128i P[K_SCALE_SIZE];
-    for (int p = 0; p < K_SCALE_SIZE; p++) P[p] = loadu128(blk + PLM_RQ4K_PLANES + 16 * p);
-    for (int j = 0; j < 8; j++) {
-        __m128i sc, mn;
-        if (j < 4) {
-            sc = _mm_and_si128(P[j], m63);
-            mn = _mm_and_si128(P[j + 4], m63);
-        } else { /* the top two bits come from bits 6-7 of bytes j-4 and j */
-            sc = _mm_or_si128(_mm_and_si128(P[j + 4], m0f), _mm_and_si128(_mm_srli_epi16(P[j - 4], 2), m30));
-            mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(P[j + 4], 4), m0f),
-                              _mm_and_si128(_mm_srli_epi16(P[j], 2), m30));
-        }
-        S[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
-        M[j] = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
-    }
-}
-
-X86_INL void rpk_tile(int C, const uint8_t *grp, int64_t b0, int kb, const rpk_tab *t, int c0, const char *act,
-                      size_t as, float *out, int64_t os, bool add) {
-    const size_t sb = RP_R * sizeof(block_q4_K);
-    __m512 acc[RP_C];
-    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
-    for (int b = 0; b < kb; b++) {
-        const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
-        rp_prefetch(blk, sb, 2);
-        __m512 S[8], M[8], part[RP_C];
-        rpk_scales(blk, S, M);
-        for (int c = 0; c < C; c++) part[c] = _mm512_setzero_ps();
-        for (int s = 0; s < 8; s++) {
-            const uint8_t *cp = blk + PLM_RQ4K_CODES + 512 * (s / 2);
-            __m512i q[8];
-            for (int g = 0; g < 8; g++) {
-                const __m512i v = _mm512_loadu_si512(cp + 64 * g);
-                q[g] = _mm512_and_si512(s & 1 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0f));
-            }
-            for (int c = 0; c < C; c++) {
-                const int8_t *qs = ((const block_q8_K *)(const void *)(act + (size_t)c * as))[b0 + b].qs + 32 * s;
-                __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-                for (int g = 0; g < 8; g += 2) {
-                    s0 = _mm512_dpbusd_epi32(s0, q[g], bcast4(qs + 4 * g));
-                    s1 = _mm512_dpbusd_epi32(s1, q[g + 1], bcast4(qs + 4 * g + 4));
-                }
-                part[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), S[s], part[c]);
-            }
-        }
-        for (int c = 0; c < C; c++) {
-            __m512 mins = _mm512_setzero_ps();
-            for (int s = 0; s < 8; s++) mins = _mm512_fmadd_ps(M[s], _mm512_set1_ps(t->bs[(c0 + c) * kb + b][s]), mins);
-            acc[c] = _mm512_fmadd_ps(_mm512_sub_ps(part[c], mins), _mm512_set1_ps(t->d[(c0 + c) * kb + b]), acc[c]);
-        }
-    }
-    for (int c = 0; c < C; c++) {
-        float *o = out + c * os;
-        _mm512_storeu_ps(o, add ? _mm512_add_ps(_mm512_loadu_ps(o), acc[c]) : acc[c]);
-    }
-}
-
-X86_INL void gemm_repacked_k(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as, int nt,
-                             float *out, int64_t os) {
-    _Alignas(64) rpk_tab tab;
-    const int64_t nb = k / QK_K;
-    int tg, ks;
-    rp_split(nt, RPK_TAB, RPK_KS, &tg, &ks);
-    for (int t0 = 0; t0 < nt; t0 += tg) {
-        const int tn = nt - t0 < tg ? nt - t0 : tg;
-        const char *at = (const char *)act + (size_t)t0 * as;
-        for (int64_t b0 = 0; b0 < nb; b0 += ks) {
-            const int kb = (int)(nb - b0 < ks ? nb - b0 : ks);
-            rpk_tabulate(at, as, tn, b0, kb, &tab);
-            for (int64_t r = 0; r < nr; r += RP_R) {
-                const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
-                for (int c0 = 0; c0 < tn; c0 += RP_C) {
-                    const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
-                    const char *ac = at + (size_t)c0 * as;
-                    float *o = out + (int64_t)(t0 + c0) * os + r;
-                    if (cn == RP_C) rpk_tile(RP_C, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
-                    else if (cn == 1) rpk_tile(1, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
-                    else rpk_tile(cn, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
-                }
-            }
-        }
-    }
-}
-
-X86_TARGET static void X86_FN(gemm_repacked_q4_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
-                                                  size_t as, int nt, float *out, int64_t os) {
-    gemm_repacked_k(k, w, ws, nr, act, as, nt, out, os);
-}
-
-#endif /* X86_ZMM */
+#include "kernels/x86/repacked_k.h"
 
 X86_TARGET static void X86_FN(gemm_repacked_q4_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                   size_t as, int nt, float *out, int64_t os) {
@@ -328,4 +222,9 @@ X86_TARGET static void X86_FN(gemm_repacked_q4_0)(int64_t k, const void *w, size
 X86_TARGET static void X86_FN(gemm_repacked_q8_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                   size_t as, int nt, float *out, int64_t os) {
     gemm_repacked(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_iq4_nl)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                    size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked(PLM_TYPE_IQ4_NL, k, w, ws, nr, act, as, nt, out, os);
 }

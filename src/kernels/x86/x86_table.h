@@ -88,9 +88,11 @@ static const plm_kernels X86_FN(simd) = {
     .gemm_repacked = {
         [PLM_TYPE_Q4_0] = X86_FN(gemm_repacked_q4_0),
         [PLM_TYPE_Q8_0] = X86_FN(gemm_repacked_q8_0),
-#if X86_ZMM
+        [PLM_TYPE_IQ4_NL] = X86_FN(gemm_repacked_iq4_nl),
         [PLM_TYPE_Q4_K] = X86_FN(gemm_repacked_q4_K),
-#endif
+        [PLM_TYPE_Q5_K] = X86_FN(gemm_repacked_q5_K),
+        [PLM_TYPE_Q6_K] = X86_FN(gemm_repacked_q6_K),
+        [PLM_TYPE_IQ4_XS] = X86_FN(gemm_repacked_iq4_xs),
     },
     .quantize_row = {
         [PLM_TYPE_Q8_0] = X86_FN(quantize_row_q8_0),

@@ -1,0 +1,246 @@
+/*
+ * x86 kernel for row-interleaved super-block weights (quant/repack.h):
+ * Q4_K, Q5_K, Q6_K and IQ4_XS in groups of 16 rows.  Included by
+ * repacked.h (after its 32-element kernels, whose helpers it shares); part
+ * of an x86 table, `type` a constant at every call.
+ *
+ * One kernel for the four.  AVX-512 holds the 16 rows' int32 lanes in one
+ * zmm; the 256-bit tables take two halves of 8 rows (rk_v below names the
+ * vector either way).  Per super-block:
+ *
+ *  - the 16 rows' sub-block scales are unpacked together from their byte
+ *    planes into int8 (16 bytes a sub-block), once for every token of the
+ *    tile (Q6_K's planes are already that);
+ *  - every element becomes one unsigned byte u: its nibble, with Q5_K's
+ *    fifth bit or Q6_K's two top bits OR'ed in at bit 4, or IQ4_XS's level
+ *    looked up by vpshufb as level + 128;
+ *  - a sub-block is 8 byte dots a token, in two chains of 16 elements, each
+ *    started at -o * (the activation's 16-element sum, Q8_K's bsums), so
+ *    it adds up (u - o) * a = w * a exactly (o = 32 for Q6_K, 128 for
+ *    IQ4_XS, 0 for Q4_K/Q5_K, whose mins come separately);
+ *  - times the integer scale (vpmulld) it joins the row's integer total of
+ *    the super-block, as in ggml's reference, and only that total meets
+ *    the floats:  acc += d_a * (d * isum - dmin * sum_s m_s * bsum_s).
+ *
+ * On AVX2 without VNNI, vpmaddubsw would saturate at IQ4_XS's 241 * 127 * 2,
+ * so IQ4_XS keeps signed levels there and the sign trick (o = 0); Q6_K's
+ * 63 * 127 * 2 does not saturate.
+ */
+
+enum { RK_KS = 32, RK_TAB = 1024 }; /* most super-blocks per k slice; tokens x super-blocks per slice */
+
+#if X86_ZMM
+typedef __m512i rk_vi;
+typedef __m512 rk_vf;
+enum { RK_N = 16 };
+X86_INL rk_vi rk_load(const uint8_t *p) { return _mm512_loadu_si512(p); }
+X86_INL rk_vi rk_set1_8(int v) { return _mm512_set1_epi8((char)v); }
+X86_INL rk_vi rk_set1(int v) { return _mm512_set1_epi32(v); }
+X86_INL rk_vi rk_and(rk_vi a, rk_vi b) { return _mm512_and_si512(a, b); }
+X86_INL rk_vi rk_or(rk_vi a, rk_vi b) { return _mm512_or_si512(a, b); }
+X86_INL rk_vi rk_srl16(rk_vi v, int n) { return _mm512_srl_epi16(v, _mm_cvtsi32_si128(n)); }
+X86_INL rk_vi rk_sll16(rk_vi v, int n) { return _mm512_sll_epi16(v, _mm_cvtsi32_si128(n)); }
+X86_INL rk_vi rk_lookup(__m128i lut, rk_vi u) { return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(lut), u); }
+X86_INL rk_vi rk_add(rk_vi a, rk_vi b) { return _mm512_add_epi32(a, b); }
+X86_INL rk_vi rk_mul(rk_vi a, rk_vi b) { return _mm512_mullo_epi32(a, b); }
+X86_INL rk_vi rk_i8(const int8_t *p) { return _mm512_cvtepi8_epi32(loadu128(p)); }
+X86_INL rk_vi rk_dot(plm_type type, rk_vi acc, rk_vi u, const int8_t *a) {
+    (void)type;
+    return _mm512_dpbusd_epi32(acc, u, _mm512_broadcastd_epi32(_mm_loadu_si32(a)));
+}
+X86_INL rk_vf rk_zero(void) { return _mm512_setzero_ps(); }
+X86_INL rk_vf rk_f16(const uint8_t *p) { return _mm512_cvtph_ps(loadu256(p)); }
+X86_INL rk_vf rk_fma(rk_vi i, rk_vf scale, rk_vf acc) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale, acc); }
+X86_INL rk_vf rk_fnma(rk_vi i, rk_vf scale, rk_vf acc) { return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(i), scale, acc); }
+X86_INL rk_vf rk_scale(rk_vf d, float da) { return _mm512_mul_ps(d, _mm512_set1_ps(da)); }
+X86_INL void rk_store(float *o, rk_vf v, bool add) { _mm512_storeu_ps(o, add ? _mm512_add_ps(_mm512_loadu_ps(o), v) : v); }
+#else
+typedef __m256i rk_vi;
+typedef __m256 rk_vf;
+enum { RK_N = 8 };
+X86_INL rk_vi rk_load(const uint8_t *p) { return loadu256(p); }
+X86_INL rk_vi rk_set1_8(int v) { return _mm256_set1_epi8((char)v); }
+X86_INL rk_vi rk_set1(int v) { return _mm256_set1_epi32(v); }
+X86_INL rk_vi rk_and(rk_vi a, rk_vi b) { return _mm256_and_si256(a, b); }
+X86_INL rk_vi rk_or(rk_vi a, rk_vi b) { return _mm256_or_si256(a, b); }
+X86_INL rk_vi rk_srl16(rk_vi v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
+X86_INL rk_vi rk_sll16(rk_vi v, int n) { return _mm256_sll_epi16(v, _mm_cvtsi32_si128(n)); }
+X86_INL rk_vi rk_lookup(__m128i lut, rk_vi u) { return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(lut), u); }
+X86_INL rk_vi rk_add(rk_vi a, rk_vi b) { return _mm256_add_epi32(a, b); }
+X86_INL rk_vi rk_mul(rk_vi a, rk_vi b) { return _mm256_mullo_epi32(a, b); }
+X86_INL rk_vi rk_i8(const int8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)); }
+X86_INL rk_vi rk_dot(plm_type type, rk_vi acc, rk_vi u, const int8_t *a) {
+    return rp_dot_ymm(type, acc, u, bcast4_ymm(a));
+}
+X86_INL rk_vf rk_zero(void) { return _mm256_setzero_ps(); }
+X86_INL rk_vf rk_f16(const uint8_t *p) { return _mm256_cvtph_ps(loadu128(p)); }
+X86_INL rk_vf rk_fma(rk_vi i, rk_vf scale, rk_vf acc) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), scale, acc); }
+X86_INL rk_vf rk_fnma(rk_vi i, rk_vf scale, rk_vf acc) { return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(i), scale, acc); }
+X86_INL rk_vf rk_scale(rk_vf d, float da) { return _mm256_mul_ps(d, _mm256_set1_ps(da)); }
+X86_INL void rk_store(float *o, rk_vf v, bool add) { _mm256_storeu_ps(o, add ? _mm256_add_ps(_mm256_loadu_ps(o), v) : v); }
+#endif
+
+enum { RK_H = RP_R / RK_N }; /* row vectors per group */
+
+X86_INL int rk_offset(plm_type type) {
+    if (type == PLM_TYPE_Q6_K) return 32;
+    return type == PLM_TYPE_IQ4_XS && rp_unsigned(type) ? 128 : 0;
+}
+
+X86_INL bool rk_mins(plm_type type) { return type == PLM_TYPE_Q4_K || type == PLM_TYPE_Q5_K; }
+
+X86_INL __m128i srl16x(__m128i v, int n) { return _mm_srl_epi16(v, _mm_cvtsi32_si128(n)); }
+
+/* The 16 rows' scales (sc) and mins (mn) of Q4_K/Q5_K's 8 sub-blocks:
+ * plm_get_scale_min_k4 on 16 bytes at a time (plane p holds byte p of
+ * every row). */
+X86_INL void rk_scales_k4(const uint8_t *planes, int8_t sc[8][16], int8_t mn[8][16]) {
+    const __m128i m63 = _mm_set1_epi8(63), m0f = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
+    __m128i P[K_SCALE_SIZE];
+    for (int p = 0; p < K_SCALE_SIZE; p++) P[p] = loadu128(planes + 16 * p);
+    for (int j = 0; j < 8; j++) {
+        __m128i s, m;
+        if (j < 4) {
+            s = _mm_and_si128(P[j], m63);
+            m = _mm_and_si128(P[j + 4], m63);
+        } else { /* the top two bits come from bits 6-7 of bytes j-4 and j */
+            s = _mm_or_si128(_mm_and_si128(P[j + 4], m0f), _mm_and_si128(_mm_srli_epi16(P[j - 4], 2), m30));
+            m = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(P[j + 4], 4), m0f),
+                             _mm_and_si128(_mm_srli_epi16(P[j], 2), m30));
+        }
+        _mm_storeu_si128((__m128i *)(void *)sc[j], s);
+        _mm_storeu_si128((__m128i *)(void *)mn[j], m);
+    }
+}
+
+/* IQ4_XS's 8 scales of the 16 rows, unbiased (ls - 32): 4 low bits from the
+ * scales_l planes, 2 high bits from the scales_h planes. */
+X86_INL void rk_scales_xs(const uint8_t *planes, int8_t sc[8][16]) {
+    const __m128i m0f = _mm_set1_epi8(0x0f), m03 = _mm_set1_epi8(3), bias = _mm_set1_epi8(32);
+    for (int s = 0; s < 8; s++) {
+        const __m128i lo = _mm_and_si128(srl16x(loadu128(planes + 16 * (s / 2)), 4 * (s % 2)), m0f);
+        const __m128i hi = _mm_and_si128(srl16x(loadu128(planes + 16 * (4 + s / 4)), 2 * (s % 4)), m03);
+        _mm_storeu_si128((__m128i *)(void *)sc[s], _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), bias));
+    }
+}
+
+/* Group g of sub-block s of row vector h as unsigned codes (IQ4_XS on
+ * AVX2: signed levels). */
+X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h) {
+    const plm_repack_k_layout L = plm_repack_k(type);
+    const int at = 64 * g + 4 * RK_N * h;
+    const rk_vi v = rk_load(blk + L.codes + 512 * (s / 2) + at);
+    const rk_vi u = rk_and(s % 2 ? rk_srl16(v, 4) : v, rk_set1_8(0x0f));
+    if (type == PLM_TYPE_IQ4_XS) return rk_lookup(_mm256_castsi256_si128(rp_lut_ymm(type)), u);
+    if (type == PLM_TYPE_Q5_K) { /* bit s of the high byte to bit 4 */
+        const rk_vi hb = rk_load(blk + L.high + at);
+        return rk_or(u, rk_and(s < 4 ? rk_sll16(hb, 4 - s) : rk_srl16(hb, s - 4), rk_set1_8(0x10)));
+    }
+    if (type == PLM_TYPE_Q6_K) { /* bits 2q, 2q + 1 of run s / 4 to bits 4, 5 */
+        const rk_vi hb = rk_load(blk + L.high + 512 * (s / 4) + at);
+        const int q = s % 4;
+        return rk_or(u, rk_and(q < 2 ? rk_sll16(hb, 4 - 2 * q) : rk_srl16(hb, 2 * q - 4), rk_set1_8(0x30)));
+    }
+    return u;
+}
+
+/* C tokens x 16 rows of one group over kb super-blocks. */
+X86_INL void rk_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const char *act, size_t as,
+                     float *out, int64_t os, bool add) {
+    const plm_repack_k_layout L = plm_repack_k(type);
+    const size_t sb = RP_R * block_bytes(type);
+    const int o = rk_offset(type);
+    rk_vf acc[RK_H][RP_C];
+    for (int h = 0; h < RK_H; h++)
+        for (int c = 0; c < C; c++) acc[h][c] = rk_zero();
+    for (int b = 0; b < kb; b++) {
+        const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
+        rp_prefetch(blk, sb, 2);
+        _Alignas(16) int8_t sc[8][16], mn[8][16];
+        if (rk_mins(type)) rk_scales_k4(blk + L.scales, sc, mn);
+        else if (type == PLM_TYPE_IQ4_XS) rk_scales_xs(blk + L.scales, sc);
+        const int8_t *q6sc = (const int8_t *)(blk + L.scales); /* Q6_K: 16 planes of int8 scales */
+        const block_q8_K *y[RP_C];
+        for (int c = 0; c < C; c++) y[c] = (const block_q8_K *)(const void *)(act + (size_t)c * as) + b0 + b;
+        for (int h = 0; h < RK_H; h++) {
+            rk_vi isum[RP_C];
+            for (int c = 0; c < C; c++) isum[c] = rk_set1(0);
+            _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) { /* constant shifts and offsets */
+                rk_vi q[8];
+                for (int g = 0; g < 8; g++) q[g] = rk_codes(type, blk, s, g, h);
+                /* Q6_K: a scale for each 16-element half */
+                const rk_vi scA = rk_i8((type == PLM_TYPE_Q6_K ? q6sc + 32 * s : sc[s]) + RK_N * h);
+                const rk_vi scB = type == PLM_TYPE_Q6_K ? rk_i8(q6sc + 32 * s + 16 + RK_N * h) : scA;
+                for (int c = 0; c < C; c++) {
+                    const int8_t *qs = y[c]->qs + 32 * s;
+                    rk_vi s0 = rk_set1(-o * y[c]->bsums[2 * s]), s1 = rk_set1(-o * y[c]->bsums[2 * s + 1]);
+                    for (int g = 0; g < 4; g++) {
+                        s0 = rk_dot(type, s0, q[g], qs + 4 * g);
+                        s1 = rk_dot(type, s1, q[g + 4], qs + 16 + 4 * g);
+                    }
+                    if (type == PLM_TYPE_Q6_K) isum[c] = rk_add(isum[c], rk_add(rk_mul(s0, scA), rk_mul(s1, scB)));
+                    else isum[c] = rk_add(isum[c], rk_mul(rk_add(s0, s1), scA));
+                }
+            }
+            const rk_vf dw = rk_f16(blk + 2 * RK_N * h);
+            for (int c = 0; c < C; c++) {
+                acc[h][c] = rk_fma(isum[c], rk_scale(dw, y[c]->d), acc[h][c]);
+                if (!rk_mins(type)) continue;
+                rk_vi imin = rk_set1(0);
+                for (int s = 0; s < 8; s++)
+                    imin = rk_add(imin, rk_mul(rk_i8(mn[s] + RK_N * h), rk_set1(y[c]->bsums[2 * s] + y[c]->bsums[2 * s + 1])));
+                acc[h][c] = rk_fnma(imin, rk_scale(rk_f16(blk + L.dmin + 2 * RK_N * h), y[c]->d), acc[h][c]);
+            }
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int h = 0; h < RK_H; h++) rk_store(out + c * os + RK_N * h, acc[h][c], add);
+}
+
+/* As gemm_repacked: tokens in groups, k in slices short enough for a
+ * batch to find the group's slice in cache, then row groups and token
+ * tiles. */
+X86_INL void gemm_repacked_k(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                             size_t as, int nt, float *out, int64_t os) {
+    const int64_t nb = k / QK_K;
+    int tg, ks;
+    rp_split(nt, RK_TAB, RK_KS, &tg, &ks);
+    for (int t0 = 0; t0 < nt; t0 += tg) {
+        const int tn = nt - t0 < tg ? nt - t0 : tg;
+        const char *at = (const char *)act + (size_t)t0 * as;
+        for (int64_t b0 = 0; b0 < nb; b0 += ks) {
+            const int kb = (int)(nb - b0 < ks ? nb - b0 : ks);
+            for (int64_t r = 0; r < nr; r += RP_R) {
+                const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
+                for (int c0 = 0; c0 < tn; c0 += RP_C) {
+                    const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
+                    const char *ac = at + (size_t)c0 * as;
+                    float *o = out + (int64_t)(t0 + c0) * os + r;
+                    if (cn == RP_C) rk_tile(type, RP_C, grp, b0, kb, ac, as, o, os, b0 > 0);
+                    else if (cn == 1) rk_tile(type, 1, grp, b0, kb, ac, as, o, os, b0 > 0);
+                    else rk_tile(type, cn, grp, b0, kb, ac, as, o, os, b0 > 0);
+                }
+            }
+        }
+    }
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_q4_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                  size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked_k(PLM_TYPE_Q4_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_q5_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                  size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked_k(PLM_TYPE_Q5_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_q6_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                  size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked_k(PLM_TYPE_Q6_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_iq4_xs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                    size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked_k(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
+}
