@@ -67,6 +67,14 @@ typedef struct plm_kernels {
     plm_gemm_fn gemm_repacked[PLM_TYPE_COUNT];
     plm_quantize_row_fn quantize_row[PLM_TYPE_COUNT];  /* by target type */
     plm_dequantize_row_fn dequantize_row[PLM_TYPE_COUNT];
+    /* By weight type, optional: a gemm whose every output is bit for bit
+     * this table's vec_dot of that row and token (whatever n_tok), for
+     * passes that must match single-token decoding exactly (greedy
+     * speculative verification, batch-invariant serving) while reading a
+     * weight block once for several tokens.  Never filled from another
+     * table: another table's vec_dot rounds differently.  NULL: the
+     * caller loops vec_dot (plm_matmul_exact). */
+    plm_gemm_fn gemm_exact[PLM_TYPE_COUNT];
 } plm_kernels;
 
 /* Points every entry t has no function for at base's: a SIMD table lists
@@ -104,6 +112,13 @@ const plm_kernels *plm_kernels_select(const char *force);
 void plm_matmul(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k,
                 int64_t r0, int64_t r1, const void *act, size_t act_stride,
                 int n_tok, float *out, int64_t out_stride);
+
+/* plm_matmul with every output bit for bit kt->vec_dot[wtype] of its row
+ * and token alone, whatever n_tok: by kt->gemm_exact when the table has one
+ * for the type, else one vec_dot per row and token (the rows [r0, r1) stay
+ * in cache across tokens). */
+void plm_matmul_exact(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k, int64_t r0, int64_t r1,
+                      const void *act, size_t act_stride, int n_tok, float *out, int64_t out_stride);
 
 /* Whether matrices of `type` are worth repacking for kt: kt has its own
  * gemm_repacked for the type (not the reference's, which is only an oracle),
