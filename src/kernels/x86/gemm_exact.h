@@ -143,55 +143,6 @@ X86_INL void exact_tile_32_zmm(plm_type type, int nt, int64_t nb, const void *x,
 
 #endif /* X86_ZMM */
 
-/* The 32-element signed formats' tile for the table. */
-X86_INL void exact_tile_32_any(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as,
-                               const float *da, float *out, int64_t os) {
-#if X86_ZMM
-    exact_tile_32_zmm(type, nt, nb, x, act, as, da, out, os);
-#else
-    exact_tile_32(type, nt, nb, x, act, as, da, out, os);
-#endif
-}
-
-/* With nt a constant inside for the common counts (accumulators in registers). */
-X86_INL void exact_tile_32_n(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as,
-                             const float *da, float *out, int64_t os) {
-    switch (nt) {
-    case 1: exact_tile_32_any(type, 1, nb, x, act, as, da, out, os); break;
-    case 2: exact_tile_32_any(type, 2, nb, x, act, as, da, out, os); break;
-    case 3: exact_tile_32_any(type, 3, nb, x, act, as, da, out, os); break;
-    case 4: exact_tile_32_any(type, 4, nb, x, act, as, da, out, os); break;
-    case 5: exact_tile_32_any(type, 5, nb, x, act, as, da, out, os); break;
-    case 6: exact_tile_32_any(type, 6, nb, x, act, as, da, out, os); break;
-    case 7: exact_tile_32_any(type, 7, nb, x, act, as, da, out, os); break;
-    default: exact_tile_32_any(type, 8, nb, x, act, as, da, out, os); break;
-    }
-}
-
-/* gemm_exact of Q8_0, Q5_0 (and Q4_0, IQ4_NL off AVX-512): a tile of
- * tokens at a time, their activation scales converted once for all rows. */
-X86_INL void gemm_exact_32(plm_type type, int64_t nb, const void *w, size_t ws, int64_t nr, const void *act,
-                           size_t as, int nt, float *out, int64_t os) {
-    const char *wr = w, *ar = act;
-    if (nb > EXACT_MAX_NB) {
-        for (int64_t r = 0; r < nr; r++)
-            for (int t = 0; t < nt; t++)
-                vec_dot_32(type, type == PLM_TYPE_Q4_0, nb * 32, &out[t * os + r], wr + r * ws,
-                           (const block_q8_0 *)(const void *)(ar + t * as));
-        return;
-    }
-    float da[X86_GEMM_T * EXACT_MAX_NB];
-    for (int t0 = 0; t0 < nt; t0 += X86_GEMM_T) {
-        const int n = nt - t0 < X86_GEMM_T ? nt - t0 : X86_GEMM_T;
-        for (int t = 0; t < n; t++) {
-            const block_q8_0 *y = (const block_q8_0 *)(const void *)(ar + (size_t)(t0 + t) * as);
-            for (int64_t b = 0; b < nb; b++) da[t * nb + b] = h2f(y[b].d);
-        }
-        for (int64_t r = 0; r < nr; r++)
-            exact_tile_32_n(type, n, nb, wr + r * ws, ar + (size_t)t0 * as, as, da, out + t0 * os + r, os);
-    }
-}
-
 #if X86_ZMM
 
 /* vec_dot_nibbles_zmm for nt tokens: four blocks' unsigned codes (lo: each
@@ -245,110 +196,136 @@ X86_INL bool exact_uses_zmm(plm_type type) {
     return X86_ZMM && (type == PLM_TYPE_Q4_0 || type == PLM_TYPE_IQ4_NL);
 }
 
-/* One weight row x nt tokens, by the tile that follows the format's vec_dot
- * (the 32-element signed formats off the nibble path: gemm_exact_32). */
-X86_INL void exact_tile(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as, float *out,
-                        int64_t os) {
+/* The table's vec_dot of the formats of this file's tiles. */
+X86_INL void exact_vec_dot(plm_type type, int64_t n, float *s, const void *x, const void *y) {
 #if X86_ZMM
     if (exact_uses_zmm(type)) {
-        exact_tile_nibbles_zmm(type, nt, nb, x, act, as, out, os);
+        vec_dot_nibbles_zmm(type, n, s, x, y);
         return;
     }
 #endif
-    if (type == PLM_TYPE_IQ4_XS) tile_iq4_xs(nt, nb, x, act, as, out, os);
-    else if (is_k_quant(type)) tile_k(type, nt, nb, x, act, as, out, os);
-    else tile_32_min(type, nt, nb, x, act, as, out, os);
+    vec_dot_32(type, type == PLM_TYPE_Q4_0, n, s, x, y);
 }
 
-/* The tile for the last nt < X86_GEMM_T tokens, with nt a constant inside. */
-X86_INL void exact_tile_rest(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as,
-                             float *out, int64_t os) {
-    switch (nt) {
-    case 1: exact_tile(type, 1, nb, x, act, as, out, os); break;
-    case 2: exact_tile(type, 2, nb, x, act, as, out, os); break;
-    case 3: exact_tile(type, 3, nb, x, act, as, out, os); break;
-    default: exact_tile(type, nt, nb, x, act, as, out, os); break;
-    }
+/* One weight row x nt tokens by this file's tiles (nt a constant). */
+X86_INL void exact_tile(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as,
+                        const float *da, float *out, int64_t os) {
+#if X86_ZMM
+    if (exact_uses_zmm(type)) exact_tile_nibbles_zmm(type, nt, nb, x, act, as, out, os);
+    else exact_tile_32_zmm(type, nt, nb, x, act, as, da, out, os);
+#else
+    exact_tile_32(type, nt, nb, x, act, as, da, out, os);
+#endif
 }
 
-X86_INL void gemm_exact(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
-                        int nt, float *out, int64_t os) {
-    const int64_t nb = k / (is_k_quant(type) ? QK_K : 32);
-    if (!is_k_quant(type) && !has_min32(type) && !exact_uses_zmm(type)) {
-        gemm_exact_32(type, nb, w, ws, nr, act, as, nt, out, os);
+/* gemm_exact of the 32-element formats of this file's tiles: tokens in
+ * tiles of X86_GEMM_T, then 4, 2, 1 (each size a constant inside, so the
+ * accumulators stay in registers, in four copies of the code rather than
+ * eight), their activation scales converted once for all rows. */
+X86_INL void gemm_exact_32(plm_type type, int64_t nb, const void *w, size_t ws, int64_t nr, const void *act,
+                           size_t as, int nt, float *out, int64_t os) {
+    const char *wr = w, *ar = act;
+    if (nb > EXACT_MAX_NB) {
+        for (int64_t r = 0; r < nr; r++)
+            for (int t = 0; t < nt; t++) exact_vec_dot(type, nb * 32, &out[t * os + r], wr + r * ws, ar + t * as);
         return;
     }
-    const char *wr = w, *ar = act;
-    for (int64_t r0 = 0; r0 < nr; r0 += X86_GEMM_RB) {
-        const int64_t r1 = r0 + X86_GEMM_RB < nr ? r0 + X86_GEMM_RB : nr;
-        int t = 0;
-        for (; t + X86_GEMM_T <= nt; t += X86_GEMM_T)
-            for (int64_t r = r0; r < r1; r++)
-                exact_tile(type, X86_GEMM_T, nb, wr + r * ws, ar + t * as, as, out + t * os + r, os);
-        if (t < nt)
-            for (int64_t r = r0; r < r1; r++)
-                exact_tile_rest(type, nt - t, nb, wr + r * ws, ar + t * as, as, out + t * os + r, os);
+    float da[X86_GEMM_T * EXACT_MAX_NB];
+    for (int t0 = 0; t0 < nt;) {
+        const int left = nt - t0;
+        const int n = left >= X86_GEMM_T ? X86_GEMM_T : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        for (int t = 0; t < n; t++) {
+            const block_q8_0 *y = (const block_q8_0 *)(const void *)(ar + (size_t)(t0 + t) * as);
+            for (int64_t b = 0; b < nb; b++) da[t * nb + b] = h2f(y[b].d);
+        }
+        const char *at = ar + (size_t)t0 * as;
+        for (int64_t r = 0; r < nr; r++) {
+            const void *x = wr + r * ws;
+            float *o = out + t0 * os + r;
+            if (n == X86_GEMM_T) exact_tile(type, X86_GEMM_T, nb, x, at, as, da, o, os);
+            else if (n == 4) exact_tile(type, 4, nb, x, at, as, da, o, os);
+            else if (n == 2) exact_tile(type, 2, nb, x, at, as, da, o, os);
+            else exact_tile(type, 1, nb, x, at, as, da, o, os);
+        }
+        t0 += n;
     }
+}
+
+/* The formats whose row gemm tile (gemm_rows.h: tile_k, tile_iq4_xs,
+ * tile_32_min) already follows their vec_dot step for step: the table's
+ * own gemm entry, in batches small enough to stay on those tiles (the
+ * AVX-512 panel gemm takes PANEL_MIN_TOK tokens or more).  test_gemm_exact
+ * fails if a gemm entry ever stops being exact for small batches. */
+X86_INL void gemm_exact_by_rows(plm_gemm_fn gemm, int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                size_t as, int nt, float *out, int64_t os) {
+#if X86_ZMM
+    _Static_assert((int)X86_GEMM_T < (int)PANEL_MIN_TOK, "a token tile takes the panel gemm");
+    const int step = X86_GEMM_T;
+#else
+    const int step = nt;
+#endif
+    for (int t = 0; t < nt; t += step)
+        gemm(k, w, ws, nr, (const char *)act + (size_t)t * as, as, nt - t < step ? nt - t : step, out + t * os, os);
 }
 
 /* ---- the gemm_exact entries ------------------------------------------------ */
 
 X86_TARGET static void X86_FN(gemm_exact_q4_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
-}
-
-X86_TARGET static void X86_FN(gemm_exact_q4_1)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
-                                               size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_Q4_1, k, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_32(PLM_TYPE_Q4_0, k / 32, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_exact_q5_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_Q5_0, k, w, ws, nr, act, as, nt, out, os);
-}
-
-X86_TARGET static void X86_FN(gemm_exact_q5_1)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
-                                               size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_Q5_1, k, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_32(PLM_TYPE_Q5_0, k / 32, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_exact_q8_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_32(PLM_TYPE_Q8_0, k / 32, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_exact_iq4_nl)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                  size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_IQ4_NL, k, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_32(PLM_TYPE_IQ4_NL, k / 32, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_exact_q4_1)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                               size_t as, int nt, float *out, int64_t os) {
+    gemm_exact_by_rows(X86_FN(gemm_q4_1), k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_exact_q5_1)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                               size_t as, int nt, float *out, int64_t os) {
+    gemm_exact_by_rows(X86_FN(gemm_q5_1), k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_exact_q2_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_Q2_K, k, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_by_rows(X86_FN(gemm_q2_K), k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_exact_q3_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_Q3_K, k, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_by_rows(X86_FN(gemm_q3_K), k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_exact_q4_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_Q4_K, k, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_by_rows(X86_FN(gemm_q4_K), k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_exact_q5_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_Q5_K, k, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_by_rows(X86_FN(gemm_q5_K), k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_exact_q6_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_Q6_K, k, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_by_rows(X86_FN(gemm_q6_K), k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_exact_iq4_xs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                  size_t as, int nt, float *out, int64_t os) {
-    gemm_exact(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_by_rows(X86_FN(gemm_iq4_xs), k, w, ws, nr, act, as, nt, out, os);
 }
