@@ -23,12 +23,13 @@
  *       vec_dot_32 added as one float.
  *   vec_dot_k, vec_dot_iq4_xs_256, vec_dot_32_min: one chain per token that
  *       the row gemm's tiles (tile_k, tile_iq4_xs, tile_32_min) already
- *       follow step for step, so those formats reuse the tiles.
+ *       follow step for step, so those formats call the table's gemm entry
+ *       in batches below the panel gemm's (gemm_exact_by_rows): no second
+ *       copy of the code.
  *
  * test_kernels holds every entry to the table's vec_dot with memcmp.
- * Tokens go in tiles of X86_GEMM_T; the formats that reuse the row gemm's
- * tiles also take its bands of X86_GEMM_RB rows, the others a whole tile's
- * rows at once (the row range a thread gets is cache-sized: forward.c).
+ * This file's tiles take X86_GEMM_T, 4, 2 or 1 tokens and a whole row
+ * range (the range a thread gets is cache-sized: forward.c).
  */
 
 enum {
