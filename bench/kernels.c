@@ -246,6 +246,61 @@ static void bench_attention(const plm_kernels *const *list, int nk) {
     }
 }
 
+/* Exact verification (kernels.h: gemm_exact): n_tok tokens on the tinyllama
+ * ffn shape, as greedy speculative verification computes them: the
+ * per-token vec_dot loop over chunks of VF_CHUNK rows (what rowwise passes
+ * did before gemm_exact), plm_matmul_exact, and the batched plm_matmul
+ * (not bit-identical to decoding: the ceiling), in GMAC/s. */
+enum { VF_CHUNK = 64 };
+static const plm_type verify_formats[] = {PLM_TYPE_Q8_0, PLM_TYPE_Q4_0, PLM_TYPE_Q4_K, PLM_TYPE_Q6_K};
+
+static double time_verify(const plm_kernels *kt, int how, plm_type t, const void *w, const void *act, size_t arow,
+                          int nt, float *out) {
+    const size_t prow = plm_row_size(t, PF_K);
+    double best = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        const double t0 = now();
+        if (how == 2) plm_matmul(kt, t, w, PF_K, 0, PF_ROWS, act, arow, nt, out, PF_ROWS);
+        else if (how == 1) plm_matmul_exact(kt, t, w, PF_K, 0, PF_ROWS, act, arow, nt, out, PF_ROWS);
+        else
+            for (int64_t r0 = 0; r0 < PF_ROWS; r0 += VF_CHUNK)
+                for (int tk = 0; tk < nt; tk++)
+                    for (int64_t r = r0; r < r0 + VF_CHUNK && r < PF_ROWS; r++)
+                        kt->vec_dot[t](PF_K, &out[tk * PF_ROWS + r], (const char *)w + r * prow,
+                                       (const char *)act + tk * arow);
+        const double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+static void bench_verify(const plm_kernels *const *list, int nk, void *w, const float *x, void *act) {
+    printf("\nexact verification, %d x %d weights (GMAC/s): vec_dot loop, plm_matmul_exact, batched plm_matmul\n",
+           PF_ROWS, PF_K);
+    printf("%-7s %-7s %5s %10s %10s %10s %8s\n", "table", "format", "n_tok", "loop", "exact", "batched", "exact/loop");
+    for (size_t f = 0; f < sizeof verify_formats / sizeof verify_formats[0]; f++) {
+        const plm_type t = verify_formats[f], at = plm_type_info_get(t)->vec_dot_type;
+        const size_t arow = plm_row_size(at, PF_K);
+        fill(t, w, (size_t)PF_ROWS * plm_row_size(t, PF_K));
+        for (int tk = 0; tk < 16; tk++) plm_kernels_ref()->quantize_row[at](x + (size_t)tk * PF_K, (char *)act + tk * arow, PF_K);
+        for (int i = 0; i < nk; i++) {
+            if (list[i] == plm_kernels_ref()) continue;
+            static const int toks[] = {2, 5, 8, 16};
+            for (int j = 0; j < 4; j++) {
+                const int nt = toks[j];
+                float *out = malloc(sizeof(float) * PF_ROWS * nt);
+                if (!out) return;
+                const double macs = (double)PF_K * PF_ROWS * nt, loop = time_verify(list[i], 0, t, w, act, arow, nt, out),
+                             exact = time_verify(list[i], 1, t, w, act, arow, nt, out),
+                             batched = time_verify(list[i], 2, t, w, act, arow, nt, out);
+                printf("%-7s %-7s %5d %10.1f %10.1f %10.1f %7.2fx\n", list[i]->name, plm_type_name(t), nt,
+                       macs / loop / 1e9, macs / exact / 1e9, macs / batched / 1e9, loop / exact);
+                free(out);
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     const plm_kernels *list[16];
     int nk = plm_kernels_list(list, 16);
@@ -357,6 +412,7 @@ int main(int argc, char **argv) {
         }
     }
     bench_attention(list, nk);
+    bench_verify(list, nk, big, x, act);
     printf("(sink %llu)\n", (unsigned long long)(sink & 1));
     free(x);
     free(act);

@@ -12,6 +12,8 @@
  *  - gemm and plm_matmul: n_tok 1..9 and 17 (not multiples of any tile),
  *    row ranges that split 37 rows unevenly, an out_stride wider than the
  *    rows; outputs outside the requested rows/tokens must stay untouched.
+ *  - gemm_exact / plm_matmul_exact: bit for bit the same table's vec_dot
+ *    (memcmp), 1..17 tokens, rows of 1..9 blocks.
  *  - gemm at prefill size: k = 4352 and 137 tokens, so a blocked gemm must
  *    cross k slices and token groups (the AVX-512 panels cut k every 1024
  *    elements and tokens every 128), on 21 rows (a ragged 16-row panel).
@@ -303,6 +305,48 @@ static void test_gemm(const plm_kernels *kt, plm_type wt) {
         }
     }
     CHECK(bad == 0, "%s matmul/gemm %s: %d of %d outputs wrong", kt->name, ti->name, bad, runs);
+}
+
+/* gemm_exact and plm_matmul_exact: every output bit for bit the table's own
+ * vec_dot of its row and token (not merely close: greedy speculative
+ * verification relies on it), for rows of 1..9 blocks (groups of four
+ * blocks and 0-3 block tails), 1..17 tokens (whole and partial token
+ * tiles), an odd row sub-range; outputs outside it stay untouched.  Tables
+ * without gemm_exact for a type check plm_matmul_exact's vec_dot loop. */
+static void test_gemm_exact(const plm_kernels *kt, plm_type wt) {
+    const plm_type_info *ti = plm_type_info_get(wt);
+    const plm_type at = ti->vec_dot_type;
+    const int nbs[] = {1, 3, 4, 5, 8, 9};
+    static uint8_t w[ROWS * 9 * 292], a[MAX_TOK * (9 * 292 + 8)];
+    static float x[9 * 256], out[MAX_TOK * OUT_STRIDE], want[MAX_TOK * OUT_STRIDE];
+    int bad = 0, runs = 0;
+    for (int ib = 0; ib < 6; ib++) {
+        const int64_t k = (ti->block_size == 1 ? 33 : (int64_t)ti->block_size) * nbs[ib];
+        const size_t wrow = plm_row_size(wt, k), arow = plm_row_size(at, k) + 8;
+        for (int r = 0; r < ROWS; r++) random_weights(wt, k, w + r * wrow);
+        for (int t = 0; t < MAX_TOK; t++) {
+            random_floats(x, k);
+            kt->quantize_row[at](x, a + t * arow, k);
+        }
+        for (int t = 0; t < MAX_TOK; t++)
+            for (int r = 0; r < ROWS; r++) kt->vec_dot[wt](k, &want[t * OUT_STRIDE + r], w + r * wrow, a + t * arow);
+        for (int nt = 1; nt <= MAX_TOK; nt++) {
+            for (int i = 0; i < MAX_TOK * OUT_STRIDE; i++) out[i] = -12345.0f;
+            plm_matmul_exact(kt, wt, w, k, 3, ROWS - 1, a, arow, nt, out, OUT_STRIDE);
+            for (int t = 0; t < MAX_TOK; t++)
+                for (int r = 0; r < OUT_STRIDE; r++) {
+                    const int i = t * OUT_STRIDE + r;
+                    const bool inside = t < nt && r >= 3 && r < ROWS - 1;
+                    const float expect = inside ? want[i] : -12345.0f;
+                    runs++;
+                    if (memcmp(&out[i], &expect, sizeof expect) != 0 && bad++ < 3)
+                        fprintf(stderr, "  %s matmul_exact %s k=%lld n_tok=%d: out[t=%d][r=%d] = %.9g want %.9g\n",
+                                kt->name, ti->name, (long long)k, nt, t, r, out[i], expect);
+                }
+        }
+    }
+    CHECK(bad == 0, "%s matmul_exact %s (%s): %d of %d outputs not bit-identical to vec_dot", kt->name, ti->name,
+          kt->gemm_exact[wt] ? "gemm_exact" : "vec_dot loop", bad, runs);
 }
 
 /* Prefill-sized products: several k slices, token groups and row panels. */
@@ -619,6 +663,7 @@ int main(void) {
             test_vec_dot(list[i], weight_types[j]);
             test_gemm(list[i], weight_types[j]);
             test_gemm_large(list[i], weight_types[j]);
+            test_gemm_exact(list[i], weight_types[j]);
         }
         test_repacked(list[i], PLM_TYPE_Q4_0);
         test_repacked(list[i], PLM_TYPE_Q8_0);

@@ -90,6 +90,20 @@ void plm_matmul(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k,
     }
 }
 
+void plm_matmul_exact(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k, int64_t r0, int64_t r1,
+                      const void *act, size_t act_stride, int n_tok, float *out, int64_t out_stride) {
+    const size_t row_bytes = plm_row_size(wtype, k);
+    if (r1 <= r0 || n_tok <= 0) return;
+    if (n_tok > 1 && kt->gemm_exact[wtype]) {
+        kt->gemm_exact[wtype](k, (const char *)w + (size_t)r0 * row_bytes, row_bytes, r1 - r0, act, act_stride,
+                              n_tok, out + r0, out_stride);
+        return;
+    }
+    for (int t = 0; t < n_tok; t++)
+        plm_matmul(kt, wtype, w, k, r0, r1, (const char *)act + (size_t)t * act_stride, act_stride, 1,
+                   out + (int64_t)t * out_stride, out_stride);
+}
+
 void plm_matmul_repacked(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k, int64_t r0, int64_t r1,
                          const void *act, size_t act_stride, int n_tok, float *out, int64_t out_stride) {
     const size_t row_bytes = plm_row_size(wtype, k);

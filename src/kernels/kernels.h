@@ -72,6 +72,14 @@ typedef struct plm_kernels {
      * own arithmetic, the weights requantized to int8 with one scale per
      * row and 256 elements.  Used only through plm_matmul_coarse. */
     plm_gemm_fn gemm_coarse[PLM_TYPE_COUNT];
+    /* By weight type, optional: a gemm whose every output is bit for bit
+     * this table's vec_dot of that row and token (whatever n_tok), for
+     * passes that must match single-token decoding exactly (greedy
+     * speculative verification, batch-invariant serving) while reading a
+     * weight block once for several tokens.  Never filled from another
+     * table: another table's vec_dot rounds differently.  NULL: the
+     * caller loops vec_dot (plm_matmul_exact). */
+    plm_gemm_fn gemm_exact[PLM_TYPE_COUNT];
 } plm_kernels;
 
 /* Points every entry t has no function for at base's: a SIMD table lists
@@ -109,6 +117,13 @@ const plm_kernels *plm_kernels_select(const char *force);
 void plm_matmul(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k,
                 int64_t r0, int64_t r1, const void *act, size_t act_stride,
                 int n_tok, float *out, int64_t out_stride);
+
+/* plm_matmul with every output bit for bit kt->vec_dot[wtype] of its row
+ * and token alone, whatever n_tok: by kt->gemm_exact when the table has one
+ * for the type, else one vec_dot per row and token (the rows [r0, r1) stay
+ * in cache across tokens). */
+void plm_matmul_exact(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k, int64_t r0, int64_t r1,
+                      const void *act, size_t act_stride, int n_tok, float *out, int64_t out_stride);
 
 /* Whether matrices of `type` are worth repacking for kt: kt has its own
  * gemm_repacked for the type (not the reference's, which is only an oracle),

@@ -99,9 +99,8 @@ static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
                    w->rows);
         return;
     }
-    for (int t = 0; t < j->n_tok; t++)  /* the chunk of rows stays in cache across tokens */
-        plm_matmul(j->kt, w->type, w->data, w->cols, r0, r1, (const char *)j->act[i] + (size_t)t * j->act_stride[i],
-                   j->act_stride[i], 1, j->out[i] + (int64_t)t * w->rows, w->rows);
+    plm_matmul_exact(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], j->n_tok, j->out[i],
+                     w->rows);
 }
 
 /* Chunks number the rows of w[0], then w[1]... (each weight's rows start a

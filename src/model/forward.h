@@ -50,9 +50,10 @@ typedef struct plm_forward_state {
     plm_kv_cache kv;
     plm_scratch s;
     bool flash_attn;   /* attention in one pass (online softmax with f32 weights) */
-    bool rowwise_matmul; /* each token of a batch by the single-token kernel, so its logits are
-                            bit-identical to decoding it alone (the batched gemm sums in another
-                            order): speculative verification sets it */
+    bool rowwise_matmul; /* each token of a batch with the single-token kernel's arithmetic
+                            (plm_matmul_exact), so its logits are bit-identical to decoding it
+                            alone (the batched gemm sums in another order): speculative
+                            verification sets it */
     bool coarse_prefill; /* large batches may multiply K-quants in coarse int8 (kernels/coarse.h) */
     bool (*abort)(void *user); /* polled before each layer; true = stop (optional) */
     void *abort_user;

@@ -208,9 +208,7 @@ static void expert_rows(const expert_job *j, int i, const moe_item *it, int64_t 
         plm_matmul(j->kt, m.type, m.data, m.cols, r0, r1, act, j->act_stride[i], it->n_tok, out, j->rows);
         return;
     }
-    for (int t = 0; t < it->n_tok; t++)
-        plm_matmul(j->kt, m.type, m.data, m.cols, r0, r1, act + (size_t)t * j->act_stride[i], j->act_stride[i], 1,
-                   out + (int64_t)t * j->rows, j->rows);
+    plm_matmul_exact(j->kt, m.type, m.data, m.cols, r0, r1, act, j->act_stride[i], it->n_tok, out, j->rows);
 }
 
 static void expert_task(void *arg, int ith, int nth) {

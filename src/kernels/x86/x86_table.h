@@ -23,6 +23,7 @@
 #if X86_ZMM
 #include "kernels/x86/gemm_coarse.h"
 #endif
+#include "kernels/x86/gemm_exact.h"
 
 /* What the x86 files have SIMD code for; the rest (row quantizers of the
  * weight formats, most dequantizers) comes from the reference table when the
@@ -93,6 +94,20 @@ static const plm_kernels X86_FN(simd) = {
         [PLM_TYPE_Q5_K] = X86_FN(gemm_repacked_q5_K),
         [PLM_TYPE_Q6_K] = X86_FN(gemm_repacked_q6_K),
         [PLM_TYPE_IQ4_XS] = X86_FN(gemm_repacked_iq4_xs),
+    },
+    .gemm_exact = {
+        [PLM_TYPE_Q4_0] = X86_FN(gemm_exact_q4_0),
+        [PLM_TYPE_Q4_1] = X86_FN(gemm_exact_q4_1),
+        [PLM_TYPE_Q5_0] = X86_FN(gemm_exact_q5_0),
+        [PLM_TYPE_Q5_1] = X86_FN(gemm_exact_q5_1),
+        [PLM_TYPE_Q8_0] = X86_FN(gemm_exact_q8_0),
+        [PLM_TYPE_IQ4_NL] = X86_FN(gemm_exact_iq4_nl),
+        [PLM_TYPE_Q2_K] = X86_FN(gemm_exact_q2_K),
+        [PLM_TYPE_Q3_K] = X86_FN(gemm_exact_q3_K),
+        [PLM_TYPE_Q4_K] = X86_FN(gemm_exact_q4_K),
+        [PLM_TYPE_Q5_K] = X86_FN(gemm_exact_q5_K),
+        [PLM_TYPE_Q6_K] = X86_FN(gemm_exact_q6_K),
+        [PLM_TYPE_IQ4_XS] = X86_FN(gemm_exact_iq4_xs),
     },
     .quantize_row = {
         [PLM_TYPE_Q8_0] = X86_FN(quantize_row_q8_0),
