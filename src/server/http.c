@@ -355,6 +355,17 @@ static bool start_daemon(srv_server *srv) {
     return true;
 }
 
+/* A job that ended (finished, or cancelled past the grace period) still has
+ * its last chunks to send: the stream's closing events, [DONE].  Stopping
+ * the daemon before they leave would cut every such stream short, so wait
+ * for them, a bounded time (a client that stopped reading must not hold
+ * the exit). */
+static void drain_streams(srv_server *srv, double max_s) {
+    const struct timespec tick = {0, 10 * 1000 * 1000};
+    for (double waited = 0; atomic_load(&srv->open_streams) > 0 && waited < max_s; waited += 0.01)
+        nanosleep(&tick, NULL);
+}
+
 int server_run(srv_server *srv) {
     if (!start_daemon(srv)) return 1;
     fprintf(stderr, "pocketlm serve: listening on http://%s%s%s:%d (model %s, context %u, %d slot%s)\n",
@@ -373,6 +384,7 @@ int server_run(srv_server *srv) {
     MHD_socket lfd = MHD_quiesce_daemon(srv->daemon);
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
     sched_shutdown(srv->sched, srv->cfg.grace_s);
+    drain_streams(srv, 2.0);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
     fprintf(stderr, "pocketlm serve: stopped\n");

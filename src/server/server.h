@@ -205,6 +205,7 @@ typedef struct srv_server {
     srv_metrics metrics;
     struct MHD_Daemon *daemon;
     atomic_bool stopping;
+    atomic_int open_streams;   /* streamed responses not yet fully sent (stream.c) */
     int bound_port;
 } srv_server;
 

@@ -66,6 +66,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) {
     srv_stream *st = cls;
+    atomic_fetch_sub(&st->rq.srv->open_streams, 1);
     atomic_store(&st->job->cancel, true);  /* a no-op once it is done */
     job_unref(st->job);
     if (st->fmt->free_user) st->fmt->free_user(st->user);
@@ -86,6 +87,7 @@ int reply_stream(srv_request *rq, srv_job *j, const srv_stream_format *fmt, void
     job_ref(j);
     st->fmt = fmt;
     st->user = user;
+    atomic_fetch_add(&rq->srv->open_streams, 1);  /* stream_free takes it back */
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, reader, st, stream_free);
     if (!r) {
         stream_free(st);
