@@ -69,20 +69,25 @@ cells() {
     esac
 }
 
-# One row: file type $2 of source $1.
+# One row: file type $2 of source $1, without and with the importance
+# matrix (the IQ1/IQ2 types exist only with one: their plain cells say so).
 type_row() {
     src=$1 t=$2
-    if ! "$bin" quantize -q -t $threads "$src" "$tmp/q.gguf" "$t" > "$tmp/q.out" 2> "$tmp/q.err"; then
+    plain_ok=true imat_ok=true
+    "$bin" quantize -q -t $threads "$src" "$tmp/q.gguf" "$t" > "$tmp/q.out" 2> "$tmp/q.err" || plain_ok=false
+    "$bin" quantize -q -t $threads --imatrix "$tmp/im.gguf" "$src" "$tmp/qi.gguf" "$t" \
+        > "$tmp/qi.out" 2> "$tmp/qi.err" || imat_ok=false
+    if ! $plain_ok && ! $imat_ok; then
         echo "| $t | — | — | refused: $(why "$tmp/q.err") | | | | | | | |"
         return
     fi
-    size=$(wc -c < "$tmp/q.gguf")
-    bpw=$(sed -n 's/.*, \([0-9.]*\) bits per weight.*/\1/p' "$tmp/q.err")
-    plain=$(cells "$(measure "$tmp/q.gguf")")
-    if ! "$bin" quantize -q -t $threads --imatrix "$tmp/im.gguf" "$src" "$tmp/qi.gguf" "$t" \
-        > "$tmp/qi.out" 2> "$tmp/qi.err"; then
+    if $plain_ok; then sized=q; else sized=qi; fi
+    size=$(wc -c < "$tmp/$sized.gguf")
+    bpw=$(sed -n 's/.*, \([0-9.]*\) bits per weight.*/\1/p' "$tmp/$sized.err")
+    if $plain_ok; then plain=$(cells "$(measure "$tmp/q.gguf")"); else plain="| refused: $(why "$tmp/q.err") | | | "; fi
+    if ! $imat_ok; then
         imat="| refused: $(why "$tmp/qi.err") | | | "
-    elif cmp -s "$tmp/q.gguf" "$tmp/qi.gguf"; then
+    elif $plain_ok && cmp -s "$tmp/q.gguf" "$tmp/qi.gguf"; then
         imat="| same file | | | "
     else
         imat=$(cells "$(measure "$tmp/qi.gguf")")
