@@ -350,7 +350,7 @@ static void test_terminal(void) {
     CHECK(pty_await_turn(master, 2, seen, sizeof seen, &len, from), "saved: %s", seen);
     CHECK(write(master, "\004", 1) == 1, "Ctrl-D");
     int st = -1;
-    for (int waited = 0; waited < 20000 && waitpid(pid, &st, WNOHANG) == 0; waited += 100)
+    for (int waited = 0; waited < 60000 && waitpid(pid, &st, WNOHANG) == 0; waited += 100)
         pty_drain(master, seen, sizeof seen, &len);
     if (!WIFEXITED(st)) {
         kill(pid, SIGKILL);
