@@ -212,25 +212,43 @@ X86_INL void fifth_bit_masks4(const uint8_t *qh, size_t stride, __mmask64 *lo, _
     *hi = _cvtu64_mask64(h);
 }
 
-/* Four nibble blocks whose codes map to unsigned u = lut[code] (identity
- * for Q4_0; nibble + 16 * fifth bit for Q5_0, whose qh sit at qh) and whose
- * value is u - bias: dot = sum(u * a) - bias * sum(a). */
-X86_INL __m512 nibble_blocks4(plm_type type, const uint8_t *qs, const uint8_t *qh, size_t stride,
-                              const block_q8_0 *y, __m512i lut, __m512i bias) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), z = _mm512_setzero_si512();
-    const __m512i q = lanes4(qs, stride);
-    __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+/* The unsigned codes u of four nibble blocks starting at block xi, blocks
+ * bx bytes apart: lane b of *lo holds block b's elements 0-15, of *hi its
+ * elements 16-31.  u = nibble (Q4_0), nibble + 16 * fifth bit (Q5_0) or
+ * lut[nibble] (IQ4_NL, levels + 128). */
+X86_INL void nibble_codes4(plm_type type, const uint8_t *xi, size_t bx, __m512i lut, __m512i *lo, __m512i *hi) {
+    const size_t qs_at = type == PLM_TYPE_IQ4_NL  ? offsetof(block_iq4_nl, qs)
+                         : type == PLM_TYPE_Q5_0 ? offsetof(block_q5_0, qs)
+                                                 : offsetof(block_q4_0, qs);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i q = lanes4(xi + qs_at, bx);
+    *lo = _mm512_and_si512(q, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
     if (type == PLM_TYPE_IQ4_NL) {
-        lo = _mm512_shuffle_epi8(lut, lo);
-        hi = _mm512_shuffle_epi8(lut, hi);
+        *lo = _mm512_shuffle_epi8(lut, *lo);
+        *hi = _mm512_shuffle_epi8(lut, *hi);
     }
     if (type == PLM_TYPE_Q5_0) {
         const __m512i bit5 = _mm512_set1_epi8(0x10);
         __mmask64 mlo, mhi;
-        fifth_bit_masks4(qh, stride, &mlo, &mhi);
-        lo = _mm512_mask_add_epi8(lo, mlo, lo, bit5); /* nibble + 16 = nibble | 16 */
-        hi = _mm512_mask_add_epi8(hi, mhi, hi, bit5);
+        fifth_bit_masks4(xi + offsetof(block_q5_0, qh), bx, &mlo, &mhi);
+        *lo = _mm512_mask_add_epi8(*lo, mlo, *lo, bit5); /* nibble + 16 = nibble | 16 */
+        *hi = _mm512_mask_add_epi8(*hi, mhi, *hi, bit5);
     }
+}
+
+/* The codes' bias: a block's value is u - bias. */
+X86_INL char nibble_bias(plm_type type) {
+    return (char)(type == PLM_TYPE_IQ4_NL ? 0x80 : type == PLM_TYPE_Q5_0 ? 16 : 8);
+}
+
+/* Four nibble blocks (nibble_codes4) against Q8_0 activations:
+ * dot = sum(u * a) - bias * sum(a). */
+X86_INL __m512 nibble_blocks4(plm_type type, const uint8_t *xi, size_t bx, const block_q8_0 *y, __m512i lut,
+                              __m512i bias) {
+    const __m512i z = _mm512_setzero_si512();
+    __m512i lo, hi;
+    nibble_codes4(type, xi, bx, lut, &lo, &hi);
     __m512i alo, ahi;
     act4(y, &alo, &ahi);
     const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, lo, alo), hi, ahi);
@@ -248,16 +266,13 @@ X86_INL void vec_dot_nibbles_zmm(plm_type type, int64_t n, float *s, const void 
     const int64_t nb = n / 32;
     /* IQ4_NL levels + 128 as unsigned bytes */
     const __m512i lut = _mm512_add_epi8(_mm512_broadcast_i32x4(loadu128(kvalues_iq4nl)), _mm512_set1_epi8((char)0x80));
-    const __m512i bias = _mm512_set1_epi8((char)(iq4 ? 0x80 : type == PLM_TYPE_Q5_0 ? 16 : 8));
-    const size_t qs_at = iq4 ? offsetof(block_iq4_nl, qs)
-                         : type == PLM_TYPE_Q5_0 ? offsetof(block_q5_0, qs) : offsetof(block_q4_0, qs);
+    const __m512i bias = _mm512_set1_epi8(nibble_bias(type));
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const uint8_t *xi = (const uint8_t *)block_at(type, x, i);
         const __m128 s4 = _mm_mul_ps(scales4_one(xi, bx), scales4_one(&y[i].d, sizeof *y));
-        const uint8_t *qh = xi + offsetof(block_q5_0, qh); /* read only for Q5_0 */
-        acc = _mm512_fmadd_ps(nibble_blocks4(type, xi + qs_at, qh, bx, y + i, lut, bias), spread4(s4), acc);
+        acc = _mm512_fmadd_ps(nibble_blocks4(type, xi, bx, y + i, lut, bias), spread4(s4), acc);
     }
     float sum = _mm512_reduce_add_ps(acc);
     if (i < nb) {

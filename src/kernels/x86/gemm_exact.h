@@ -153,28 +153,16 @@ X86_INL void exact_tile_nibbles_zmm(plm_type type, int nt, int64_t nb, const voi
     const bool iq4 = type == PLM_TYPE_IQ4_NL;
     const size_t bx = block_bytes(type);
     const __m512i lut = _mm512_add_epi8(_mm512_broadcast_i32x4(loadu128(kvalues_iq4nl)), _mm512_set1_epi8((char)0x80));
-    const __m512i bias = _mm512_set1_epi8((char)(iq4 ? 0x80 : type == PLM_TYPE_Q5_0 ? 16 : 8));
-    const __m512i m4 = _mm512_set1_epi8(0x0f), z = _mm512_setzero_si512();
-    const size_t qs_at = iq4 ? offsetof(block_iq4_nl, qs)
-                         : type == PLM_TYPE_Q5_0 ? offsetof(block_q5_0, qs) : offsetof(block_q4_0, qs);
+    const __m512i bias = _mm512_set1_epi8(nibble_bias(type));
+    const __m512i z = _mm512_setzero_si512();
     __m512 acc[EXACT_T_MAX];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const char *xi = block_at(type, x, i);
         const __m128 dw = scales4_one(xi, bx);
-        const __m512i q = lanes4((const uint8_t *)xi + qs_at, bx);
-        __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-        if (iq4) {
-            lo = _mm512_shuffle_epi8(lut, lo);
-            hi = _mm512_shuffle_epi8(lut, hi);
-        }
-        if (type == PLM_TYPE_Q5_0) { /* as nibble_blocks4 */
-            __mmask64 mlo, mhi;
-            fifth_bit_masks4((const uint8_t *)xi + offsetof(block_q5_0, qh), bx, &mlo, &mhi);
-            lo = _mm512_mask_add_epi8(lo, mlo, lo, _mm512_set1_epi8(0x10));
-            hi = _mm512_mask_add_epi8(hi, mhi, hi, _mm512_set1_epi8(0x10));
-        }
+        __m512i lo, hi;
+        nibble_codes4(type, (const uint8_t *)xi, bx, lut, &lo, &hi);
         for (int t = 0; t < nt; t++) {
             const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + t * as) + i;
             __m512i alo, ahi;
