@@ -1,13 +1,15 @@
 /*
  * The thread pool: private and shared handles, each task's items done
  * exactly once, a handle's thread count respected on a larger shared pool,
- * and two handles running tasks at the same time from two threads.
+ * and two handles running tasks at the same time from two threads; the
+ * chunk queue hands each chunk out once, a thread's own share first.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include "core/chunks.h"
 #include "core/threadpool.h"
 #include "test.h"
 
@@ -48,8 +50,57 @@ static void *run_many(void *arg) {
     return NULL;
 }
 
+typedef struct chunk_task {
+    plm_chunks q;
+    atomic_int done[N_ITEMS];
+    int64_t first[PLM_POOL_MAX_THREADS]; /* the first chunk each thread took */
+} chunk_task;
+
+static void take_chunks(void *arg, int ith, int nth) {
+    (void)nth;
+    chunk_task *t = arg;
+    bool first = true;
+    for (int64_t c; plm_chunks_take(&t->q, ith, &c); first = false) {
+        if (first) t->first[ith] = c;
+        atomic_fetch_add(&t->done[c], 1);
+    }
+}
+
+/* n chunks for `shares` threads, run on h (which may have fewer). */
+static bool chunks_once(plm_pool *h, chunk_task *t, int n, int shares) {
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < PLM_POOL_MAX_THREADS; i++) t->first[i] = -1;
+    plm_chunks_init(&t->q, n, shares);
+    plm_pool_run(h, take_chunks, t);
+    for (int i = 0; i < n; i++)
+        if (atomic_load(&t->done[i]) != 1) return false;
+    return n == N_ITEMS || atomic_load(&t->done[n]) == 0;
+}
+
+static void test_chunks(void) {
+    static chunk_task t;
+    plm_pool *h = plm_pool_new(3);
+    REQUIRE_VOID(h != NULL, "pool");
+    int good = 0;
+    for (int i = 0; i < 200; i++) good += chunks_once(h, &t, N_ITEMS, 3);
+    CHECK(good == 200, "%d of 200: every chunk once", good);
+    /* A thread that starts takes the first chunk of its own share (the
+     * others may not have started yet, so only thread 0's is sure). */
+    CHECK(chunks_once(h, &t, 999, 3) && t.first[0] == 0, "thread 0 starts at 0: %lld", (long long)t.first[0]);
+    /* Shares for more threads than run (40: past PLM_CHUNK_SHARES too), and
+     * fewer chunks than threads: the running ones take the rest. */
+    CHECK(chunks_once(h, &t, N_ITEMS, 40), "40 shares on 3 threads");
+    CHECK(chunks_once(h, &t, 2, 3) && chunks_once(h, &t, 0, 3), "2 and 0 chunks on 3 threads");
+    plm_pool_free(h);
+    plm_pool *one = plm_pool_new(1);
+    REQUIRE_VOID(one != NULL, "pool");
+    CHECK(chunks_once(one, &t, 777, 8), "8 shares on one thread");
+    plm_pool_free(one);
+}
+
 int main(void) {
     static task t;
+    test_chunks();
     plm_pool *priv = plm_pool_new(3);
     REQUIRE(priv != NULL, "private pool");
     CHECK(plm_pool_size(priv) == 3, "size %d", plm_pool_size(priv));

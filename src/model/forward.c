@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/chunks.h"
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "model/moe.h"
@@ -60,7 +61,7 @@ plm_status plm_forward_check(const plm_arch *a, plm_error *err) {
                     a->name, missing);
 }
 
-enum { MAX_JOB_WEIGHTS = 3, ROW_ALIGN = 16 };
+enum { MAX_JOB_WEIGHTS = 3, ROW_ALIGN = 16, CHUNKS_PER_THREAD = 16 };
 /* Chunks of repacked matrices must be whole row groups. */
 _Static_assert(ROW_ALIGN % PLM_REPACK_ROWS == 0, "row chunks split repacked groups");
 
@@ -79,7 +80,7 @@ typedef struct matmul_job {
     bool rowwise;                         /* each token by the single-token kernel (see forward.h) */
     bool coarse;                          /* K-quants in coarse int8 when the batch is large (coarse.h) */
     int64_t chunk;                        /* rows per chunk */
-    atomic_llong next;                    /* next chunk to take */
+    plm_chunks chunks;
 } matmul_job;
 
 static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
@@ -107,11 +108,10 @@ static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
  * fresh chunk); with swiglu, a chunk is the same rows of gate and up,
  * combined while they are still in cache. */
 static void matmul_task(void *arg, int ith, int nth) {
-    (void)ith, (void)nth;
+    (void)nth;
     matmul_job *j = arg;
     const int n_parts = j->swiglu ? 1 : j->n_w;
-    for (;;) {
-        int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+    for (int64_t c; plm_chunks_take(&j->chunks, ith, &c);) {
         int i = 0;
         for (; i < n_parts; i++) {
             const int64_t chunks = (j->w[i]->rows + j->chunk - 1) / j->chunk;
@@ -215,13 +215,15 @@ static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, 
     if (n_w == 1 && w[0] == &ctx->model->output) j.coarse = false;
     prepare_inputs(ctx, &j, norm, x, n, x_stride);
     for (int i = 0; ctx->observe && i < n_w; i++) ctx->observe(ctx->observe_user, w[i], x, n, x_stride);
-    /* About four chunks per thread balances uneven cores without making
-     * chunks so small that the per-chunk overhead shows. */
+    /* Sixteen chunks per thread: each thread streams its own share (chunks.h)
+     * and a fast one can take a sixteenth of a slow one's at a time. */
     const int nth = plm_pool_size(ctx->pool);
-    int64_t chunk = rows / (4 * nth);
+    int64_t chunk = rows / (CHUNKS_PER_THREAD * nth);
     chunk = (chunk + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
     j.chunk = chunk < ROW_ALIGN ? ROW_ALIGN : chunk;
-    atomic_init(&j.next, 0);
+    int64_t n_chunks = 0;
+    for (int i = 0; i < (swiglu ? 1 : n_w); i++) n_chunks += (w[i]->rows + j.chunk - 1) / j.chunk;
+    plm_chunks_init(&j.chunks, n_chunks, nth);
     plm_pool_run(ctx->pool, matmul_task, &j);
 }
 

@@ -29,9 +29,10 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "core/chunks.h"
 #include "kernels/ops.h"
 
-enum { ALIGN = 64, ROW_ALIGN = 16 };
+enum { ALIGN = 64, ROW_ALIGN = 16, CHUNKS_PER_THREAD = 16 };
 
 static uint64_t align_up(uint64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -197,7 +198,7 @@ typedef struct expert_job {
     int n_items;
     int64_t rows, chunk, per_item;
     bool rowwise;
-    atomic_llong next;
+    plm_chunks chunks;
 } expert_job;
 
 static void expert_rows(const expert_job *j, int i, const moe_item *it, int64_t r0, int64_t r1) {
@@ -212,10 +213,9 @@ static void expert_rows(const expert_job *j, int i, const moe_item *it, int64_t 
 }
 
 static void expert_task(void *arg, int ith, int nth) {
-    (void)ith, (void)nth;
+    (void)nth;
     expert_job *j = arg;
-    const int64_t total = (int64_t)j->n_items * j->per_item;
-    for (int64_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < total;) {
+    for (int64_t c; plm_chunks_take(&j->chunks, ith, &c);) {
         const moe_item *it = &j->items[c / j->per_item];
         const int64_t r0 = (c % j->per_item) * j->chunk;
         const int64_t r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
@@ -229,16 +229,16 @@ static void expert_task(void *arg, int ith, int nth) {
 }
 
 static void run_experts(plm_forward_state *ctx, expert_job *j) {
-    /* About four chunks per thread over the whole wave, as the dense step. */
+    /* Sixteen chunks per thread over the whole wave, as the dense step. */
     const int nth = plm_pool_size(ctx->pool);
-    int64_t chunk = (int64_t)j->n_items * j->rows / (4 * nth);
+    int64_t chunk = (int64_t)j->n_items * j->rows / (CHUNKS_PER_THREAD * nth);
     chunk = (chunk + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
     if (chunk < ROW_ALIGN) chunk = ROW_ALIGN;
     if (chunk > j->rows) chunk = j->rows;
     j->chunk = chunk;
     j->per_item = (j->rows + chunk - 1) / chunk;
     j->rowwise = ctx->rowwise_matmul;
-    atomic_init(&j->next, 0);
+    plm_chunks_init(&j->chunks, (int64_t)j->n_items * j->per_item, nth);
     plm_pool_run(ctx->pool, expert_task, j);
 }
 
