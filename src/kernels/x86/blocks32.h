@@ -197,26 +197,32 @@ X86_INL __m512 spread4(__m128 s4) {
                                  _mm512_castps128_ps512(s4));
 }
 
-/* Q5_0's fifth bits of four blocks as byte masks matching lanes4's layout:
- * bit j of block b's qh belongs to element j (lane b of `lo`, byte j) and
- * bit 16 + j to element 16 + j (lane b of `hi`, byte j). */
-X86_INL void fifth_bit_masks4(const uint8_t *qh, size_t stride, __mmask64 *lo, __mmask64 *hi) {
-    uint64_t l = 0, h = 0;
-    for (int b = 0; b < 4; b++) {
-        uint32_t v;
-        memcpy(&v, qh + b * stride, 4);
-        l |= (uint64_t)(v & 0xffff) << (16 * b);
-        h |= (uint64_t)(v >> 16) << (16 * b);
-    }
-    *lo = _cvtu64_mask64(l);
-    *hi = _cvtu64_mask64(h);
+/* Q5_0's d and fifth bits of four blocks (stride bytes apart) from one
+ * 8-byte load per block (d: bytes 0-1, qh: 2-5): two byte shuffles sort
+ * them into the four scales and the two 64-bit masks of fifth_bit_masks4,
+ * where building them from scalar loads, shifts and ors cost a quarter of
+ * the Q5_0 decode loop.  Mask layout: bit j of block b's qh belongs to
+ * element j (lane b of `lo`, byte j), bit 16 + j to element 16 + j (lane b
+ * of `hi`, byte j), as nibble_codes4 lays the codes out. */
+X86_INL __m128 q5_0_heads4(const uint8_t *p, size_t stride, __mmask64 *lo, __mmask64 *hi) {
+    uint64_t h[4];
+    for (int b = 0; b < 4; b++) memcpy(&h[b], p + b * stride, 8);
+    const __m128i a = _mm_set_epi64x((long long)h[1], (long long)h[0]);
+    const __m128i c = _mm_set_epi64x((long long)h[3], (long long)h[2]);
+    /* per pair of blocks: dword 0 the low qh halves, 1 the high ones, 2 the d's */
+    const __m128i sort = _mm_setr_epi8(2, 3, 10, 11, 4, 5, 12, 13, 0, 1, 8, 9, -1, -1, -1, -1);
+    const __m128i sa = _mm_shuffle_epi8(a, sort), sc = _mm_shuffle_epi8(c, sort);
+    const __m128i masks = _mm_unpacklo_epi32(sa, sc); /* lo01 lo23 hi01 hi23 */
+    *lo = _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(masks));
+    *hi = _cvtu64_mask64((uint64_t)_mm_extract_epi64(masks, 1));
+    return _mm_cvtph_ps(_mm_unpackhi_epi32(sa, sc)); /* d01 d23 */
 }
 
 /* The unsigned codes u of four nibble blocks starting at block xi, blocks
  * bx bytes apart: lane b of *lo holds block b's elements 0-15, of *hi its
  * elements 16-31.  u = nibble (Q4_0), nibble + 16 * fifth bit (Q5_0) or
- * lut[nibble] (IQ4_NL, levels + 128). */
-X86_INL void nibble_codes4(plm_type type, const uint8_t *xi, size_t bx, __m512i lut, __m512i *lo, __m512i *hi) {
+ * lut[nibble] (IQ4_NL, levels + 128).  Returns the blocks' scales d. */
+X86_INL __m128 nibble_codes4(plm_type type, const uint8_t *xi, size_t bx, __m512i lut, __m512i *lo, __m512i *hi) {
     const size_t qs_at = type == PLM_TYPE_IQ4_NL  ? offsetof(block_iq4_nl, qs)
                          : type == PLM_TYPE_Q5_0 ? offsetof(block_q5_0, qs)
                                                  : offsetof(block_q4_0, qs);
@@ -228,13 +234,13 @@ X86_INL void nibble_codes4(plm_type type, const uint8_t *xi, size_t bx, __m512i 
         *lo = _mm512_shuffle_epi8(lut, *lo);
         *hi = _mm512_shuffle_epi8(lut, *hi);
     }
-    if (type == PLM_TYPE_Q5_0) {
-        const __m512i bit5 = _mm512_set1_epi8(0x10);
-        __mmask64 mlo, mhi;
-        fifth_bit_masks4(xi + offsetof(block_q5_0, qh), bx, &mlo, &mhi);
-        *lo = _mm512_mask_add_epi8(*lo, mlo, *lo, bit5); /* nibble + 16 = nibble | 16 */
-        *hi = _mm512_mask_add_epi8(*hi, mhi, *hi, bit5);
-    }
+    if (type != PLM_TYPE_Q5_0) return scales4_one(xi, bx);
+    const __m512i bit5 = _mm512_set1_epi8(0x10);
+    __mmask64 mlo, mhi;
+    const __m128 d = q5_0_heads4(xi, bx, &mlo, &mhi);
+    *lo = _mm512_mask_add_epi8(*lo, mlo, *lo, bit5); /* nibble + 16 = nibble | 16 */
+    *hi = _mm512_mask_add_epi8(*hi, mhi, *hi, bit5);
+    return d;
 }
 
 /* The codes' bias: a block's value is u - bias. */
@@ -243,12 +249,12 @@ X86_INL char nibble_bias(plm_type type) {
 }
 
 /* Four nibble blocks (nibble_codes4) against Q8_0 activations:
- * dot = sum(u * a) - bias * sum(a). */
+ * dot = sum(u * a) - bias * sum(a); *dw the blocks' scales. */
 X86_INL __m512 nibble_blocks4(plm_type type, const uint8_t *xi, size_t bx, const block_q8_0 *y, __m512i lut,
-                              __m512i bias) {
+                              __m512i bias, __m128 *dw) {
     const __m512i z = _mm512_setzero_si512();
     __m512i lo, hi;
-    nibble_codes4(type, xi, bx, lut, &lo, &hi);
+    *dw = nibble_codes4(type, xi, bx, lut, &lo, &hi);
     __m512i alo, ahi;
     act4(y, &alo, &ahi);
     const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, lo, alo), hi, ahi);
@@ -271,8 +277,10 @@ X86_INL void vec_dot_nibbles_zmm(plm_type type, int64_t n, float *s, const void 
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const uint8_t *xi = (const uint8_t *)block_at(type, x, i);
-        const __m128 s4 = _mm_mul_ps(scales4_one(xi, bx), scales4_one(&y[i].d, sizeof *y));
-        acc = _mm512_fmadd_ps(nibble_blocks4(type, xi, bx, y + i, lut, bias), spread4(s4), acc);
+        __m128 dw;
+        const __m512 p = nibble_blocks4(type, xi, bx, y + i, lut, bias, &dw);
+        const __m128 s4 = _mm_mul_ps(dw, scales4_one(&y[i].d, sizeof *y));
+        acc = _mm512_fmadd_ps(p, spread4(s4), acc);
     }
     float sum = _mm512_reduce_add_ps(acc);
     if (i < nb) {

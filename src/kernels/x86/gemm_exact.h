@@ -160,9 +160,8 @@ X86_INL void exact_tile_nibbles_zmm(plm_type type, int nt, int64_t nb, const voi
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const char *xi = block_at(type, x, i);
-        const __m128 dw = scales4_one(xi, bx);
         __m512i lo, hi;
-        nibble_codes4(type, (const uint8_t *)xi, bx, lut, &lo, &hi);
+        const __m128 dw = nibble_codes4(type, (const uint8_t *)xi, bx, lut, &lo, &hi);
         for (int t = 0; t < nt; t++) {
             const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + t * as) + i;
             __m512i alo, ahi;
