@@ -31,6 +31,12 @@ typedef struct plm_chunks {
     } share[PLM_CHUNK_SHARES];
 } plm_chunks;
 
+/* Chunks per thread for a product over n_tok tokens: decode (a few tokens)
+ * is bound by memory and wants the fine balance; a prefill batch is bound
+ * by compute and its gemm tables the activations once per chunk, so it
+ * keeps the larger chunks it was tuned with. */
+static inline int plm_chunks_per_thread(int n_tok) { return n_tok < 8 ? 16 : 4; }
+
 /* n chunks over nth threads. */
 static inline void plm_chunks_init(plm_chunks *q, int64_t n, int nth) {
     const int s = nth < 1 ? 1 : nth > PLM_CHUNK_SHARES ? PLM_CHUNK_SHARES : nth;

@@ -61,7 +61,7 @@ plm_status plm_forward_check(const plm_arch *a, plm_error *err) {
                     a->name, missing);
 }
 
-enum { MAX_JOB_WEIGHTS = 3, ROW_ALIGN = 16, CHUNKS_PER_THREAD = 16 };
+enum { MAX_JOB_WEIGHTS = 3, ROW_ALIGN = 16 };
 /* Chunks of repacked matrices must be whole row groups. */
 _Static_assert(ROW_ALIGN % PLM_REPACK_ROWS == 0, "row chunks split repacked groups");
 
@@ -215,10 +215,10 @@ static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, 
     if (n_w == 1 && w[0] == &ctx->model->output) j.coarse = false;
     prepare_inputs(ctx, &j, norm, x, n, x_stride);
     for (int i = 0; ctx->observe && i < n_w; i++) ctx->observe(ctx->observe_user, w[i], x, n, x_stride);
-    /* Sixteen chunks per thread: each thread streams its own share (chunks.h)
-     * and a fast one can take a sixteenth of a slow one's at a time. */
+    /* Each thread streams its own share of the chunks (chunks.h) and a fast
+     * one takes a slow one's chunks one at a time. */
     const int nth = plm_pool_size(ctx->pool);
-    int64_t chunk = rows / (CHUNKS_PER_THREAD * nth);
+    int64_t chunk = rows / (plm_chunks_per_thread(n) * nth);
     chunk = (chunk + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
     j.chunk = chunk < ROW_ALIGN ? ROW_ALIGN : chunk;
     int64_t n_chunks = 0;

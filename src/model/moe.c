@@ -32,7 +32,7 @@
 #include "core/chunks.h"
 #include "kernels/ops.h"
 
-enum { ALIGN = 64, ROW_ALIGN = 16, CHUNKS_PER_THREAD = 16 };
+enum { ALIGN = 64, ROW_ALIGN = 16 };
 
 static uint64_t align_up(uint64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -229,9 +229,12 @@ static void expert_task(void *arg, int ith, int nth) {
 }
 
 static void run_experts(plm_forward_state *ctx, expert_job *j) {
-    /* Sixteen chunks per thread over the whole wave, as the dense step. */
+    /* Chunks over the whole wave, as the dense step (chunks.h), sized by
+     * the largest group of tokens an expert gets. */
     const int nth = plm_pool_size(ctx->pool);
-    int64_t chunk = (int64_t)j->n_items * j->rows / (CHUNKS_PER_THREAD * nth);
+    int most = 1;
+    for (int i = 0; i < j->n_items; i++) most = j->items[i].n_tok > most ? j->items[i].n_tok : most;
+    int64_t chunk = (int64_t)j->n_items * j->rows / (plm_chunks_per_thread(most) * nth);
     chunk = (chunk + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
     if (chunk < ROW_ALIGN) chunk = ROW_ALIGN;
     if (chunk > j->rows) chunk = j->rows;
