@@ -249,6 +249,7 @@ void plm_arm_fill_i8mm(plm_kernels *t) {
     t->gemm[PLM_TYPE_Q5_K] = gemm_q5_K;
     t->gemm[PLM_TYPE_Q6_K] = gemm_q6_K;
     t->gemm[PLM_TYPE_IQ4_XS] = gemm_iq4_xs;
+    plm_arm_fill_repacked_i8mm(t);
 }
 
 #else
