@@ -1,6 +1,7 @@
 /*
  * SMMLA (i8mm) kernels for row-interleaved weights (quant/repack.h), for
- * batches of two or more tokens: Q4_0, Q8_0, IQ4_NL and Q4_K.  One token
+ * batches of two or more tokens: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and
+ * IQ4_XS.  One token
  * (decode, and the odd last token of a batch) stays on the dotprod table's
  * by-element SDOT kernels (repacked.c): SMMLA's second operand holds two
  * tokens, so with one it would do half its work for nothing.
@@ -26,10 +27,13 @@
  * SMMLA lane order and are transposed (UZP) once at the end.
  *   Q4_0, Q8_0, IQ4_NL: per block and quarter, a pair's integer sums times
  *     [d_r d_t, d_r d_t', d_r' d_t, d_r' d_t'] into the accumulator.
- *   Q4_K: a sub-block's sums times the integer scales [s_r, s_r, s_r', s_r']
- *     (MLA) into the super-block's integer total; the mins are dotted with
- *     the token's sub-block sums per row (lanes = rows, as repacked.c does)
- *     and zipped into the same lane order; the float work is once per 256.
+ *   super-blocks: a sub-block's sums times the integer scales [s_r, s_r,
+ *     s_r', s_r'] (MLA) into the super-block's integer total (Q6_K: per 16
+ *     elements, each sum started at -32 * the tokens' bsums); Q4_K/Q5_K's
+ *     mins are dotted with the token's sub-block sums per row (lanes = rows,
+ *     as repacked.c does) and zipped into the same lane order; the float
+ *     work is once per 256.  IQ4_NL/IQ4_XS look their levels up (TBL) and
+ *     use the signed SMMLA.
  */
 #include "kernels/arm/arm.h"
 
@@ -80,10 +84,13 @@ RPM_INL int32x4_t rpm_offset(int o, const int8x16_t B[4]) {
     return s;
 }
 
+/* IQ4_NL and IQ4_XS: codes index signed levels (a TBL per operand). */
+RPM_INL bool rpm_signed(plm_type type) { return type == PLM_TYPE_IQ4_NL || type == PLM_TYPE_IQ4_XS; }
+
 /* p += the 2 rows x 2 tokens of weights A (unsigned codes, or IQ4_NL's
  * signed levels) and tokens B. */
 RPM_INL int32x4_t rpm_mm(plm_type type, int32x4_t p, uint8x16_t A, int8x16_t B) {
-    if (type == PLM_TYPE_IQ4_NL) return vmmlaq_s32(p, vreinterpretq_s8_u8(A), B);
+    if (rpm_signed(type)) return vmmlaq_s32(p, vreinterpretq_s8_u8(A), B);
     return vusmmlaq_s32(p, A, B);
 }
 
@@ -101,7 +108,7 @@ RPM_INL void rpm_quarter(plm_type type, const uint8x16_t G[8], uint8x16_t A[4][2
     _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) {
         A[h][0] = rpm_rows_lo(G[2 * h], G[2 * h + 1]);
         A[h][1] = rpm_rows_hi(G[2 * h], G[2 * h + 1]);
-        if (type == PLM_TYPE_IQ4_NL) {
+        if (rpm_signed(type)) {
             const int8x16_t lv = vld1q_s8(kvalues_iq4nl);
             A[h][0] = vreinterpretq_u8_s8(vqtbl1q_s8(lv, A[h][0]));
             A[h][1] = vreinterpretq_u8_s8(vqtbl1q_s8(lv, A[h][1]));
@@ -187,6 +194,9 @@ RPM_INL void rpm_scales_q4k(const uint8_t *planes, int8_t sc[8][16], int8_t mn[8
     }
 }
 
+/* Shifts every byte left by n (right for n < 0). */
+RPM_INL uint8x16_t rpm_shift(uint8x16_t v, int n) { return vshlq_u8(v, vdupq_n_s8((int8_t)n)); }
+
 /* Four int8 values as int32 lanes. */
 RPM_INL int32x4_t rpm_i8x4(const int8_t *p) {
     int32_t v;
@@ -199,17 +209,57 @@ RPM_INL int32x4_t rpm_i8x4(const int8_t *p) {
 RPM_INL int32x4_t rpm_toklanes_lo(int32x4_t a, int32x4_t b) { return vzip1q_s32(a, b); }
 RPM_INL int32x4_t rpm_toklanes_hi(int32x4_t a, int32x4_t b) { return vzip2q_s32(a, b); }
 
-/* 2 TP tokens x 16 rows of one group of Q4_K, all super-blocks. */
-RPM_INL void rpm_tile_q4k(int TP, const uint8_t *grp, int64_t nb, const char *act, size_t as, float *out,
-                          int64_t os) {
-    const plm_repack_k_layout L = plm_repack_k(PLM_TYPE_Q4_K);
-    const size_t sb = RPM_R * sizeof(block_q4_K);
+/* IQ4_XS's 8 scales of the 16 rows, unbiased (ls - 32), as repacked.c
+ * unpacks them. */
+RPM_INL void rpm_scales_xs(const uint8_t *planes, int8_t sc[8][16]) {
+    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+        const uint8x16_t lo = vandq_u8(rpm_shift(vld1q_u8(planes + 16 * (s / 2)), -4 * (s % 2)), vdupq_n_u8(0x0f));
+        const uint8x16_t hi = vandq_u8(rpm_shift(vld1q_u8(planes + 16 * (4 + s / 4)), -2 * (s % 4)), vdupq_n_u8(3));
+        vst1q_s8(sc[s], vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32)));
+    }
+}
+
+/* Run g of sub-block s, quarter m of a super-block format's codes,
+ * unsigned: the nibble with Q5_K's fifth bit or Q6_K's two high bits at
+ * bit 4 (Q6_K: w + 32), IQ4_XS's level index. */
+RPM_INL uint8x16_t rpm_codes_k(plm_type type, const uint8_t *blk, int s, int g, int m) {
+    const plm_repack_k_layout L = plm_repack_k(type);
+    const int at = 64 * g + 16 * m;
+    const uint8x16_t v = vld1q_u8(blk + L.codes + 512 * (s / 2) + at);
+    const uint8x16_t u = s % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
+    if (type == PLM_TYPE_Q5_K) /* bit s of the high byte to bit 4 */
+        return vorrq_u8(u, vandq_u8(rpm_shift(vld1q_u8(blk + L.high + at), 4 - s), vdupq_n_u8(0x10)));
+    if (type == PLM_TYPE_Q6_K) { /* bits 2q, 2q + 1 of run s / 4 to bits 4, 5 */
+        const uint8x16_t hb = vld1q_u8(blk + L.high + 512 * (s / 4) + at);
+        return vorrq_u8(u, vandq_u8(rpm_shift(hb, 4 - 2 * (s % 4)), vdupq_n_u8(0x30)));
+    }
+    return u;
+}
+
+RPM_INL bool rpm_mins(plm_type type) { return type == PLM_TYPE_Q4_K || type == PLM_TYPE_Q5_K; }
+
+/* [v, v', v, v'] for int16 values of tokens t, t' times f. */
+RPM_INL int32x4_t rpm_tok_i16(int16_t v, int16_t v2, int f) {
+    const int32x2_t h = {f * v, f * v2};
+    return vcombine_s32(h, h);
+}
+
+/* 2 TP tokens x 16 rows of one group of a super-block format, all
+ * super-blocks.  Q6_K has a scale per 16 elements: operands h = 0, 1 and
+ * h = 2, 3 go to separate sums, each started at -32 * its bsum. */
+RPM_INL void rpm_tile_k(plm_type type, int TP, const uint8_t *grp, int64_t nb, const char *act, size_t as, float *out,
+                        int64_t os) {
+    const plm_repack_k_layout L = plm_repack_k(type);
+    const size_t sb = RPM_R * plm_row_size(type, QK_K);
+    const bool q6 = type == PLM_TYPE_Q6_K;
     float32x4_t acc[4][2][RPM_TP];
     rpm_zero(acc);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = grp + (size_t)b * sb;
         int8_t sc[8][16], mn[8][16];
-        rpm_scales_q4k(blk + L.scales, sc, mn);
+        if (rpm_mins(type)) rpm_scales_q4k(blk + L.scales, sc, mn);
+        else if (type == PLM_TYPE_IQ4_XS) rpm_scales_xs(blk + L.scales, sc);
+        const int8_t *q6sc = (const int8_t *)(blk + L.scales); /* Q6_K: 16 planes of int8 scales */
         const block_q8_K *y[2 * RPM_TP];
         _Pragma("GCC unroll 4") for (int t = 0; t < 2 * TP; t++) y[t] = (const block_q8_K *)(const void *)(act + (size_t)t * as) + b;
         float32x4_t da[RPM_TP];
@@ -219,27 +269,39 @@ RPM_INL void rpm_tile_q4k(int TP, const uint8_t *grp, int64_t nb, const char *ac
             _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
                 _Pragma("GCC unroll 2") for (int tp = 0; tp < RPM_TP; tp++) isum[rp][tp] = vdupq_n_s32(0);
             for (int s = 0; s < 8; s++) {
-                const uint8_t *run = blk + L.codes + 512 * (s / 2);
                 uint8x16_t G[8], A[4][2];
-                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-                    const uint8x16_t v = vld1q_u8(run + 64 * g + 16 * m);
-                    G[g] = s % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
-                }
-                rpm_quarter(PLM_TYPE_Q4_K, G, A);
-                const int32x4_t s4 = rpm_i8x4(sc[s] + 4 * m);
-                const int32x4_t scr[2] = {vzip1q_s32(s4, s4), vzip2q_s32(s4, s4)};
+                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) G[g] = rpm_codes_k(type, blk, s, g, m);
+                rpm_quarter(type, G, A);
+                /* the rows' integer scales in SMMLA lanes; Q6_K's second half's in scB */
+                const int32x4_t s4 = rpm_i8x4((q6 ? q6sc + 32 * s : sc[s]) + 4 * m);
+                const int32x4_t s4b = q6 ? rpm_i8x4(q6sc + 32 * s + 16 + 4 * m) : s4;
+                const int32x4_t scA[2] = {vzip1q_s32(s4, s4), vzip2q_s32(s4, s4)};
+                const int32x4_t scB[2] = {vzip1q_s32(s4b, s4b), vzip2q_s32(s4b, s4b)};
                 _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
+                    const block_q8_K *x = y[2 * tp], *z = y[2 * tp + 1];
                     int8x16_t B[4];
-                    rpm_toks(y[2 * tp]->qs + 32 * s, y[2 * tp + 1]->qs + 32 * s, B);
+                    rpm_toks(x->qs + 32 * s, z->qs + 32 * s, B);
+                    const int32x4_t oA = q6 ? rpm_tok_i16(x->bsums[2 * s], z->bsums[2 * s], -32) : vdupq_n_s32(0);
+                    const int32x4_t oB = q6 ? rpm_tok_i16(x->bsums[2 * s + 1], z->bsums[2 * s + 1], -32) : vdupq_n_s32(0);
                     _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++) {
-                        int32x4_t p = vdupq_n_s32(0);
-                        _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) p = vusmmlaq_s32(p, A[h][rp], B[h]);
-                        isum[rp][tp] = vmlaq_s32(isum[rp][tp], p, scr[rp]);
+                        int32x4_t p = rpm_mm(type, oA, A[0][rp], B[0]);
+                        p = rpm_mm(type, p, A[1][rp], B[1]);
+                        if (q6) {
+                            isum[rp][tp] = vmlaq_s32(isum[rp][tp], p, scA[rp]);
+                            p = oB;
+                        }
+                        p = rpm_mm(type, p, A[2][rp], B[2]);
+                        p = rpm_mm(type, p, A[3][rp], B[3]);
+                        isum[rp][tp] = vmlaq_s32(isum[rp][tp], p, scB[rp]);
                     }
                 }
             }
             const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
-            const float32x4_t dm = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(blk + L.dmin) + 4 * m)));
+            const float32x4_t dr[2] = {rpm_pair_lo(dw), rpm_pair_hi(dw)};
+            _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++)
+                _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
+                    acc[m][rp][tp] = vfmaq_f32(acc[m][rp][tp], vcvtq_f32_s32(isum[rp][tp]), vmulq_f32(dr[rp], da[tp]));
+            if (!rpm_mins(type)) continue;
             /* the mins of rows 4m..4m+3 against each token's sub-block sums */
             int32x4_t imin[2 * RPM_TP];
             _Pragma("GCC unroll 4") for (int t = 0; t < 2 * TP; t++) imin[t] = vdupq_n_s32(0);
@@ -248,14 +310,13 @@ RPM_INL void rpm_tile_q4k(int TP, const uint8_t *grp, int64_t nb, const char *ac
                 _Pragma("GCC unroll 4") for (int t = 0; t < 2 * TP; t++)
                     imin[t] = vmlaq_n_s32(imin[t], m4, y[t]->bsums[2 * s] + y[t]->bsums[2 * s + 1]);
             }
-            const float32x4_t dr[2] = {rpm_pair_lo(dw), rpm_pair_hi(dw)}, mr[2] = {rpm_pair_lo(dm), rpm_pair_hi(dm)};
+            const float32x4_t dm = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(blk + L.dmin) + 4 * m)));
+            const float32x4_t mr[2] = {rpm_pair_lo(dm), rpm_pair_hi(dm)};
             _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
                 const int32x4_t mins[2] = {rpm_toklanes_lo(imin[2 * tp], imin[2 * tp + 1]),
                                            rpm_toklanes_hi(imin[2 * tp], imin[2 * tp + 1])};
-                _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++) {
-                    acc[m][rp][tp] = vfmaq_f32(acc[m][rp][tp], vcvtq_f32_s32(isum[rp][tp]), vmulq_f32(dr[rp], da[tp]));
+                _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
                     acc[m][rp][tp] = vfmsq_f32(acc[m][rp][tp], vcvtq_f32_s32(mins[rp]), vmulq_f32(mr[rp], da[tp]));
-                }
             }
         }
     }
@@ -266,7 +327,8 @@ RPM_INL void rpm_tile_q4k(int TP, const uint8_t *grp, int64_t nb, const char *ac
  * the dotprod kernel. */
 RPM_INL void rpm_gemm(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
                       int nt, float *out, int64_t os) {
-    const int64_t nb = type == PLM_TYPE_Q4_K ? k / QK_K : k / 32;
+    const bool super = plm_type_info_get(type)->block_size == QK_K;
+    const int64_t nb = k / plm_type_info_get(type)->block_size;
     int t0 = 0;
     while (nt - t0 >= 2) {
         const int TP = nt - t0 >= 2 * RPM_TP ? RPM_TP : 1;
@@ -274,9 +336,9 @@ RPM_INL void rpm_gemm(plm_type type, int64_t k, const void *w, size_t ws, int64_
         for (int64_t r = 0; r < nr; r += RPM_R) {
             const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
             float *o = out + (int64_t)t0 * os + r;
-            if (type == PLM_TYPE_Q4_K) {
-                if (TP == RPM_TP) rpm_tile_q4k(RPM_TP, grp, nb, at, as, o, os);
-                else rpm_tile_q4k(1, grp, nb, at, as, o, os);
+            if (super) {
+                if (TP == RPM_TP) rpm_tile_k(type, RPM_TP, grp, nb, at, as, o, os);
+                else rpm_tile_k(type, 1, grp, nb, at, as, o, os);
             } else if (TP == RPM_TP) rpm_tile32(type, RPM_TP, grp, nb, at, as, o, os);
             else rpm_tile32(type, 1, grp, nb, at, as, o, os);
         }
@@ -305,13 +367,32 @@ PLM_TARGET_I8MM static void gemm_repacked_q4_K_i8mm(int64_t k, const void *w, si
     rpm_gemm(PLM_TYPE_Q4_K, k, w, ws, nr, act, as, nt, out, os);
 }
 
+PLM_TARGET_I8MM static void gemm_repacked_q5_K_i8mm(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                    size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_Q5_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_repacked_q6_K_i8mm(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                    size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_Q6_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_repacked_iq4_xs_i8mm(int64_t k, const void *w, size_t ws, int64_t nr,
+                                                      const void *act, size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
+}
+
 void plm_arm_fill_repacked_i8mm(plm_kernels *t) {
-    static const plm_type types[] = {PLM_TYPE_Q4_0, PLM_TYPE_Q8_0, PLM_TYPE_IQ4_NL, PLM_TYPE_Q4_K};
+    static const plm_type types[] = {PLM_TYPE_Q4_0, PLM_TYPE_Q8_0, PLM_TYPE_IQ4_NL, PLM_TYPE_Q4_K,
+                                     PLM_TYPE_Q5_K, PLM_TYPE_Q6_K, PLM_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) one_token[types[i]] = t->gemm_repacked[types[i]];
     t->gemm_repacked[PLM_TYPE_Q4_0] = gemm_repacked_q4_0_i8mm;
     t->gemm_repacked[PLM_TYPE_Q8_0] = gemm_repacked_q8_0_i8mm;
     t->gemm_repacked[PLM_TYPE_IQ4_NL] = gemm_repacked_iq4_nl_i8mm;
     t->gemm_repacked[PLM_TYPE_Q4_K] = gemm_repacked_q4_K_i8mm;
+    t->gemm_repacked[PLM_TYPE_Q5_K] = gemm_repacked_q5_K_i8mm;
+    t->gemm_repacked[PLM_TYPE_Q6_K] = gemm_repacked_q6_K_i8mm;
+    t->gemm_repacked[PLM_TYPE_IQ4_XS] = gemm_repacked_iq4_xs_i8mm;
 }
 
 #else
