@@ -49,6 +49,38 @@ done
 } > "$out/ours-i8mm.c"
 aarch64-linux-gnu-gcc -O3 -std=gnu11 -Isrc -Iinclude -S -o "$out/ours-i8mm.s" "$out/ours-i8mm.c"
 for t in Q4_0 Q8_0 IQ4_NL Q4_K Q5_K Q6_K IQ4_XS; do loops "$out/ours-i8mm.s" "isa_mm_${t}_4"; done
+
+# Executed instructions per 16-row block (per super-block for the K
+# formats) of each tile, whatever its loop nest: the tile runs over 1 and 3
+# blocks of zeros under qemu -singlestep (one instruction a translation
+# block, each logged as it runs) and the difference is halved.  Needs the
+# cross build (build-arm/libpocketlm.a).
+if [ -f build-arm/libpocketlm.a ]; then
+  cat > "$out/drv.c" <<'EOF_DRV'
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+typedef void (*tile_fn)(const uint8_t *, int64_t, const char *, size_t, float *);
+int main(int argc, char **argv) {
+    static uint8_t w[16 * 292 * 8];
+    static char a[4 * 292 * 8];
+    static float o[64];
+    tile_fn f = argc == 3 ? (tile_fn)dlsym(RTLD_DEFAULT, argv[1]) : NULL;
+    if (!f) return 1;
+    f(w, atoi(argv[2]), a, sizeof a / 4, o);
+    return 0;
+}
+EOF_DRV
+  aarch64-linux-gnu-gcc -O3 -std=gnu11 -Isrc -Iinclude -c -o "$out/ours.o" "$out/ours.c"
+  aarch64-linux-gnu-gcc -O3 -std=gnu11 -Isrc -Iinclude -c -o "$out/ours-i8mm.o" "$out/ours-i8mm.c"
+  aarch64-linux-gnu-gcc -O2 -rdynamic -o "$out/drv" "$out/drv.c" "$out/ours.o" "$out/ours-i8mm.o" build-arm/libpocketlm.a -lm -lpthread -ldl
+  traced() { QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64 -cpu max -singlestep -d exec,nochain -D /dev/stdout "$out/drv" "$1" "$2" | grep -c '^Trace'; }
+  for t in Q4_0 Q8_0 IQ4_NL Q4_K Q5_K Q6_K IQ4_XS; do
+    for f in "isa_${t}_1" "isa_${t}_4" "isa_mm_${t}_4"; do
+      echo "$f: $(( ($(traced "$f" 3) - $(traced "$f" 1)) / 2 )) instructions executed per block"
+    done
+  done
+fi
 aarch64-linux-gnu-gcc -O3 -std=gnu11 -Isrc -Iinclude -S -o "$out/dotprod.s" src/kernels/arm/dotprod.c
 for f in q4_0 q8_0 iq4_nl q4_K q5_K q6_K iq4_xs; do loops "$out/dotprod.s" "vec_dot_${f}_dotprod"; done
 
