@@ -1,17 +1,17 @@
 /*
  * SMMLA (i8mm) kernels for row-interleaved weights (quant/repack.h), for
  * batches of two or more tokens: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and
- * IQ4_XS.  One token
- * (decode, and the odd last token of a batch) stays on the dotprod table's
- * by-element SDOT kernels (repacked.c): SMMLA's second operand holds two
- * tokens, so with one it would do half its work for nothing.
+ * IQ4_XS.  One token (decode, and the odd last token of a batch) stays on
+ * the dotprod table's by-element SDOT kernels (repacked.c): SMMLA's second
+ * operand holds two tokens, so with one it would do half its work for
+ * nothing.
  *
  * SMMLA multiplies a 2x8 int8 matrix by the transpose of another: with rows
  * r, r' of the weights in the first operand and tokens t, t' in the second,
  * it adds [r.t, r.t', r'.t, r'.t'] (8 elements each) to four int32 lanes, 32
  * multiply-adds where a by-element SDOT does 16.  USMMLA is the same with
  * unsigned weights, which takes the layout's unsigned codes (Q8_0's w + 128,
- * Q4_0's and Q4_K's nibbles) as they are; the offset o comes back as
+ * Q4_0's w + 8, Q6_K's w + 32, Q4_K's and Q5_K's codes) as they are; the offset o comes back as
  * -o * sum(a), itself one SMMLA of a constant -o matrix by the same token
  * operand, whose lanes are already in the accumulator's order.
  *
@@ -263,12 +263,17 @@ RPM_INL void rpm_tile_k(plm_type type, int TP, const uint8_t *grp, int64_t nb, c
         const block_q8_K *y[2 * RPM_TP];
         _Pragma("GCC unroll 4") for (int t = 0; t < 2 * TP; t++) y[t] = (const block_q8_K *)(const void *)(act + (size_t)t * as) + b;
         float32x4_t da[RPM_TP];
-        _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) da[tp] = (float32x4_t){y[2 * tp]->d, y[2 * tp + 1]->d, y[2 * tp]->d, y[2 * tp + 1]->d};
+        _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
+            const float dx = y[2 * tp]->d, dz = y[2 * tp + 1]->d;
+            da[tp] = (float32x4_t){dx, dz, dx, dz};
+        }
         _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
             int32x4_t isum[2][RPM_TP];
             _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
                 _Pragma("GCC unroll 2") for (int tp = 0; tp < RPM_TP; tp++) isum[rp][tp] = vdupq_n_s32(0);
-            for (int s = 0; s < 8; s++) { /* not unrolled: unrolled, gcc spills (6072 instructions a super-block, not 3743) */
+            /* left rolled: unrolled, gcc 12 spills (6072 instructions a
+             * super-block against 3743) */
+            for (int s = 0; s < 8; s++) {
                 uint8x16_t G[8], A[4][2];
                 _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) G[g] = rpm_codes_k(type, blk, s, g, m);
                 rpm_quarter(type, G, A);
