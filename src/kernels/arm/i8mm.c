@@ -1,6 +1,7 @@
 /*
  * The i8mm table: the dotprod table plus a tiled prefill gemm built on SMMLA
- * for every quantized weight format.
+ * for every quantized weight format (and, from repacked_i8mm.c, the SMMLA
+ * gemm of the row-interleaved layout).
  *
  * SMMLA multiplies a 2x8 int8 matrix by the transpose of another 2x8 one
  * and adds the 2x2 int32 result to an accumulator: with the first operand
