@@ -56,6 +56,7 @@ void plm_arm_fill_neon(plm_kernels *t);      /* float formats, quantizers, NEON 
 void plm_arm_fill_dotprod(plm_kernels *t);   /* the integer dots again, with sdot */
 void plm_arm_fill_i8mm(plm_kernels *t);      /* smmla gemm */
 void plm_arm_fill_repacked(plm_kernels *t);  /* repacked.c: sdot kernels of the interleaved layout */
+void plm_arm_fill_repacked_i8mm(plm_kernels *t); /* repacked_i8mm.c: their smmla prefill */
 
 #endif /* __aarch64__ */
 #endif

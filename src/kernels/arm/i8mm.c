@@ -1,6 +1,7 @@
 /*
  * The i8mm table: the dotprod table plus a tiled prefill gemm built on SMMLA
- * for every quantized weight format.
+ * for every quantized weight format (and, from repacked_i8mm.c, the SMMLA
+ * gemm of the row-interleaved layout).
  *
  * SMMLA multiplies a 2x8 int8 matrix by the transpose of another 2x8 one
  * and adds the 2x2 int32 result to an accumulator: with the first operand
@@ -249,6 +250,7 @@ void plm_arm_fill_i8mm(plm_kernels *t) {
     t->gemm[PLM_TYPE_Q5_K] = gemm_q5_K;
     t->gemm[PLM_TYPE_Q6_K] = gemm_q6_K;
     t->gemm[PLM_TYPE_IQ4_XS] = gemm_iq4_xs;
+    plm_arm_fill_repacked_i8mm(t);
 }
 
 #else

@@ -1,7 +1,8 @@
 /*
  * NEON kernels for row-interleaved weights (quant/repack.h): Q4_0, Q8_0 and
  * IQ4_NL, then the super-block formats Q4_K, Q5_K, Q6_K and IQ4_XS, in the
- * dotprod table (the i8mm table inherits them).
+ * dotprod table (the i8mm table takes them for single tokens; its SMMLA
+ * kernels for batches are in repacked_i8mm.c).
  *
  * The layout's 64-byte run of 4-byte group g holds rows 0..15; its 16-byte
  * quarter m is rows 4m..4m+3, exactly what the by-element SDOT wants:

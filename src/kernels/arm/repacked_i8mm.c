@@ -1,0 +1,405 @@
+/*
+ * SMMLA (i8mm) kernels for row-interleaved weights (quant/repack.h), for
+ * batches of two or more tokens: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and
+ * IQ4_XS.  One token (decode, and the odd last token of a batch) stays on
+ * the dotprod table's by-element SDOT kernels (repacked.c): SMMLA's second
+ * operand holds two tokens, so with one it would do half its work for
+ * nothing.
+ *
+ * SMMLA multiplies a 2x8 int8 matrix by the transpose of another: with rows
+ * r, r' of the weights in the first operand and tokens t, t' in the second,
+ * it adds [r.t, r.t', r'.t, r'.t'] (8 elements each) to four int32 lanes, 32
+ * multiply-adds where a by-element SDOT does 16.  USMMLA is the same with
+ * unsigned weights, which takes the layout's unsigned codes (Q8_0's w + 128,
+ * Q4_0's w + 8, Q6_K's w + 32, Q4_K's and Q5_K's codes) as they are; the offset o comes back as
+ * -o * sum(a), itself one SMMLA of a constant -o matrix by the same token
+ * operand, whose lanes are already in the accumulator's order.
+ *
+ * The layout keeps 4 elements of a row together (a 16-byte load of run g,
+ * quarter m is rows 4m..4m+3, elements 4g..4g+3), and SMMLA wants 8: ZIP1
+ * and ZIP2 on 32-bit lanes of groups 2h and 2h+1 give rows 4m, 4m+1 and
+ * rows 4m+2, 4m+3 with elements 8h..8h+7 each, one ZIP per 16 weight bytes,
+ * used by every token pair of the tile.  A token pair's 32 activations are
+ * interleaved in 8-byte halves (ZIP on 64-bit lanes) once per block and
+ * serve all 16 rows.
+ *
+ * A tile is 16 rows x 4 tokens (two pairs); its float accumulators keep the
+ * SMMLA lane order and are transposed (UZP) once at the end.
+ *   Q4_0, Q8_0, IQ4_NL: per block and quarter, a pair's integer sums times
+ *     [d_r d_t, d_r d_t', d_r' d_t, d_r' d_t'] into the accumulator.
+ *   super-blocks: a sub-block's sums times the integer scales [s_r, s_r,
+ *     s_r', s_r'] (MLA) into the super-block's integer total (Q6_K: per 16
+ *     elements, each sum started at -32 * the tokens' bsums); Q4_K/Q5_K's
+ *     mins are dotted with the token's sub-block sums per row (lanes = rows,
+ *     as repacked.c does) and zipped into the same lane order; the float
+ *     work is once per 256.  IQ4_NL/IQ4_XS look their levels up (TBL) and
+ *     use the signed SMMLA.
+ */
+#include "kernels/arm/arm.h"
+
+#if defined(PLM_ARM)
+
+#include "quant/repack.h"
+
+enum { RPM_R = 16, RPM_TP = 2 }; /* rows per group, token pairs per tile */
+
+#define RPM_INL static inline __attribute__((always_inline)) PLM_TARGET_I8MM
+
+/* The dotprod table's kernels, for single tokens; written once while the
+ * tables are built. */
+static plm_gemm_fn one_token[PLM_TYPE_COUNT];
+
+/* Rows 4m, 4m+1 (lo) or 4m+2, 4m+3 (hi) with 8 elements each, from runs
+ * g0 = 2h and g1 = 2h + 1 of quarter m. */
+RPM_INL uint8x16_t rpm_rows_lo(uint8x16_t g0, uint8x16_t g1) {
+    return vreinterpretq_u8_u32(vzip1q_u32(vreinterpretq_u32_u8(g0), vreinterpretq_u32_u8(g1)));
+}
+RPM_INL uint8x16_t rpm_rows_hi(uint8x16_t g0, uint8x16_t g1) {
+    return vreinterpretq_u8_u32(vzip2q_u32(vreinterpretq_u32_u8(g0), vreinterpretq_u32_u8(g1)));
+}
+
+/* Tokens t, t' with 8 elements each: [x.lo, z.lo] or [x.hi, z.hi]. */
+RPM_INL int8x16_t rpm_toks_lo(int8x16_t x, int8x16_t z) {
+    return vreinterpretq_s8_s64(vzip1q_s64(vreinterpretq_s64_s8(x), vreinterpretq_s64_s8(z)));
+}
+RPM_INL int8x16_t rpm_toks_hi(int8x16_t x, int8x16_t z) {
+    return vreinterpretq_s8_s64(vzip2q_s64(vreinterpretq_s64_s8(x), vreinterpretq_s64_s8(z)));
+}
+
+/* A token pair's 32 elements as four SMMLA operands (elements 8h..8h+7). */
+RPM_INL void rpm_toks(const int8_t *x, const int8_t *z, int8x16_t B[4]) {
+    const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16), z0 = vld1q_s8(z), z1 = vld1q_s8(z + 16);
+    B[0] = rpm_toks_lo(x0, z0);
+    B[1] = rpm_toks_hi(x0, z0);
+    B[2] = rpm_toks_lo(x1, z1);
+    B[3] = rpm_toks_hi(x1, z1);
+}
+
+/* -o * (each token's sum over the 32 elements), in the SMMLA lane order. */
+RPM_INL int32x4_t rpm_offset(int o, const int8x16_t B[4]) {
+    int32x4_t s = vdupq_n_s32(0);
+    if (o == 0) return s;
+    const int8x16_t neg = vdupq_n_s8((int8_t)-o);
+    _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) s = vmmlaq_s32(s, neg, B[h]);
+    return s;
+}
+
+/* IQ4_NL and IQ4_XS: codes index signed levels (a TBL per operand). */
+RPM_INL bool rpm_signed(plm_type type) { return type == PLM_TYPE_IQ4_NL || type == PLM_TYPE_IQ4_XS; }
+
+/* p += the 2 rows x 2 tokens of weights A (unsigned codes, or IQ4_NL's
+ * signed levels) and tokens B. */
+RPM_INL int32x4_t rpm_mm(plm_type type, int32x4_t p, uint8x16_t A, int8x16_t B) {
+    if (rpm_signed(type)) return vmmlaq_s32(p, vreinterpretq_s8_u8(A), B);
+    return vusmmlaq_s32(p, A, B);
+}
+
+/* Run g of quarter m of a 32-element block's codes, unsigned (IQ4_NL: the
+ * level index). */
+RPM_INL uint8x16_t rpm_codes32(plm_type type, const uint8_t *codes, int g, int m) {
+    if (type == PLM_TYPE_Q8_0) return vld1q_u8(codes + 64 * g + 16 * m);
+    const uint8x16_t q = vld1q_u8(codes + 64 * (g & 3) + 16 * m);
+    return g < 4 ? vandq_u8(q, vdupq_n_u8(0x0f)) : vshrq_n_u8(q, 4);
+}
+
+/* Quarter m's weights as SMMLA operands: A[h][0] rows 4m, 4m+1 and A[h][1]
+ * rows 4m+2, 4m+3, elements 8h..8h+7, from its runs G[0..7]. */
+RPM_INL void rpm_quarter(plm_type type, const uint8x16_t G[8], uint8x16_t A[4][2]) {
+    _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) {
+        A[h][0] = rpm_rows_lo(G[2 * h], G[2 * h + 1]);
+        A[h][1] = rpm_rows_hi(G[2 * h], G[2 * h + 1]);
+        if (rpm_signed(type)) {
+            const int8x16_t lv = vld1q_s8(kvalues_iq4nl);
+            A[h][0] = vreinterpretq_u8_s8(vqtbl1q_s8(lv, A[h][0]));
+            A[h][1] = vreinterpretq_u8_s8(vqtbl1q_s8(lv, A[h][1]));
+        }
+    }
+}
+
+/* [v0, v0, v1, v1] (lo) and [v2, v2, v3, v3] (hi): rows in SMMLA lanes. */
+RPM_INL float32x4_t rpm_pair_lo(float32x4_t v) { return vzip1q_f32(v, v); }
+RPM_INL float32x4_t rpm_pair_hi(float32x4_t v) { return vzip2q_f32(v, v); }
+
+/* The 16 rows x 2 TP tokens of acc (SMMLA lane order) to out. */
+RPM_INL void rpm_store(int TP, float32x4_t acc[4][2][RPM_TP], float *out, int64_t os) {
+    _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++)
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+            vst1q_f32(out + 2 * tp * os + 4 * m, vuzp1q_f32(acc[m][0][tp], acc[m][1][tp]));
+            vst1q_f32(out + (2 * tp + 1) * os + 4 * m, vuzp2q_f32(acc[m][0][tp], acc[m][1][tp]));
+        }
+}
+
+RPM_INL void rpm_zero(float32x4_t acc[4][2][RPM_TP]) {
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+        _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
+            _Pragma("GCC unroll 2") for (int tp = 0; tp < RPM_TP; tp++) acc[m][rp][tp] = vdupq_n_f32(0.0f);
+}
+
+/* 2 TP tokens x 16 rows of one group of a 32-element format, all blocks. */
+RPM_INL void rpm_tile32(plm_type type, int TP, const uint8_t *grp, int64_t nb, const char *act, size_t as, float *out,
+                        int64_t os) {
+    const size_t sb = RPM_R * (type == PLM_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0)); /* = IQ4_NL's */
+    const int o = type == PLM_TYPE_Q8_0 ? 128 : type == PLM_TYPE_Q4_0 ? 8 : 0;
+    float32x4_t acc[4][2][RPM_TP];
+    rpm_zero(acc);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = grp + (size_t)b * sb, *codes = blk + RPM_R * sizeof(plm_fp16_t);
+        int8x16_t B[RPM_TP][4];
+        int32x4_t init[RPM_TP];
+        float32x4_t da[RPM_TP]; /* [d_t, d_t', d_t, d_t'] */
+        _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
+            const block_q8_0 *x = (const block_q8_0 *)(const void *)(act + (size_t)(2 * tp) * as) + b;
+            const block_q8_0 *z = (const block_q8_0 *)(const void *)(act + (size_t)(2 * tp + 1) * as) + b;
+            rpm_toks(x->qs, z->qs, B[tp]);
+            init[tp] = rpm_offset(o, B[tp]);
+            const float dx = plm_arm_h2f(x->d), dz = plm_arm_h2f(z->d);
+            da[tp] = (float32x4_t){dx, dz, dx, dz};
+        }
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+            const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
+            const float32x4_t dr[2] = {rpm_pair_lo(dw), rpm_pair_hi(dw)};
+            uint8x16_t G[8], A[4][2];
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) G[g] = rpm_codes32(type, codes, g, m);
+            rpm_quarter(type, G, A);
+            _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
+                _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
+                    int32x4_t p = init[tp];
+                    _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) p = rpm_mm(type, p, A[h][rp], B[tp][h]);
+                    acc[m][rp][tp] = vfmaq_f32(acc[m][rp][tp], vcvtq_f32_s32(p), vmulq_f32(dr[rp], da[tp]));
+                }
+        }
+    }
+    rpm_store(TP, acc, out, os);
+}
+
+/* ---- Q4_K ------------------------------------------------------------------ */
+
+/* Q4_K's 8 scales and mins of the 16 rows (plane p: byte p of every row),
+ * as repacked.c unpacks them. */
+RPM_INL void rpm_scales_q4k(const uint8_t *planes, int8_t sc[8][16], int8_t mn[8][16]) {
+    const uint8x16_t m63 = vdupq_n_u8(63), m0f = vdupq_n_u8(0x0f);
+    uint8x16_t P[K_SCALE_SIZE];
+    _Pragma("GCC unroll 12") for (int p = 0; p < K_SCALE_SIZE; p++) P[p] = vld1q_u8(planes + 16 * p);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+        uint8x16_t s, m;
+        if (j < 4) {
+            s = vandq_u8(P[j], m63);
+            m = vandq_u8(P[j + 4], m63);
+        } else { /* the top two bits come from bits 6-7 of bytes j-4 and j */
+            s = vorrq_u8(vandq_u8(P[j + 4], m0f), vshlq_n_u8(vshrq_n_u8(P[j - 4], 6), 4));
+            m = vorrq_u8(vshrq_n_u8(P[j + 4], 4), vshlq_n_u8(vshrq_n_u8(P[j], 6), 4));
+        }
+        vst1q_s8(sc[j], vreinterpretq_s8_u8(s));
+        vst1q_s8(mn[j], vreinterpretq_s8_u8(m));
+    }
+}
+
+/* Shifts every byte left by n (right for n < 0). */
+RPM_INL uint8x16_t rpm_shift(uint8x16_t v, int n) { return vshlq_u8(v, vdupq_n_s8((int8_t)n)); }
+
+/* Four int8 values as int32 lanes. */
+RPM_INL int32x4_t rpm_i8x4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(v)))));
+}
+
+/* [a0, b0, a1, b1] (lo) and [a2, b2, a3, b3] (hi): rows-as-lanes of two
+ * tokens in SMMLA lane order. */
+RPM_INL int32x4_t rpm_toklanes_lo(int32x4_t a, int32x4_t b) { return vzip1q_s32(a, b); }
+RPM_INL int32x4_t rpm_toklanes_hi(int32x4_t a, int32x4_t b) { return vzip2q_s32(a, b); }
+
+/* IQ4_XS's 8 scales of the 16 rows, unbiased (ls - 32), as repacked.c
+ * unpacks them. */
+RPM_INL void rpm_scales_xs(const uint8_t *planes, int8_t sc[8][16]) {
+    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+        const uint8x16_t lo = vandq_u8(rpm_shift(vld1q_u8(planes + 16 * (s / 2)), -4 * (s % 2)), vdupq_n_u8(0x0f));
+        const uint8x16_t hi = vandq_u8(rpm_shift(vld1q_u8(planes + 16 * (4 + s / 4)), -2 * (s % 4)), vdupq_n_u8(3));
+        vst1q_s8(sc[s], vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32)));
+    }
+}
+
+/* Run g of sub-block s, quarter m of a super-block format's codes,
+ * unsigned: the nibble with Q5_K's fifth bit or Q6_K's two high bits at
+ * bit 4 (Q6_K: w + 32), IQ4_XS's level index. */
+RPM_INL uint8x16_t rpm_codes_k(plm_type type, const uint8_t *blk, int s, int g, int m) {
+    const plm_repack_k_layout L = plm_repack_k(type);
+    const int at = 64 * g + 16 * m;
+    const uint8x16_t v = vld1q_u8(blk + L.codes + 512 * (s / 2) + at);
+    const uint8x16_t u = s % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
+    if (type == PLM_TYPE_Q5_K) /* bit s of the high byte to bit 4 */
+        return vorrq_u8(u, vandq_u8(rpm_shift(vld1q_u8(blk + L.high + at), 4 - s), vdupq_n_u8(0x10)));
+    if (type == PLM_TYPE_Q6_K) { /* bits 2q, 2q + 1 of run s / 4 to bits 4, 5 */
+        const uint8x16_t hb = vld1q_u8(blk + L.high + 512 * (s / 4) + at);
+        return vorrq_u8(u, vandq_u8(rpm_shift(hb, 4 - 2 * (s % 4)), vdupq_n_u8(0x30)));
+    }
+    return u;
+}
+
+RPM_INL bool rpm_mins(plm_type type) { return type == PLM_TYPE_Q4_K || type == PLM_TYPE_Q5_K; }
+
+/* [v, v', v, v'] for int16 values of tokens t, t' times f. */
+RPM_INL int32x4_t rpm_tok_i16(int16_t v, int16_t v2, int f) {
+    const int32x2_t h = {f * v, f * v2};
+    return vcombine_s32(h, h);
+}
+
+/* 2 TP tokens x 16 rows of one group of a super-block format, all
+ * super-blocks.  Q6_K has a scale per 16 elements: operands h = 0, 1 and
+ * h = 2, 3 go to separate sums, each started at -32 * its bsum. */
+RPM_INL void rpm_tile_k(plm_type type, int TP, const uint8_t *grp, int64_t nb, const char *act, size_t as, float *out,
+                        int64_t os) {
+    const plm_repack_k_layout L = plm_repack_k(type);
+    const size_t sb = RPM_R * plm_row_size(type, QK_K);
+    const bool q6 = type == PLM_TYPE_Q6_K;
+    float32x4_t acc[4][2][RPM_TP];
+    rpm_zero(acc);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = grp + (size_t)b * sb;
+        int8_t sc[8][16], mn[8][16];
+        if (rpm_mins(type)) rpm_scales_q4k(blk + L.scales, sc, mn);
+        else if (type == PLM_TYPE_IQ4_XS) rpm_scales_xs(blk + L.scales, sc);
+        const int8_t *q6sc = (const int8_t *)(blk + L.scales); /* Q6_K: 16 planes of int8 scales */
+        const block_q8_K *y[2 * RPM_TP];
+        _Pragma("GCC unroll 4") for (int t = 0; t < 2 * TP; t++) y[t] = (const block_q8_K *)(const void *)(act + (size_t)t * as) + b;
+        float32x4_t da[RPM_TP];
+        _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
+            const float dx = y[2 * tp]->d, dz = y[2 * tp + 1]->d;
+            da[tp] = (float32x4_t){dx, dz, dx, dz};
+        }
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+            int32x4_t isum[2][RPM_TP];
+            _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
+                _Pragma("GCC unroll 2") for (int tp = 0; tp < RPM_TP; tp++) isum[rp][tp] = vdupq_n_s32(0);
+            /* left rolled: unrolled, gcc 12 spills (6072 instructions a
+             * super-block against 3743) */
+            for (int s = 0; s < 8; s++) {
+                uint8x16_t G[8], A[4][2];
+                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) G[g] = rpm_codes_k(type, blk, s, g, m);
+                rpm_quarter(type, G, A);
+                /* the rows' integer scales in SMMLA lanes; Q6_K's second half's in scB */
+                const int32x4_t s4 = rpm_i8x4((q6 ? q6sc + 32 * s : sc[s]) + 4 * m);
+                const int32x4_t s4b = q6 ? rpm_i8x4(q6sc + 32 * s + 16 + 4 * m) : s4;
+                const int32x4_t scA[2] = {vzip1q_s32(s4, s4), vzip2q_s32(s4, s4)};
+                const int32x4_t scB[2] = {vzip1q_s32(s4b, s4b), vzip2q_s32(s4b, s4b)};
+                _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
+                    const block_q8_K *x = y[2 * tp], *z = y[2 * tp + 1];
+                    int8x16_t B[4];
+                    rpm_toks(x->qs + 32 * s, z->qs + 32 * s, B);
+                    const int32x4_t oA = q6 ? rpm_tok_i16(x->bsums[2 * s], z->bsums[2 * s], -32) : vdupq_n_s32(0);
+                    const int32x4_t oB = q6 ? rpm_tok_i16(x->bsums[2 * s + 1], z->bsums[2 * s + 1], -32) : vdupq_n_s32(0);
+                    _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++) {
+                        int32x4_t p = rpm_mm(type, oA, A[0][rp], B[0]);
+                        p = rpm_mm(type, p, A[1][rp], B[1]);
+                        if (q6) {
+                            isum[rp][tp] = vmlaq_s32(isum[rp][tp], p, scA[rp]);
+                            p = oB;
+                        }
+                        p = rpm_mm(type, p, A[2][rp], B[2]);
+                        p = rpm_mm(type, p, A[3][rp], B[3]);
+                        isum[rp][tp] = vmlaq_s32(isum[rp][tp], p, scB[rp]);
+                    }
+                }
+            }
+            const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
+            const float32x4_t dr[2] = {rpm_pair_lo(dw), rpm_pair_hi(dw)};
+            _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++)
+                _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
+                    acc[m][rp][tp] = vfmaq_f32(acc[m][rp][tp], vcvtq_f32_s32(isum[rp][tp]), vmulq_f32(dr[rp], da[tp]));
+            if (!rpm_mins(type)) continue;
+            /* the mins of rows 4m..4m+3 against each token's sub-block sums */
+            int32x4_t imin[2 * RPM_TP];
+            _Pragma("GCC unroll 4") for (int t = 0; t < 2 * TP; t++) imin[t] = vdupq_n_s32(0);
+            _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+                const int32x4_t m4 = rpm_i8x4(mn[s] + 4 * m);
+                _Pragma("GCC unroll 4") for (int t = 0; t < 2 * TP; t++)
+                    imin[t] = vmlaq_n_s32(imin[t], m4, y[t]->bsums[2 * s] + y[t]->bsums[2 * s + 1]);
+            }
+            const float32x4_t dm = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(blk + L.dmin) + 4 * m)));
+            const float32x4_t mr[2] = {rpm_pair_lo(dm), rpm_pair_hi(dm)};
+            _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
+                const int32x4_t mins[2] = {rpm_toklanes_lo(imin[2 * tp], imin[2 * tp + 1]),
+                                           rpm_toklanes_hi(imin[2 * tp], imin[2 * tp + 1])};
+                _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
+                    acc[m][rp][tp] = vfmsq_f32(acc[m][rp][tp], vcvtq_f32_s32(mins[rp]), vmulq_f32(mr[rp], da[tp]));
+            }
+        }
+    }
+    rpm_store(TP, acc, out, os);
+}
+
+/* Token pairs in tiles of two, then one pair, then a last single token on
+ * the dotprod kernel. */
+RPM_INL void rpm_gemm(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                      int nt, float *out, int64_t os) {
+    const bool super = plm_type_info_get(type)->block_size == QK_K;
+    const int64_t nb = k / plm_type_info_get(type)->block_size;
+    int t0 = 0;
+    while (nt - t0 >= 2) {
+        const int TP = nt - t0 >= 2 * RPM_TP ? RPM_TP : 1;
+        const char *at = (const char *)act + (size_t)t0 * as;
+        for (int64_t r = 0; r < nr; r += RPM_R) {
+            const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
+            float *o = out + (int64_t)t0 * os + r;
+            if (super) {
+                if (TP == RPM_TP) rpm_tile_k(type, RPM_TP, grp, nb, at, as, o, os);
+                else rpm_tile_k(type, 1, grp, nb, at, as, o, os);
+            } else if (TP == RPM_TP) rpm_tile32(type, RPM_TP, grp, nb, at, as, o, os);
+            else rpm_tile32(type, 1, grp, nb, at, as, o, os);
+        }
+        t0 += 2 * TP;
+    }
+    if (t0 < nt) one_token[type](k, w, ws, nr, (const char *)act + (size_t)t0 * as, as, 1, out + (int64_t)t0 * os, os);
+}
+
+PLM_TARGET_I8MM static void gemm_repacked_q4_0_i8mm(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                    size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_repacked_q8_0_i8mm(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                    size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_repacked_iq4_nl_i8mm(int64_t k, const void *w, size_t ws, int64_t nr,
+                                                      const void *act, size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_IQ4_NL, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_repacked_q4_K_i8mm(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                    size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_Q4_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_repacked_q5_K_i8mm(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                    size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_Q5_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_repacked_q6_K_i8mm(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                    size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_Q6_K, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_I8MM static void gemm_repacked_iq4_xs_i8mm(int64_t k, const void *w, size_t ws, int64_t nr,
+                                                      const void *act, size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
+}
+
+void plm_arm_fill_repacked_i8mm(plm_kernels *t) {
+    static const plm_type types[] = {PLM_TYPE_Q4_0, PLM_TYPE_Q8_0, PLM_TYPE_IQ4_NL, PLM_TYPE_Q4_K,
+                                     PLM_TYPE_Q5_K, PLM_TYPE_Q6_K, PLM_TYPE_IQ4_XS};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) one_token[types[i]] = t->gemm_repacked[types[i]];
+    t->gemm_repacked[PLM_TYPE_Q4_0] = gemm_repacked_q4_0_i8mm;
+    t->gemm_repacked[PLM_TYPE_Q8_0] = gemm_repacked_q8_0_i8mm;
+    t->gemm_repacked[PLM_TYPE_IQ4_NL] = gemm_repacked_iq4_nl_i8mm;
+    t->gemm_repacked[PLM_TYPE_Q4_K] = gemm_repacked_q4_K_i8mm;
+    t->gemm_repacked[PLM_TYPE_Q5_K] = gemm_repacked_q5_K_i8mm;
+    t->gemm_repacked[PLM_TYPE_Q6_K] = gemm_repacked_q6_K_i8mm;
+    t->gemm_repacked[PLM_TYPE_IQ4_XS] = gemm_repacked_iq4_xs_i8mm;
+}
+
+#else
+typedef int plm_arm_repacked_i8mm_unused; /* ISO C: no empty translation unit */
+#endif
