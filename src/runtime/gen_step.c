@@ -206,13 +206,13 @@ static plm_status absorb_prompts(pass *p, plm_gen *const *gens, int n, const int
 
 /* ... and the generating sequences' rows, from `from`: verifications accept
  * from theirs, the others keep their row. */
-static void absorb_gens(pass *p, plm_gen *const *gens, int n, int from, int off, double seconds) {
+static void absorb_gens(pass *p, plm_gen *const *gens, int n, int from, int off, const spec_pass *sp) {
     for (int i = 0; i < n; i++) {
         plm_gen *x = gens[i];
         if (!x->verifying) continue;
         x->verifying = false;
         x->g.q_at = 0;
-        spec_accept(x->spec, x->g.smp, x->row0 - off, seconds, x->g.queue, &x->g.n_queue);
+        spec_accept(x->spec, x->g.smp, x->row0 - off, sp, x->g.queue, &x->g.n_queue);
     }
     for (int r = from; r < p->n; r++)
         if (!p->who[r]->spec) keep_logits(p->who[r], r - off);
@@ -234,6 +234,7 @@ static plm_status decode_part(plm_context *ctx, const pass *p, int from, int to,
  * (their proposals join the pass); undone if anything fails. */
 static plm_status prepare_specs(plm_gen *const *gens, int n, const plm_token *next, int *n_rows, bool *exact,
                                 plm_error *err) {
+    const int n_seqs = *n_rows;  /* the sequences with a token in the pass: the share of its cost */
     plm_spec **v = malloc((size_t)n * sizeof *v);
     if (!v) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a step's batch");
     int m = 0;
@@ -241,7 +242,8 @@ static plm_status prepare_specs(plm_gen *const *gens, int n, const plm_token *ne
     for (int i = 0; i < n && !st; i++) {
         plm_gen *x = gens[i];
         if (next[i] < 0 || !x->spec) continue;
-        if (!(st = spec_prepare(x->spec, x->g.smp, next[i], spec_room(x), err))) v[m++] = x->spec, x->verifying = true;
+        if (!(st = spec_prepare(x->spec, x->g.smp, next[i], spec_room(x), n_seqs, err)))
+            v[m++] = x->spec, x->verifying = true;
     }
     if (!st) st = spec_draft_all(v, m, err);
     for (int i = 0; i < n; i++) {
@@ -282,7 +284,9 @@ static plm_status run_pass(plm_gen *const *gens, int n, int *piece, plm_token *n
     }
     if (st || !ctx) return st;
     bool exact = false;
+    spec_pass sp = {.n_seqs = n_next};
     if ((st = prepare_specs(gens, n, next, &n_next, &exact, err))) return st;
+    sp.n_proposed = n_next - sp.n_seqs;
     budget -= n_next;
     for (int i = 0; i < n && budget > 0; i++) {  /* then prompt pieces, in order, while they fit */
         plm_gen *x = gens[i];
@@ -304,12 +308,14 @@ static plm_status run_pass(plm_gen *const *gens, int n, int *piece, plm_token *n
         if (!st) st = absorb_prompts(p, gens, n, piece, n_prompt_rows, n_final, 0, gen_now() - t0, err);
         t0 = gen_now();
         if (!st) st = decode_part(ctx, p, n_prompt_rows, p->n, n_next, true, err);
-        if (!st) absorb_gens(p, gens, n, n_prompt_rows, n_prompt_rows, gen_now() - t0);
+        sp.seconds = gen_now() - t0;
+        if (!st) absorb_gens(p, gens, n, n_prompt_rows, n_prompt_rows, &sp);
     } else {
         st = decode_part(ctx, p, 0, p->n, n_final + n_next, exact, err);
         const double seconds = gen_now() - t0;
+        sp.seconds = n_prompt_rows ? -1.0 : seconds;  /* prompt rows in it: no measure of decoding */
         if (!st) st = absorb_prompts(p, gens, n, piece, n_prompt_rows, n_final, 0, seconds, err);
-        if (!st) absorb_gens(p, gens, n, n_prompt_rows, 0, seconds);
+        if (!st) absorb_gens(p, gens, n, n_prompt_rows, 0, &sp);
     }
     if (st) abandon_specs(gens, n);
     return st;
