@@ -145,6 +145,7 @@ typedef struct pass {
     plm_seq_id *seq;
     plm_gen **who;    /* [i]: whose token i is, for the rows with logits */
     int n;
+    int first_exact;  /* the rows from here on need the single-token kernel's logits */
 } pass;
 
 static void add(pass *p, plm_gen *x, plm_token t) {
@@ -153,8 +154,26 @@ static void add(pass *p, plm_gen *x, plm_token t) {
     p->who[p->n++] = x;
 }
 
+/* Whether x's rows in this pass are a greedy verification, which must give
+ * the single-token kernel's logits bit for bit. */
+static bool exact_rows(const plm_gen *x) { return x->verifying && spec_rows_exact(x->spec); }
+
+/* x's rows: its next token, or its pending token and proposals. */
+static void add_gen(pass *p, plm_gen *x, plm_token next) {
+    x->row0 = p->n;
+    if (!x->verifying) {
+        add(p, x, next);
+        return;
+    }
+    int m;
+    const plm_token *rows = spec_rows(x->spec, &m);
+    for (int k = 0; k < m; k++) add(p, x, rows[k]);
+}
+
 /* Prompt pieces first (all but each completing prompt's last token), then
- * those last tokens, then the generating sequences' tokens. */
+ * those last tokens, then the generating sequences' tokens: those that any
+ * kernel may compute, then the greedy verifications (so the rows before
+ * them keep the batched gemm in the same pass). */
 static void build(pass *p, plm_gen *const *gens, int n, const plm_token *next, int *piece) {
     for (int i = 0; i < n; i++)
         for (int k = 0; k < piece[i] - (gens[i]->n_fed + piece[i] == gens[i]->n_prompt); k++)
@@ -162,18 +181,11 @@ static void build(pass *p, plm_gen *const *gens, int n, const plm_token *next, i
     for (int i = 0; i < n; i++)
         if (piece[i] && gens[i]->n_fed + piece[i] == gens[i]->n_prompt)
             add(p, gens[i], gens[i]->prompt[gens[i]->n_prompt - 1]);
-    for (int i = 0; i < n; i++) {
-        if (next[i] < 0) continue;
-        plm_gen *x = gens[i];
-        x->row0 = p->n;
-        if (!x->verifying) {
-            add(p, x, next[i]);
-            continue;
-        }
-        int m;
-        const plm_token *rows = spec_rows(x->spec, &m);
-        for (int k = 0; k < m; k++) add(p, x, rows[k]);
-    }
+    for (int i = 0; i < n; i++)
+        if (next[i] >= 0 && !exact_rows(gens[i])) add_gen(p, gens[i], next[i]);
+    p->first_exact = p->n;
+    for (int i = 0; i < n; i++)
+        if (next[i] >= 0 && exact_rows(gens[i])) add_gen(p, gens[i], next[i]);
 }
 
 /* A prompt is whole: a speculating generation's decoder begins there. */
@@ -220,13 +232,16 @@ static void absorb_gens(pass *p, plm_gen *const *gens, int n, int from, int off,
 
 /* Rows [from, to) of the pass in one forward pass, with the logits of the
  * last n_logits (a pass of unfinished prompt pieces still computes one);
- * `exact`: every row by the single-token kernel. */
+ * `exact`: the rows from p->first_exact on by the single-token kernel. */
 static plm_status decode_part(plm_context *ctx, const pass *p, int from, int to, int n_logits, bool exact,
                               plm_error *err) {
     const bool rowwise = ctx->fwd.rowwise_matmul;
+    const int rowwise_from = ctx->fwd.rowwise_from;
     ctx->fwd.rowwise_matmul = rowwise || exact;
+    ctx->fwd.rowwise_from = rowwise || !exact || p->first_exact < from ? 0 : p->first_exact - from;
     plm_status st = plm_decode_seqs(ctx, p->tok + from, p->seq + from, to - from, n_logits ? n_logits : 1, err);
     ctx->fwd.rowwise_matmul = rowwise;
+    ctx->fwd.rowwise_from = rowwise_from;
     return st;
 }
 

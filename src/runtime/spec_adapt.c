@@ -50,13 +50,35 @@ static bool any(const bool *have) {
 
 static double acceptance(const spec_adapt *a) { return a->accepted / (a->accepted + a->rejected); }
 
+/* What one more row costs a pass of b sequences, from the plain passes of
+ * b and of the nearest other share measured (their times' difference per
+ * row); 0 when there is no other. */
+static double row_slope(const spec_adapt *a, int b) {
+    for (int d = 1; d < SPEC_SHARE_MAX; d++)
+        for (int j = b - d; j <= b + d; j += 2 * d)
+            if (j >= 1 && j <= SPEC_SHARE_MAX && a->have_plain[j - 1]) {
+                const double slope = (a->t_plain[b - 1] * b - a->t_plain[j - 1] * j) / (b - j);
+                return slope > 0.0 ? slope : 0.0;
+            }
+    return 0.0;
+}
+
+/* The extra seconds per proposal at share b: measured, or else the larger
+ * of the nearest share's and what a plain row costs there (a verified row
+ * costs at least that once the pass is compute-bound). */
+static double verify_cost(const spec_adapt *a, int b) {
+    if (a->have_verify[b - 1]) return a->t_verify_tok[b - 1];
+    const double near = cost_at(a->t_verify_tok, a->have_verify, b, false);
+    const double slope = a->have_plain[b - 1] ? row_slope(a, b) : 0.0;
+    return near > slope ? near : slope;
+}
+
 /* The best draft length at share b with acceptance acc (*k), and its rate
  * against plain decoding's (>= 1: it pays); -1 when the costs are unknown. */
 static double best_gain(const spec_adapt *a, int b, double acc, int *k) {
     const double plain = cost_at(a->t_plain, a->have_plain, b, true);
     if (plain <= 0.0 || !any(a->have_verify)) return -1.0;
-    const double per_tok = cost_at(a->t_verify_tok, a->have_verify, b, false) +
-                           cost_at(a->t_draft_tok, a->have_draft, b, false);
+    const double per_tok = verify_cost(a, b) + cost_at(a->t_draft_tok, a->have_draft, b, false);
     double best_rate = 0.0;
     *k = 1;
     for (int j = 1; j <= a->draft_max; j++) {
