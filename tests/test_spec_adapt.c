@@ -44,7 +44,7 @@ static double simulate(const workload *w, int n, int *max_k) {
         while (j < k && uniform(&rng) < w->accept) j++;
         t += t_verify + t_draft;
         tokens += j + 1;
-        const spec_pass pass = {.n_seqs = 1, .n_proposed = k, .seconds = t_verify};
+        const spec_pass pass = {.n_seqs = 1, .n_proposed = k, .seconds = t_verify, .first = true, .first_proposer = true};
         spec_adapt_record(&a, k, j, t_draft, true, &pass);
     }
     return t * n / tokens;
@@ -67,6 +67,7 @@ static double pass_cost(const shared_load *w, int rows) { return rows * w->row >
 static double simulate_shared(const shared_load *w, int rounds, int *drafted) {
     spec_adapt a[MAX_SLOTS];
     for (int i = 0; i < w->n_slots; i++) spec_adapt_init(&a[i], 16);
+    for (int i = 1; i < w->n_slots; i++) spec_adapt_share_costs(&a[i], &a[0]);  /* as a server's slots do */
     uint64_t rng = 777;
     double t = 0.0;
     long tokens = 0;
@@ -81,11 +82,17 @@ static double simulate_shared(const shared_load *w, int rounds, int *drafted) {
             tokens += j[i] + 1;
             if ((made[i] += j[i] + 1) >= 24) made[i] = 0, spec_adapt_new_request(&a[i]);  /* the next request */
         }
-        const spec_pass pass = {.n_seqs = w->n_slots, .n_proposed = total,
-                                .seconds = pass_cost(w, w->n_slots + total)};
+        spec_pass pass = {.n_seqs = w->n_slots, .n_proposed = total, .seconds = pass_cost(w, w->n_slots + total),
+                          .first = true, .first_proposer = true};
         t += pass.seconds + total * w->draft_tok;
         *drafted += total;
-        for (int i = 0; i < w->n_slots; i++) spec_adapt_record(&a[i], k[i], j[i], k[i] * w->draft_tok, true, &pass);
+        for (int i = 0; i < w->n_slots; i++) {  /* one records the pass, one the drafting (gen_step's rule) */
+            const bool proposer = k[i] > 0 && pass.first_proposer;
+            pass.first_proposer = proposer;
+            spec_adapt_record(&a[i], k[i], j[i], k[i] * w->draft_tok, true, &pass);
+            pass.first = false;
+            if (proposer) pass.first_proposer = false;
+        }
     }
     const double plain_rate = w->n_slots / pass_cost(w, w->n_slots);
     return tokens / t / plain_rate;

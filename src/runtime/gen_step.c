@@ -219,12 +219,20 @@ static plm_status absorb_prompts(pass *p, plm_gen *const *gens, int n, const int
 /* ... and the generating sequences' rows, from `from`: verifications accept
  * from theirs, the others keep their row. */
 static void absorb_gens(pass *p, plm_gen *const *gens, int n, int from, int off, const spec_pass *sp) {
+    spec_pass mine = *sp;
+    mine.first = mine.first_proposer = true;  /* the first decoder (proposing) records the pass (its drafting) */
     for (int i = 0; i < n; i++) {
         plm_gen *x = gens[i];
         if (!x->verifying) continue;
         x->verifying = false;
         x->g.q_at = 0;
-        spec_accept(x->spec, x->g.smp, x->row0 - off, sp, x->g.queue, &x->g.n_queue);
+        int rows;
+        spec_rows(x->spec, &rows);
+        const bool proposer = rows > 1 && mine.first_proposer;
+        mine.first_proposer = proposer;
+        spec_accept(x->spec, x->g.smp, x->row0 - off, &mine, x->g.queue, &x->g.n_queue);
+        mine.first = false;
+        if (proposer) mine.first_proposer = false;
     }
     for (int r = from; r < p->n; r++)
         if (!p->who[r]->spec) keep_logits(p->who[r], r - off);

@@ -15,10 +15,13 @@ enum {
 
 void spec_adapt_init(spec_adapt *a, int draft_max) {
     *a = (spec_adapt){.draft_max = draft_max, .accepted = 1.0, .rejected = 1.0, .share = 1};
+    a->c = &a->own;
     a->k = draft_max < FIRST_K ? draft_max : FIRST_K;
     a->pause_left = 2;  /* the first steps are plain: they measure t_plain */
     a->pause_len = PAUSE_FIRST;
 }
+
+void spec_adapt_share_costs(spec_adapt *a, spec_adapt *owner) { a->c = owner->c; }
 
 void spec_adapt_new_request(spec_adapt *a) { a->fresh = true; }
 
@@ -56,8 +59,8 @@ static double acceptance(const spec_adapt *a) { return a->accepted / (a->accepte
 static double row_slope(const spec_adapt *a, int b) {
     for (int d = 1; d < SPEC_SHARE_MAX; d++)
         for (int j = b - d; j <= b + d; j += 2 * d)
-            if (j >= 1 && j <= SPEC_SHARE_MAX && a->have_plain[j - 1]) {
-                const double slope = (a->t_plain[b - 1] * b - a->t_plain[j - 1] * j) / (b - j);
+            if (j >= 1 && j <= SPEC_SHARE_MAX && a->c->have_plain[j - 1]) {
+                const double slope = (a->c->t_plain[b - 1] * b - a->c->t_plain[j - 1] * j) / (b - j);
                 return slope > 0.0 ? slope : 0.0;
             }
     return 0.0;
@@ -67,18 +70,18 @@ static double row_slope(const spec_adapt *a, int b) {
  * of the nearest share's and what a plain row costs there (a verified row
  * costs at least that once the pass is compute-bound). */
 static double verify_cost(const spec_adapt *a, int b) {
-    if (a->have_verify[b - 1]) return a->t_verify_tok[b - 1];
-    const double near = cost_at(a->t_verify_tok, a->have_verify, b, false);
-    const double slope = a->have_plain[b - 1] ? row_slope(a, b) : 0.0;
+    if (a->c->have_verify[b - 1]) return a->c->t_verify_tok[b - 1];
+    const double near = cost_at(a->c->t_verify_tok, a->c->have_verify, b, false);
+    const double slope = a->c->have_plain[b - 1] ? row_slope(a, b) : 0.0;
     return near > slope ? near : slope;
 }
 
 /* The best draft length at share b with acceptance acc (*k), and its rate
  * against plain decoding's (>= 1: it pays); -1 when the costs are unknown. */
 static double best_gain(const spec_adapt *a, int b, double acc, int *k) {
-    const double plain = cost_at(a->t_plain, a->have_plain, b, true);
-    if (plain <= 0.0 || !any(a->have_verify)) return -1.0;
-    const double per_tok = verify_cost(a, b) + cost_at(a->t_draft_tok, a->have_draft, b, false);
+    const double plain = cost_at(a->c->t_plain, a->c->have_plain, b, true);
+    if (plain <= 0.0 || !any(a->c->have_verify)) return -1.0;
+    const double per_tok = verify_cost(a, b) + cost_at(a->c->t_draft_tok, a->c->have_draft, b, false);
     double best_rate = 0.0;
     *k = 1;
     for (int j = 1; j <= a->draft_max; j++) {
@@ -116,8 +119,8 @@ int spec_adapt_next_k(spec_adapt *a, int n_seqs) {
     const int b = share_of(n_seqs);
     const bool moved = b != a->share;
     a->share = b;
-    if (any(a->have_plain) || a->pause_left == 0) {  /* past the first plain steps */
-        if (!a->have_plain[b - 1]) return 0;        /* a plain pass measures this share first */
+    if (any(a->c->have_plain) || a->pause_left == 0) {  /* past the first plain steps */
+        if (!a->c->have_plain[b - 1]) return 0;        /* a plain pass measures this share first */
         if (moved || a->fresh) reconsider(a, a->fresh);
         a->fresh = false;
     }
@@ -160,20 +163,26 @@ static void decide(spec_adapt *a) {
     }
 }
 
+/* The pass's own costs (recorded once per pass). */
+static void record_pass(spec_costs *c, const spec_pass *pass, int b) {
+    const int i = b - 1;
+    if (pass->seconds < 0.0) return;
+    if (pass->n_proposed == 0) {  /* nobody's proposals: a plain pass */
+        ema(&c->t_plain[i], pass->seconds / b, &c->have_plain[i]);
+    } else if (c->have_plain[i]) {
+        const double extra = (pass->seconds - c->t_plain[i] * b) / pass->n_proposed;
+        ema(&c->t_verify_tok[i], extra > 0.0 ? extra : 0.0, &c->have_verify[i]);
+    }
+}
+
 void spec_adapt_record(spec_adapt *a, int n_proposed, int n_accepted, double t_draft, bool draft_timed,
                        const spec_pass *pass) {
-    const int b = share_of(pass->n_seqs), i = b - 1;
-    const bool timed = pass->seconds >= 0.0;
-    if (n_proposed == 0) {  /* a plain token; its pass measures t_plain when nobody's proposals were in it */
-        if (timed && pass->n_proposed == 0) ema(&a->t_plain[i], pass->seconds / b, &a->have_plain[i]);
-        return;
-    }
+    const int b = share_of(pass->n_seqs);
+    if (pass->first) record_pass(a->c, pass, b);
+    if (n_proposed == 0) return;
     a->accepted = DECAY * a->accepted + n_accepted;
     a->rejected = DECAY * a->rejected + (n_accepted < n_proposed ? 1.0 : 0.0);
-    if (draft_timed) ema(&a->t_draft_tok[i], t_draft / n_proposed, &a->have_draft[i]);
-    if (timed && a->have_plain[i] && pass->n_proposed > 0) {
-        const double extra = (pass->seconds - a->t_plain[i] * b) / pass->n_proposed;
-        ema(&a->t_verify_tok[i], extra > 0.0 ? extra : 0.0, &a->have_verify[i]);
-    }
+    if (draft_timed && pass->first_proposer)
+        ema(&a->c->t_draft_tok[b - 1], t_draft / n_proposed, &a->c->have_draft[b - 1]);
     decide(a);
 }

@@ -33,13 +33,20 @@
 
 enum { SPEC_SHARE_MAX = 16 };  /* passes of more sequences are costed as this many */
 
-typedef struct spec_adapt {
-    int draft_max;
-    double accepted, rejected;  /* decayed counts of proposals */
+/* What passes cost, by the number b of sequences sharing them: the
+ * machine's and the models', the same for every decoder of one server
+ * (spec_adapt_share_costs), so a slot's first request already knows them. */
+typedef struct spec_costs {
     double t_plain[SPEC_SHARE_MAX];      /* [b-1]: seconds per sequence of a pass of b that verifies nothing */
     double t_verify_tok[SPEC_SHARE_MAX]; /* [b-1]: extra seconds per verified proposal in such a pass */
     double t_draft_tok[SPEC_SHARE_MAX];  /* [b-1]: seconds per drafted token */
     bool have_plain[SPEC_SHARE_MAX], have_verify[SPEC_SHARE_MAX], have_draft[SPEC_SHARE_MAX];
+} spec_costs;
+
+typedef struct spec_adapt {
+    int draft_max;
+    double accepted, rejected;  /* decayed counts of proposals */
+    spec_costs own, *c;         /* c: own, or another decoder's */
     int share;                  /* sequences in the pass of the step under way (1 ..) */
     bool fresh;                 /* a new request: resume at the next step if it can pay */
     int pause_left, pause_len;
@@ -48,6 +55,9 @@ typedef struct spec_adapt {
 } spec_adapt;
 
 void spec_adapt_init(spec_adapt *a, int draft_max);
+
+/* a learns and uses owner's costs from now on (owner must outlive a). */
+void spec_adapt_share_costs(spec_adapt *a, spec_adapt *owner);
 
 /* The draft length for the next step, whose pass n_seqs sequences share
  * (1 when decoding alone): 0 while paused. */
@@ -61,10 +71,14 @@ void spec_adapt_new_request(spec_adapt *a);
 
 /* What a step's pass held: n_seqs sequences (the one of next_k), n_proposed
  * proposals in all (this decoder's and the others'); seconds < 0 when the
- * pass also read prompts, so its time says nothing about decoding. */
+ * pass also read prompts, so its time says nothing about decoding.  first:
+ * this decoder records the pass's costs, first_proposer: the drafting's
+ * (one decoder per pass records each, since the decoders in it may share
+ * their costs; the draft passes are shared as well). */
 typedef struct spec_pass {
     int n_seqs, n_proposed;
     double seconds;
+    bool first, first_proposer;
 } spec_pass;
 
 /* Records a step: n_proposed of this decoder's proposals verified (0 = a

@@ -196,6 +196,7 @@ plm_status plm_spec_new_seq(plm_context *target, plm_seq_id seq, plm_context *dr
     }
     for (int i = 0; i <= p.draft_max; i++) s->seqs[i] = seq;
     spec_adapt_init(&s->adapt, p.draft_max);
+    if (cache_of) spec_adapt_share_costs(&s->adapt, &cache_of->adapt);  /* one server's slots: the same passes */
     if (!p.adaptive) s->adapt.pause_left = 0;
     *out = s;
     return PLM_OK;
@@ -568,7 +569,8 @@ plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_toke
         spec_abandon(s);
         return st;
     }
-    const spec_pass pass = {.n_seqs = 1, .n_proposed = n - 1, .seconds = now_s() - t0};
+    const spec_pass pass = {.n_seqs = 1, .n_proposed = n - 1, .seconds = now_s() - t0, .first = true,
+                            .first_proposer = true};
     spec_accept(s, smp, 0, &pass, out, n_out);
     return PLM_OK;
 }
