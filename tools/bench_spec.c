@@ -111,7 +111,7 @@ static plm_status round_run(plm_model *m, side *plain, side *sp, plm_spec *spec,
     return st;
 }
 
-int bench_spec(const char *model_path, spec_cli *so, const char *prompt, bool quote, int n_gen, int n_threads,
+int bench_spec(const char *model_path, bool repack, spec_cli *so, const char *prompt, bool quote, int n_gen, int n_threads,
                int n_batch, int reps) {
     plm_error err;
     plm_model *m = NULL;
@@ -120,7 +120,9 @@ int bench_spec(const char *model_path, spec_cli *so, const char *prompt, bool qu
     double *ratios = malloc((size_t)reps * 2 * sizeof *ratios), *cpu_ratios = ratios + reps;
     int rc = 1, n_prompt = 0;
     if (n_gen < 2) n_gen = 2;
-    if (!ratios || plm_model_load(model_path, NULL, &m, &err)) {
+    plm_model_params mp = plm_model_default_params();
+    mp.repack = repack;
+    if (!ratios || plm_model_load(model_path, &mp, &m, &err)) {
         fprintf(stderr, "pocketlm bench: %s\n", ratios ? err.message : "out of memory");
         goto out;
     }
@@ -142,9 +144,9 @@ int bench_spec(const char *model_path, spec_cli *so, const char *prompt, bool qu
     }
     if (!spec_cli_open("bench", so, sp.ctx, &cp, true)) goto out;
     const plm_spec_params params = spec_cli_params(so);
-    printf("speculative decoding: %s, %s; prompt %d tokens%s, %d generated, %d threads, greedy, %d rounds, plain "
+    printf("speculative decoding: %s%s, %s; prompt %d tokens%s, %d generated, %d threads, greedy, %d rounds, plain "
            "and speculative steps interleaved\n\n",
-           model_path, so->draft_model ? so->draft_model : so->lookup ? "prompt lookup" : "n-gram cache", n_prompt,
+           model_path, plm_model_repacked_bytes(m) ? " (repacked)" : "", so->draft_model ? so->draft_model : so->lookup ? "prompt lookup" : "n-gram cache", n_prompt,
            quote ? " (quoting: prompt, its continuation, prompt)" : "", n_gen, n_threads, reps);
     printf("| round | plain t/s | speculative t/s | speedup | speedup, CPU time | accepted | tokens/verification | plain steps | same output |\n");
     printf("| ----: | --------: | --------------: | ------: | ----------------: | -------: | ------------------: | ----------: | :---------: |\n");

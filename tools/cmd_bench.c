@@ -479,7 +479,12 @@ int cmd_bench(int argc, char **argv) {
     }
 
     if (spec_cli_wanted(&o.spec)) {  /* plain vs speculative decoding, first -t/-b/-n values */
-        rc = bench_spec(o.models.items[0], &o.spec, o.spec_prompt, o.spec_quote, tg.v[0], th.v[0], bs.v[0], o.reps);
+        plm_context_params rcp = plm_context_default_params();  /* repacked as the other tests' models are */
+        rcp.n_ctx = 4096;
+        const bool repack =
+            !o.no_repack && (o.repack || fit_repack("bench", o.models.items[0], true, NULL, &rcp, false));
+        rc = bench_spec(o.models.items[0], repack, &o.spec, o.spec_prompt, o.spec_quote, tg.v[0], th.v[0], bs.v[0],
+                        o.reps);
         goto out;
     }
     b.cpu = cpu_info_str();
