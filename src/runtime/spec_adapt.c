@@ -12,6 +12,7 @@ enum {
 };
 #define DECAY 0.9      /* weight of the past in the acceptance counts, per step */
 #define EMA 0.2        /* weight of a new time measurement */
+#define RESUME_GAIN 1.02  /* a new request or batch size drafts if it would gain more than this */
 
 void spec_adapt_init(spec_adapt *a, int draft_max) {
     *a = (spec_adapt){.draft_max = draft_max, .accepted = 1.0, .rejected = 1.0, .share = 1};
@@ -55,7 +56,7 @@ static double acceptance(const spec_adapt *a) { return a->accepted / (a->accepte
 
 /* What one more row costs a pass of b sequences, from the plain passes of
  * b and of the nearest other share measured (their times' difference per
- * row); 0 when there is no other. */
+ * row); -1 when there is no other. */
 static double row_slope(const spec_adapt *a, int b) {
     for (int d = 1; d < SPEC_SHARE_MAX; d++)
         for (int j = b - d; j <= b + d; j += 2 * d)
@@ -63,25 +64,28 @@ static double row_slope(const spec_adapt *a, int b) {
                 const double slope = (a->c->t_plain[b - 1] * b - a->c->t_plain[j - 1] * j) / (b - j);
                 return slope > 0.0 ? slope : 0.0;
             }
-    return 0.0;
+    return -1.0;
 }
 
 /* The extra seconds per proposal at share b: measured, or else the larger
  * of the nearest share's and what a plain row costs there (a verified row
- * costs at least that once the pass is compute-bound). */
+ * costs at least that once the pass is compute-bound).  With neither, a
+ * pass of several sequences is taken to be compute-bound (a row costs a
+ * sequence's share of it: drafting cannot pay), so a server does not probe
+ * a large batch blind; a single sequence probes (-1: unknown). */
 static double verify_cost(const spec_adapt *a, int b) {
     if (a->c->have_verify[b - 1]) return a->c->t_verify_tok[b - 1];
+    const double slope = a->c->have_plain[b - 1] ? row_slope(a, b) : -1.0;
+    if (slope < 0.0 && b > 1) return cost_at(a->c->t_plain, a->c->have_plain, b, true);
+    if (!any(a->c->have_verify)) return slope;
     const double near = cost_at(a->c->t_verify_tok, a->c->have_verify, b, false);
-    const double slope = a->c->have_plain[b - 1] ? row_slope(a, b) : 0.0;
     return near > slope ? near : slope;
 }
 
-/* The best draft length at share b with acceptance acc (*k), and its rate
- * against plain decoding's (>= 1: it pays); -1 when the costs are unknown. */
 static double best_gain(const spec_adapt *a, int b, double acc, int *k) {
-    const double plain = cost_at(a->c->t_plain, a->c->have_plain, b, true);
-    if (plain <= 0.0 || !any(a->c->have_verify)) return -1.0;
-    const double per_tok = verify_cost(a, b) + cost_at(a->c->t_draft_tok, a->c->have_draft, b, false);
+    const double plain = cost_at(a->c->t_plain, a->c->have_plain, b, true), verify = verify_cost(a, b);
+    if (plain <= 0.0 || verify < 0.0) return -1.0;
+    const double per_tok = verify + cost_at(a->c->t_draft_tok, a->c->have_draft, b, false);
     double best_rate = 0.0;
     *k = 1;
     for (int j = 1; j <= a->draft_max; j++) {
@@ -107,7 +111,7 @@ static void resume(spec_adapt *a) {
 static void reconsider(spec_adapt *a, bool new_text) {
     int k;
     const double gain = best_gain(a, a->share, new_text ? 1.0 : acceptance(a), &k);
-    if (gain >= 0.0 && gain < 1.0) {
+    if (gain >= 0.0 && gain < RESUME_GAIN) {
         pause_now(a);
         return;
     }
@@ -123,6 +127,15 @@ int spec_adapt_next_k(spec_adapt *a, int n_seqs) {
         if (!a->c->have_plain[b - 1]) return 0;        /* a plain pass measures this share first */
         if (moved || a->fresh) reconsider(a, a->fresh);
         a->fresh = false;
+    }
+    /* Where the costs guessed (not measured) say drafting cannot pay, a pause
+     * first; the step after it probes, and measures. */
+    if (a->pause_left == 0 && b > 1 && !a->c->have_verify[b - 1] && !a->guessed) {
+        int k;
+        const double gain = best_gain(a, b, 1.0, &k);
+        if (gain >= 0.0 && gain < RESUME_GAIN) pause_now(a), a->guessed = true;
+    } else if (a->pause_left == 0) {
+        a->guessed = false;
     }
     if (a->pause_left > 0) {
         a->pause_left--;

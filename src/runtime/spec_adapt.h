@@ -24,7 +24,11 @@
  * plain pass's seconds per sequence, t_verify_tok[b] the extra seconds per
  * proposal of any sequence in the pass.  A pass of a b not measured yet is
  * plain (it measures t_plain[b]); at a new b, or a new request, speculation
- * resumes only if it would pay at b with every proposal accepted.
+ * resumes only if it would pay at b with every proposal accepted.  Until a
+ * proposal's cost at b is known (measured, or a plain row's from plain
+ * passes of two sizes), a pass of several sequences counts as compute-bound,
+ * where drafting cannot pay: a server probes a large batch only after a
+ * pause, and then measures what a proposal costs there.
  */
 #ifndef PLM_RUNTIME_SPEC_ADAPT_H
 #define PLM_RUNTIME_SPEC_ADAPT_H
@@ -49,6 +53,7 @@ typedef struct spec_adapt {
     spec_costs own, *c;         /* c: own, or another decoder's */
     int share;                  /* sequences in the pass of the step under way (1 ..) */
     bool fresh;                 /* a new request: resume at the next step if it can pay */
+    bool guessed;               /* paused on guessed costs: the step after the pause probes */
     int pause_left, pause_len;
     int strikes;                /* verdicts against speculating in a row */
     int k;                      /* the draft length to use next */
