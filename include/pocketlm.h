@@ -565,7 +565,8 @@ PLM_API void plm_spec_free(plm_spec *spec);
  * (contexts with n_seq > 1, e.g. a server's slots: one decoder per slot, one
  * draft context with a sequence per slot).  cache_of: share that decoder's
  * n-gram cache (learned by both; it must outlive this one, and only it
- * saves the file) instead of opening params.lookup_cache.  Pass such a
+ * saves the file) instead of opening params.lookup_cache, and the costs its
+ * adaptive control measured (of passes of 1, 2, ... sequences).  Pass such a
  * decoder to plm_gen_new (params.spec) for its sequence: plm_gen_step then
  * verifies the proposals of every speculating generation in one forward
  * pass, and the draft model drafts for all of them in shared passes. */

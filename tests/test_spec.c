@@ -196,6 +196,30 @@ static void test_verify_bit_exact(plm_model *m, plm_kv_type kv) {
     }
     CHECK(differ == 0, "%d of 7 verified rows differ from single-token decoding (%s cache)", differ,
           plm_kv_type_name(kv));
+    /* A server's round: plain tokens of other sequences first (the batched
+     * gemm), then a verification (the single-token kernel), in one pass:
+     * the verified rows are still single-token decoding's bit for bit, and
+     * the plain rows are the batched gemm's, as in a pass of their own. */
+    plm_kv_truncate(a, 6);
+    plm_kv_truncate(b, 6);
+    a->fwd.rowwise_from = 3;
+    REQUIRE_VOID(plm_decode_tail(a, batch, 7, 7, &err) == PLM_OK, "%s", err.message);
+    a->fwd.rowwise_matmul = false;
+    a->fwd.rowwise_from = 0;
+    plm_context *c = new_ctx(m, &s);
+    REQUIRE_VOID(c && !plm_decode(c, prompt, 6, &err), "prompt");
+    REQUIRE_VOID(plm_decode_tail(c, batch, 3, 3, &err) == PLM_OK, "%s", err.message);
+    differ = 0;
+    for (int i = 0; i < 3; i++) differ += memcmp(plm_get_logits(a, i), plm_get_logits(c, i), (size_t)V * sizeof(float)) != 0;
+    CHECK(differ == 0, "%d of 3 plain rows differ from their own batched pass (%s cache)", differ, plm_kv_type_name(kv));
+    differ = 0;
+    for (int i = 0; i < 7; i++) {
+        REQUIRE_VOID(plm_decode(b, &batch[i], 1, &err) == PLM_OK, "%s", err.message);
+        if (i >= 3) differ += memcmp(plm_get_logits(a, i), plm_get_logits(b, -1), (size_t)V * sizeof(float)) != 0;
+    }
+    CHECK(differ == 0, "%d of 4 verified rows after 3 plain ones differ from single-token decoding (%s cache)", differ,
+          plm_kv_type_name(kv));
+    plm_context_free(c);
     plm_context_free(a);
     plm_context_free(b);
 }

@@ -76,6 +76,28 @@ static plm_status step(side *d, plm_spec *spec, int n_gen, plm_error *err) {
     return st;
 }
 
+/* The workload that quotes its input (--spec-quote): the prompt, its own
+ * greedy continuation of n_gen tokens, and the prompt again, whose greedy
+ * continuation then repeats much of the first (what prompt lookup is for: a
+ * summary, a rewrite, a code edit quoting their context).  Built from token
+ * ids, so no retokenization moves a seam.  *toks grows in place. */
+static plm_status quote_prompt(plm_model *m, side *d, plm_token **toks, int *n_prompt, int n_gen, plm_error *err) {
+    const int n = *n_prompt, first = plm_vocab_add_bos(m) ? 1 : 0;
+    plm_token *t = realloc(*toks, (size_t)(2 * n + n_gen) * sizeof *t);
+    if (!t) {
+        snprintf(err->message, sizeof err->message, "out of memory for the quoting prompt");
+        return err->code = PLM_ERR_NOMEM;
+    }
+    *toks = t;
+    plm_status st = start(m, d, NULL, t, n, err);
+    while (!st && d->n < n_gen) st = step(d, NULL, n_gen, err);
+    if (st) return st;
+    memcpy(t + n, d->out, (size_t)n_gen * sizeof *t);
+    memcpy(t + n + n_gen, t + first, (size_t)(n - first) * sizeof *t);
+    *n_prompt = 2 * n - first + n_gen;
+    return PLM_OK;
+}
+
 /* One round: both sides to n_gen tokens, interleaved. */
 static plm_status round_run(plm_model *m, side *plain, side *sp, plm_spec *spec, const plm_token *prompt,
                             int n_prompt, int n_gen, plm_error *err) {
@@ -89,8 +111,8 @@ static plm_status round_run(plm_model *m, side *plain, side *sp, plm_spec *spec,
     return st;
 }
 
-int bench_spec(const char *model_path, spec_cli *so, const char *prompt, int n_gen, int n_threads, int n_batch,
-               int reps) {
+int bench_spec(const char *model_path, bool repack, spec_cli *so, const char *prompt, bool quote, int n_gen, int n_threads,
+               int n_batch, int reps) {
     plm_error err;
     plm_model *m = NULL;
     side plain = {0}, sp = {0};
@@ -98,7 +120,9 @@ int bench_spec(const char *model_path, spec_cli *so, const char *prompt, int n_g
     double *ratios = malloc((size_t)reps * 2 * sizeof *ratios), *cpu_ratios = ratios + reps;
     int rc = 1, n_prompt = 0;
     if (n_gen < 2) n_gen = 2;
-    if (!ratios || plm_model_load(model_path, NULL, &m, &err)) {
+    plm_model_params mp = plm_model_default_params();
+    mp.repack = repack;
+    if (!ratios || plm_model_load(model_path, &mp, &m, &err)) {
         fprintf(stderr, "pocketlm bench: %s\n", ratios ? err.message : "out of memory");
         goto out;
     }
@@ -106,7 +130,7 @@ int bench_spec(const char *model_path, spec_cli *so, const char *prompt, int n_g
     plain.out = malloc((size_t)(n_gen + 1) * sizeof *plain.out);
     sp.out = malloc((size_t)(n_gen + 1) * sizeof *sp.out);
     plm_context_params cp = plm_context_default_params();
-    cp.n_ctx = (uint32_t)(n_prompt + n_gen + so->draft_max + 16);
+    cp.n_ctx = (uint32_t)((quote ? 2 * n_prompt + n_gen : n_prompt) + n_gen + so->draft_max + 16);
     cp.n_batch = (uint32_t)n_batch;
     cp.n_threads = (uint32_t)n_threads;
     if (!toks || !plain.out || !sp.out || n_prompt < 1 || plm_context_new(m, &cp, &plain.ctx, &err) ||
@@ -114,12 +138,16 @@ int bench_spec(const char *model_path, spec_cli *so, const char *prompt, int n_g
         fprintf(stderr, "pocketlm bench: %s\n", toks && plain.out && sp.out && n_prompt ? err.message : "prompt or memory");
         goto out;
     }
+    if (quote && quote_prompt(m, &plain, &toks, &n_prompt, n_gen, &err)) {
+        fprintf(stderr, "pocketlm bench: %s\n", err.message);
+        goto out;
+    }
     if (!spec_cli_open("bench", so, sp.ctx, &cp, true)) goto out;
     const plm_spec_params params = spec_cli_params(so);
-    printf("speculative decoding: %s, %s; prompt %d tokens, %d generated, %d threads, greedy, %d rounds, plain and "
-           "speculative steps interleaved\n\n",
-           model_path, so->draft_model ? so->draft_model : so->lookup ? "prompt lookup" : "n-gram cache", n_prompt,
-           n_gen, n_threads, reps);
+    printf("speculative decoding: %s%s, %s; prompt %d tokens%s, %d generated, %d threads, greedy, %d rounds, plain "
+           "and speculative steps interleaved\n\n",
+           model_path, plm_model_repacked_bytes(m) ? " (repacked)" : "", so->draft_model ? so->draft_model : so->lookup ? "prompt lookup" : "n-gram cache", n_prompt,
+           quote ? " (quoting: prompt, its continuation, prompt)" : "", n_gen, n_threads, reps);
     printf("| round | plain t/s | speculative t/s | speedup | speedup, CPU time | accepted | tokens/verification | plain steps | same output |\n");
     printf("| ----: | --------: | --------------: | ------: | ----------------: | -------: | ------------------: | ----------: | :---------: |\n");
     uint64_t proposed = 0, accepted = 0, verifications = 0;

@@ -38,6 +38,7 @@ typedef struct bench_opts {
     bool no_warmup, verbose, repack, no_repack, coarse_prefill;
     spec_cli spec;             /* speculative decoding: a test of its own (bench_spec.c) */
     const char *spec_prompt;
+    bool spec_quote;           /* the prompt quotes its own continuation (prompt lookup's workload) */
 } bench_opts;
 
 /* What one test measured, and about what. */
@@ -433,6 +434,8 @@ int cmd_bench(int argc, char **argv) {
         {NULL, "--no-repack", ARG_FLAG, &o.no_repack, NULL, "keep the file's layout"},
         {NULL, "--coarse-prefill", ARG_FLAG, &o.coarse_prefill, NULL, "coarse int8 K-quant products for large batches (see pocketlm run)"},
         {NULL, "--spec-prompt", ARG_STR, &o.spec_prompt, "TEXT", "the prompt of the speculative-decoding test"},
+        {NULL, "--spec-quote", ARG_FLAG, &o.spec_quote, NULL,
+         "that test's prompt is TEXT, its greedy continuation of -n tokens and TEXT again (an input to quote)"},
     };
     int n_specs = 0;
     while (specs[n_specs].long_name) n_specs++;
@@ -476,7 +479,12 @@ int cmd_bench(int argc, char **argv) {
     }
 
     if (spec_cli_wanted(&o.spec)) {  /* plain vs speculative decoding, first -t/-b/-n values */
-        rc = bench_spec(o.models.items[0], &o.spec, o.spec_prompt, tg.v[0], th.v[0], bs.v[0], o.reps);
+        plm_context_params rcp = plm_context_default_params();  /* repacked as the other tests' models are */
+        rcp.n_ctx = 4096;
+        const bool repack =
+            !o.no_repack && (o.repack || fit_repack("bench", o.models.items[0], true, NULL, &rcp, false));
+        rc = bench_spec(o.models.items[0], repack, &o.spec, o.spec_prompt, o.spec_quote, tg.v[0], th.v[0], bs.v[0],
+                        o.reps);
         goto out;
     }
     b.cpu = cpu_info_str();

@@ -77,7 +77,8 @@ typedef struct matmul_job {
     int n_tok;
     bool swiglu;                          /* w = gate, up: out[0] = act(gate) * up */
     plm_act_kind gate_act;                /* of swiglu's gate: SiLU or GELU */
-    bool rowwise;                         /* each token by the single-token kernel (see forward.h) */
+    bool rowwise;                         /* each token by the single-token kernel (see forward.h) ... */
+    int rowwise_from;                     /* ... from this one on; the ones before batched */
     bool coarse;                          /* K-quants in coarse int8 when the batch is large (coarse.h) */
     int64_t chunk;                        /* rows per chunk */
     plm_chunks chunks;
@@ -95,13 +96,14 @@ static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
                           j->out[i], w->rows);
         return;
     }
-    if (!j->rowwise) {
-        plm_matmul(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], j->n_tok, j->out[i],
+    const int n_batched = j->rowwise ? j->rowwise_from : j->n_tok;
+    if (n_batched > 0)
+        plm_matmul(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], n_batched, j->out[i],
                    w->rows);
-        return;
-    }
-    plm_matmul_exact(j->kt, w->type, w->data, w->cols, r0, r1, j->act[i], j->act_stride[i], j->n_tok, j->out[i],
-                     w->rows);
+    if (n_batched == j->n_tok) return;
+    /* the rest while this chunk of rows is still in cache */
+    plm_matmul_exact(j->kt, w->type, w->data, w->cols, r0, r1, (const char *)j->act[i] + n_batched * j->act_stride[i],
+                     j->act_stride[i], j->n_tok - n_batched, j->out[i] + (int64_t)n_batched * w->rows, w->rows);
 }
 
 /* Chunks number the rows of w[0], then w[1]... (each weight's rows start a
@@ -202,7 +204,8 @@ static void prepare_inputs(plm_forward_state *ctx, matmul_job *j, const row_norm
 static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, int n, int64_t x_stride,
                         bool swiglu, int n_w, const plm_weight *const *w, float *const *out) {
     matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu, .gate_act = ctx->model->arch->act,
-                    .rowwise = ctx->rowwise_matmul, .coarse = ctx->coarse_prefill && !ctx->rowwise_matmul};
+                    .rowwise = ctx->rowwise_matmul, .coarse = ctx->coarse_prefill && !ctx->rowwise_matmul,
+                    .rowwise_from = ctx->rowwise_from < n ? ctx->rowwise_from : n};
     int64_t rows = 0;
     for (int i = 0; i < n_w; i++) {
         j.w[i] = w[i];

@@ -54,6 +54,8 @@ typedef struct plm_forward_state {
                             (plm_matmul_exact), so its logits are bit-identical to decoding it
                             alone (the batched gemm sums in another order): speculative
                             verification sets it */
+    int rowwise_from;    /* with rowwise_matmul: the rows before this one keep the batched gemm
+                            (a server round's plain tokens in the pass that verifies others' drafts) */
     bool coarse_prefill; /* large batches may multiply K-quants in coarse int8 (kernels/coarse.h) */
     bool (*abort)(void *user); /* polled before each layer; true = stop (optional) */
     void *abort_user;

@@ -233,9 +233,12 @@ static void decode_chunks(void *arg, int ith, int nth) {
         float *dst = first < m ? c->logits + (size_t)(i + first - first_kept) * n_vocab : c->logits;
         const plm_ubatch b = chunk_batch(j, i, m);
         const bool rowwise = c->fwd.rowwise_matmul;
+        const int from = c->fwd.rowwise_from;  /* of the whole pass: this chunk's share */
         c->fwd.rowwise_matmul = rowwise || c->batch_invariant;
+        c->fwd.rowwise_from = c->batch_invariant ? 0 : from - i < 0 ? 0 : from - i > m ? m : from - i;
         const bool done = plm_forward(&c->fwd, &b, first, dst);  /* polls abort before each layer */
         c->fwd.rowwise_matmul = rowwise;
+        c->fwd.rowwise_from = from;
         if (!done) {
             j->aborted = true;
             return;

@@ -145,6 +145,7 @@ typedef struct pass {
     plm_seq_id *seq;
     plm_gen **who;    /* [i]: whose token i is, for the rows with logits */
     int n;
+    int first_exact;  /* the rows from here on need the single-token kernel's logits */
 } pass;
 
 static void add(pass *p, plm_gen *x, plm_token t) {
@@ -153,8 +154,26 @@ static void add(pass *p, plm_gen *x, plm_token t) {
     p->who[p->n++] = x;
 }
 
+/* Whether x's rows in this pass are a greedy verification, which must give
+ * the single-token kernel's logits bit for bit. */
+static bool exact_rows(const plm_gen *x) { return x->verifying && spec_rows_exact(x->spec); }
+
+/* x's rows: its next token, or its pending token and proposals. */
+static void add_gen(pass *p, plm_gen *x, plm_token next) {
+    x->row0 = p->n;
+    if (!x->verifying) {
+        add(p, x, next);
+        return;
+    }
+    int m;
+    const plm_token *rows = spec_rows(x->spec, &m);
+    for (int k = 0; k < m; k++) add(p, x, rows[k]);
+}
+
 /* Prompt pieces first (all but each completing prompt's last token), then
- * those last tokens, then the generating sequences' tokens. */
+ * those last tokens, then the generating sequences' tokens: those that any
+ * kernel may compute, then the greedy verifications (so the rows before
+ * them keep the batched gemm in the same pass). */
 static void build(pass *p, plm_gen *const *gens, int n, const plm_token *next, int *piece) {
     for (int i = 0; i < n; i++)
         for (int k = 0; k < piece[i] - (gens[i]->n_fed + piece[i] == gens[i]->n_prompt); k++)
@@ -162,18 +181,11 @@ static void build(pass *p, plm_gen *const *gens, int n, const plm_token *next, i
     for (int i = 0; i < n; i++)
         if (piece[i] && gens[i]->n_fed + piece[i] == gens[i]->n_prompt)
             add(p, gens[i], gens[i]->prompt[gens[i]->n_prompt - 1]);
-    for (int i = 0; i < n; i++) {
-        if (next[i] < 0) continue;
-        plm_gen *x = gens[i];
-        x->row0 = p->n;
-        if (!x->verifying) {
-            add(p, x, next[i]);
-            continue;
-        }
-        int m;
-        const plm_token *rows = spec_rows(x->spec, &m);
-        for (int k = 0; k < m; k++) add(p, x, rows[k]);
-    }
+    for (int i = 0; i < n; i++)
+        if (next[i] >= 0 && !exact_rows(gens[i])) add_gen(p, gens[i], next[i]);
+    p->first_exact = p->n;
+    for (int i = 0; i < n; i++)
+        if (next[i] >= 0 && exact_rows(gens[i])) add_gen(p, gens[i], next[i]);
 }
 
 /* A prompt is whole: a speculating generation's decoder begins there. */
@@ -206,13 +218,21 @@ static plm_status absorb_prompts(pass *p, plm_gen *const *gens, int n, const int
 
 /* ... and the generating sequences' rows, from `from`: verifications accept
  * from theirs, the others keep their row. */
-static void absorb_gens(pass *p, plm_gen *const *gens, int n, int from, int off, double seconds) {
+static void absorb_gens(pass *p, plm_gen *const *gens, int n, int from, int off, const spec_pass *sp) {
+    spec_pass mine = *sp;
+    mine.first = mine.first_proposer = true;  /* the first decoder (proposing) records the pass (its drafting) */
     for (int i = 0; i < n; i++) {
         plm_gen *x = gens[i];
         if (!x->verifying) continue;
         x->verifying = false;
         x->g.q_at = 0;
-        spec_accept(x->spec, x->g.smp, x->row0 - off, seconds, x->g.queue, &x->g.n_queue);
+        int rows;
+        spec_rows(x->spec, &rows);
+        const bool proposer = rows > 1 && mine.first_proposer;
+        mine.first_proposer = proposer;
+        spec_accept(x->spec, x->g.smp, x->row0 - off, &mine, x->g.queue, &x->g.n_queue);
+        mine.first = false;
+        if (proposer) mine.first_proposer = false;
     }
     for (int r = from; r < p->n; r++)
         if (!p->who[r]->spec) keep_logits(p->who[r], r - off);
@@ -220,13 +240,16 @@ static void absorb_gens(pass *p, plm_gen *const *gens, int n, int from, int off,
 
 /* Rows [from, to) of the pass in one forward pass, with the logits of the
  * last n_logits (a pass of unfinished prompt pieces still computes one);
- * `exact`: every row by the single-token kernel. */
+ * `exact`: the rows from p->first_exact on by the single-token kernel. */
 static plm_status decode_part(plm_context *ctx, const pass *p, int from, int to, int n_logits, bool exact,
                               plm_error *err) {
     const bool rowwise = ctx->fwd.rowwise_matmul;
+    const int rowwise_from = ctx->fwd.rowwise_from;
     ctx->fwd.rowwise_matmul = rowwise || exact;
+    ctx->fwd.rowwise_from = rowwise || !exact || p->first_exact < from ? 0 : p->first_exact - from;
     plm_status st = plm_decode_seqs(ctx, p->tok + from, p->seq + from, to - from, n_logits ? n_logits : 1, err);
     ctx->fwd.rowwise_matmul = rowwise;
+    ctx->fwd.rowwise_from = rowwise_from;
     return st;
 }
 
@@ -234,6 +257,7 @@ static plm_status decode_part(plm_context *ctx, const pass *p, int from, int to,
  * (their proposals join the pass); undone if anything fails. */
 static plm_status prepare_specs(plm_gen *const *gens, int n, const plm_token *next, int *n_rows, bool *exact,
                                 plm_error *err) {
+    const int n_seqs = *n_rows;  /* the sequences with a token in the pass: the share of its cost */
     plm_spec **v = malloc((size_t)n * sizeof *v);
     if (!v) return plm_fail(err, PLM_ERR_NOMEM, "out of memory for a step's batch");
     int m = 0;
@@ -241,7 +265,8 @@ static plm_status prepare_specs(plm_gen *const *gens, int n, const plm_token *ne
     for (int i = 0; i < n && !st; i++) {
         plm_gen *x = gens[i];
         if (next[i] < 0 || !x->spec) continue;
-        if (!(st = spec_prepare(x->spec, x->g.smp, next[i], spec_room(x), err))) v[m++] = x->spec, x->verifying = true;
+        if (!(st = spec_prepare(x->spec, x->g.smp, next[i], spec_room(x), n_seqs, err)))
+            v[m++] = x->spec, x->verifying = true;
     }
     if (!st) st = spec_draft_all(v, m, err);
     for (int i = 0; i < n; i++) {
@@ -282,7 +307,9 @@ static plm_status run_pass(plm_gen *const *gens, int n, int *piece, plm_token *n
     }
     if (st || !ctx) return st;
     bool exact = false;
+    spec_pass sp = {.n_seqs = n_next};
     if ((st = prepare_specs(gens, n, next, &n_next, &exact, err))) return st;
+    sp.n_proposed = n_next - sp.n_seqs;
     budget -= n_next;
     for (int i = 0; i < n && budget > 0; i++) {  /* then prompt pieces, in order, while they fit */
         plm_gen *x = gens[i];
@@ -304,12 +331,14 @@ static plm_status run_pass(plm_gen *const *gens, int n, int *piece, plm_token *n
         if (!st) st = absorb_prompts(p, gens, n, piece, n_prompt_rows, n_final, 0, gen_now() - t0, err);
         t0 = gen_now();
         if (!st) st = decode_part(ctx, p, n_prompt_rows, p->n, n_next, true, err);
-        if (!st) absorb_gens(p, gens, n, n_prompt_rows, n_prompt_rows, gen_now() - t0);
+        sp.seconds = gen_now() - t0;
+        if (!st) absorb_gens(p, gens, n, n_prompt_rows, n_prompt_rows, &sp);
     } else {
         st = decode_part(ctx, p, 0, p->n, n_final + n_next, exact, err);
         const double seconds = gen_now() - t0;
+        sp.seconds = n_prompt_rows ? -1.0 : seconds;  /* prompt rows in it: no measure of decoding */
         if (!st) st = absorb_prompts(p, gens, n, piece, n_prompt_rows, n_final, 0, seconds, err);
-        if (!st) absorb_gens(p, gens, n, n_prompt_rows, 0, seconds);
+        if (!st) absorb_gens(p, gens, n, n_prompt_rows, 0, &sp);
     }
     if (st) abandon_specs(gens, n);
     return st;

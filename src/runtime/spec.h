@@ -11,12 +11,14 @@
 #define PLM_RUNTIME_SPEC_H
 
 #include "pocketlm.h"
+#include "runtime/spec_adapt.h"
 
 /* Phase 1: `last` (sampled, not decoded) joins the history; the draft
- * length is chosen (at most max_out - 1 proposals) and a lookup proposer
- * proposes.  Fails when the target sequence is not where the decoder left
- * it or is full. */
-plm_status spec_prepare(plm_spec *s, plm_sampler *smp, plm_token last, int max_out, plm_error *err);
+ * length is chosen (at most max_out - 1 proposals; none when the pass,
+ * shared by n_seqs sequences' tokens, is one where proposals do not pay)
+ * and a lookup proposer proposes.  Fails when the target sequence is not
+ * where the decoder left it or is full. */
+plm_status spec_prepare(plm_spec *s, plm_sampler *smp, plm_token last, int max_out, int n_seqs, plm_error *err);
 
 /* Phase 2: the draft model proposes for every prepared s[i] that has one;
  * those sharing a draft context run their draft passes together (each
@@ -34,8 +36,9 @@ bool spec_rows_exact(const plm_spec *s);
  * sequence (their logits at batch indices first_row..): accepts, writes the
  * tokens that follow `last` to out (n_out >= 1, each passed to
  * plm_sampler_accept), drops the rejected from both caches and learns.
- * t_verify: seconds of the pass, for the adaptive control. */
-void spec_accept(plm_spec *s, plm_sampler *smp, int first_row, double t_verify, plm_token *out, int *n_out);
+ * pass: what the pass held and its seconds (< 0: not comparable), for the
+ * adaptive control. */
+void spec_accept(plm_spec *s, plm_sampler *smp, int first_row, const spec_pass *pass, plm_token *out, int *n_out);
 
 /* The pass failed: the step is undone (history and both caches). */
 void spec_abandon(plm_spec *s);

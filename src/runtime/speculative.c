@@ -196,6 +196,7 @@ plm_status plm_spec_new_seq(plm_context *target, plm_seq_id seq, plm_context *dr
     }
     for (int i = 0; i <= p.draft_max; i++) s->seqs[i] = seq;
     spec_adapt_init(&s->adapt, p.draft_max);
+    if (cache_of) spec_adapt_share_costs(&s->adapt, &cache_of->adapt);  /* one server's slots: the same passes */
     if (!p.adaptive) s->adapt.pause_left = 0;
     *out = s;
     return PLM_OK;
@@ -361,10 +362,14 @@ static plm_status draft_group(plm_spec *const *g, int m, plm_error *err) {
         if (n == 0) break;
         st = plm_decode_seqs(dctx, b.tok, b.seq, n, n, err);
     }
+    /* Each decoder is charged its share of the passes, by proposals made:
+     * what one more drafted token costs when the passes are shared. */
     const double t = now_s() - t0;
+    int made = 0;
+    for (int i = 0; i < m; i++) made += g[i]->n_d;
     for (int i = 0; i < m; i++) {
         g[i]->want_draft = false;
-        g[i]->t_draft = t;
+        g[i]->t_draft = made ? t * g[i]->n_d / made : t;
         g[i]->draft_timed = timed;
         if (st || g[i]->n_d < g[i]->p.draft_min) g[i]->n_d = 0;
     }
@@ -446,7 +451,7 @@ static plm_status check_in_step(const plm_spec *s, plm_error *err) {
     return PLM_OK;
 }
 
-plm_status spec_prepare(plm_spec *s, plm_sampler *smp, plm_token last, int max_out, plm_error *err) {
+plm_status spec_prepare(plm_spec *s, plm_sampler *smp, plm_token last, int max_out, int n_seqs, plm_error *err) {
     s->k = s->n_d = 0;
     s->want_draft = false;
     if (!smp || max_out < 1) return plm_fail(err, PLM_ERR_INVALID_ARG, "plm_spec_step needs a sampler and room for a token");
@@ -464,7 +469,7 @@ plm_status spec_prepare(plm_spec *s, plm_sampler *smp, plm_token last, int max_o
     s->n0 = s->n_hist;
     s->hist[s->n_hist++] = last;
     s->batch[0] = last;
-    int k = s->p.adaptive ? spec_adapt_next_k(&s->adapt) : s->p.draft_max;
+    int k = s->p.adaptive ? spec_adapt_next_k(&s->adapt, n_seqs) : s->p.draft_max;
     if (k > s->p.draft_max) k = s->p.draft_max;
     if (k > (int)(n_ctx - (uint32_t)s->n0 - 1)) k = (int)(n_ctx - (uint32_t)s->n0 - 1);
     if (k > max_out - 1) k = max_out - 1;
@@ -501,7 +506,7 @@ void spec_abandon(plm_spec *s) {
     s->want_draft = false;
 }
 
-void spec_accept(plm_spec *s, plm_sampler *smp, int first_row, double t_verify, plm_token *out, int *n_out) {
+void spec_accept(plm_spec *s, plm_sampler *smp, int first_row, const spec_pass *pass, plm_token *out, int *n_out) {
     const double t1 = now_s();
     *n_out = 0;
     int n_acc = 0;
@@ -525,7 +530,8 @@ void spec_accept(plm_spec *s, plm_sampler *smp, int first_row, double t_verify, 
         out[(*n_out)++] = t;
         break;
     }
-    t_verify += now_s() - t1;
+    spec_pass timed = *pass;
+    if (timed.seconds >= 0.0) timed.seconds += now_s() - t1;
 
     /* drop what was not kept */
     tgt_truncate(s, (uint32_t)s->n_hist);
@@ -539,7 +545,7 @@ void spec_accept(plm_spec *s, plm_sampler *smp, int first_row, double t_verify, 
         s->st.accepted += (uint64_t)n_acc;
     }
     if (s->k == 0) s->st.paused_steps++;
-    if (s->p.adaptive) spec_adapt_record(&s->adapt, n_d, n_acc, s->t_draft, s->draft_timed, t_verify);
+    if (s->p.adaptive) spec_adapt_record(&s->adapt, n_d, n_acc, s->t_draft, s->draft_timed, &timed);
     s->st.draft_len = s->p.adaptive ? s->adapt.k : s->p.draft_max;
     s->k = s->n_d = 0;
 }
@@ -547,7 +553,7 @@ void spec_accept(plm_spec *s, plm_sampler *smp, int first_row, double t_verify, 
 plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_token *out, int max_out, int *n_out,
                          plm_error *err) {
     *n_out = 0;
-    plm_status st = spec_prepare(s, smp, last, max_out, err);
+    plm_status st = spec_prepare(s, smp, last, max_out, 1, err);
     if (st) return st;
     if (s->want_draft && (st = spec_draft_all(&s, 1, err))) {
         spec_abandon(s);
@@ -563,7 +569,9 @@ plm_status plm_spec_step(plm_spec *s, plm_sampler *smp, plm_token last, plm_toke
         spec_abandon(s);
         return st;
     }
-    spec_accept(s, smp, 0, now_s() - t0, out, n_out);
+    const spec_pass pass = {.n_seqs = 1, .n_proposed = n - 1, .seconds = now_s() - t0, .first = true,
+                            .first_proposer = true};
+    spec_accept(s, smp, 0, &pass, out, n_out);
     return PLM_OK;
 }
 

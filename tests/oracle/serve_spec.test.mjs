@@ -119,6 +119,16 @@ try {
   check(sampled.every((r) => r.usage?.completion_tokens === N), `sampled answers with a draft: ` +
         JSON.stringify(sampled.map((r) => r.usage)));
 
+  // ---- the adaptive control in shared passes: slots start and stop drafting as
+  // the number of sequences in a pass changes (8 clients on 4 slots: 4, then
+  // fewer as answers end), and requests start and end mid-draft.  Whatever it
+  // chose, every answer is the one served alone.
+  const adaptive = await serve(4, ["--draft-model", MODEL, "--draft-max", "8", "--draft-p-min", "0"]);
+  const ad = await concurrent(adaptive, alone, "--draft-model, adaptive");
+  check(ad.generated === PROMPTS.length * N, `adaptive: ${ad.generated} tokens generated, want ${PROMPTS.length * N}`);
+  const ad2 = await concurrent(adaptive, alone, "--draft-model, adaptive, second wave");
+  check(ad2.accepted <= ad2.drafted, `adaptive, second wave: ${ad2.accepted} of ${ad2.drafted} accepted`);
+
   // ---- prompt lookup, and the n-gram cache shared by the slots ------------------
   const cacheFile = path.join(tmp, "serve.ngram");
   const lookup = await serve(4, ["--lookup", "3", "--lookup-cache", cacheFile, "--draft-max", "6"]);
