@@ -242,6 +242,92 @@ X86_INL void vec_dot_cb(plm_type type, int64_t n, float *s, const void *x, const
     *s = hsum_ps(acc) * plm_iq_post(type);
 }
 
+#if X86_ZMM
+/* ---- IQ2_XXS and IQ3_XXS decode on AVX-512 ----------------------------------
+ * The scalar decode above spends most of its time fetching: per 32
+ * elements four (eight) grid rows and four sign masks, each a load and an
+ * insert.  Here a super-block's 8 aux words (four 7-bit sign codes and the
+ * 4-bit scale each) are expanded in one vector: the codes spread to bytes
+ * and given their parity bit (the eighth sign: ggml's ksigns rule, an even
+ * count of negatives), so a sub-block's 32 signs are 32 bits, which
+ * vptestmb turns into a mask that negates the activations (vpsubb under the
+ * mask: the same bytes vpsignb gives).  The grid rows are still loaded
+ * one by one, two sub-blocks per 512-bit register.  The integer sums are the scalar
+ * decode's: sum_j ls_j * dot(grid_j, sign_j * a_j). */
+
+/* 8 aux words -> per dword j the 32 sign bits of sub-block j (bit e:
+ * element e negative), and in *ls the scale 2s+1 in both 16-bit halves. */
+X86_INL __m256i xxs_signs(__m256i aux, __m256i *ls) {
+    const __m256i b0 = _mm256_and_si256(aux, _mm256_set1_epi32(0x7f));
+    const __m256i b1 = _mm256_and_si256(_mm256_slli_epi32(aux, 1), _mm256_set1_epi32(0x7f00));
+    const __m256i b2 = _mm256_and_si256(_mm256_slli_epi32(aux, 2), _mm256_set1_epi32(0x7f0000));
+    const __m256i b3 = _mm256_and_si256(_mm256_slli_epi32(aux, 3), _mm256_set1_epi32(0x7f000000));
+    const __m256i b = _mm256_or_si256(_mm256_or_si256(b0, b1), _mm256_or_si256(b2, b3));
+    __m256i p = _mm256_xor_si256(b, _mm256_srli_epi32(b, 4)); /* bit 0 of each byte: that byte's parity */
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
+    const __m256i s = _mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1), _mm256_set1_epi32(1));
+    *ls = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+    return _mm256_or_si256(b, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(0x01010101)), 7));
+}
+
+/* The 64 sign bits of sub-blocks 2h, 2h+1 (qword h of signs) as a byte mask. */
+X86_INL __mmask64 xxs_sign_mask(__m256i signs, int h) {
+    const __m512i q = _mm512_permutexvar_epi64(_mm512_set1_epi64(h), _mm512_castsi256_si512(signs));
+    const __m512i rep = _mm512_set_epi64(0x0707070707070707, 0x0606060606060606, 0x0505050505050505,
+                                         0x0404040404040404, 0x0303030303030303, 0x0202020202020202,
+                                         0x0101010101010101, 0x0000000000000000);
+    const __m512i bit = _mm512_set1_epi64((long long)0x8040201008040201ULL);
+    return _mm512_test_epi8_mask(_mm512_shuffle_epi8(q, rep), bit); /* byte e: bit e % 8 of byte e / 8 */
+}
+
+/* Grid rows of sub-blocks 2h, 2h+1 (64 magnitudes), one load each (a
+ * gather instruction measured slower on Zen 4). */
+X86_INL __m512i xxs_grid(plm_type type, const uint8_t *qs, int h) {
+    if (type == PLM_TYPE_IQ2_XXS) { /* 8-byte groups: 4 index bytes, then the aux word */
+        const uint8_t *q = qs + 16 * h;
+        const uint64_t *g = plm_iq2xxs_grid;
+        return _mm512_set_epi64((long long)g[q[11]], (long long)g[q[10]], (long long)g[q[9]], (long long)g[q[8]],
+                                (long long)g[q[3]], (long long)g[q[2]], (long long)g[q[1]], (long long)g[q[0]]);
+    }
+    const uint8_t *q = qs + 16 * h;
+    const uint32_t *g = plm_iq3xxs_grid;
+    return _mm512_setr_epi32((int)g[q[0]], (int)g[q[1]], (int)g[q[2]], (int)g[q[3]], (int)g[q[4]], (int)g[q[5]],
+                             (int)g[q[6]], (int)g[q[7]], (int)g[q[8]], (int)g[q[9]], (int)g[q[10]], (int)g[q[11]],
+                             (int)g[q[12]], (int)g[q[13]], (int)g[q[14]], (int)g[q[15]]);
+}
+
+X86_INL void vec_dot_xxs_zmm(plm_type type, int64_t n, float *s, const void *x, const block_q8_K *y) {
+    const size_t bx = plm_type_info_get(type)->type_size;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *blk = (const uint8_t *)x + (size_t)i * bx;
+        const uint8_t *qs = blk + 2;
+        const __m256i aux = type == PLM_TYPE_IQ2_XXS /* the odd dwords of 8-byte groups, or 32 bytes after qs */
+                                ? _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512(qs), 32))
+                                : loadu256(qs + QK_K / 4);
+        __m256i ls;
+        const __m256i signs = xxs_signs(aux, &ls);
+        const __m512i lsz = _mm512_castsi256_si512(ls);
+        __m512i sum = _mm512_setzero_si512();
+        for (int h = 0; h < 4; h++) {
+            const __m512i a = _mm512_loadu_si512(y[i].qs + 64 * h);
+            const __m512i as = _mm512_mask_sub_epi8(a, xxs_sign_mask(signs, h), _mm512_setzero_si512(), a);
+            const __m512i p = _mm512_maddubs_epi16(xxs_grid(type, qs, h), as);
+            const __m512i sc = _mm512_permutexvar_epi32(
+                _mm512_setr_epi32(2 * h, 2 * h, 2 * h, 2 * h, 2 * h, 2 * h, 2 * h, 2 * h, 2 * h + 1, 2 * h + 1,
+                                  2 * h + 1, 2 * h + 1, 2 * h + 1, 2 * h + 1, 2 * h + 1, 2 * h + 1),
+                lsz);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(p, sc));
+        }
+        plm_fp16_t d;
+        memcpy(&d, blk, sizeof d);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(d) * y[i].d), acc);
+    }
+    *s = _mm512_reduce_add_ps(acc) * plm_iq_post(type);
+}
+#endif
+
 /* The row gemm's tile: a super-block decoded once for nt tokens. */
 X86_INL void tile_cb(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as, float *out,
                      int64_t os) {
@@ -301,7 +387,11 @@ X86_INL void tile_mxfp4(int nt, int64_t nb, const block_mxfp4 *x, const char *ac
 /* ---- the entries ----------------------------------------------------------- */
 
 X86_TARGET static void X86_FN(vec_dot_iq2_xxs)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_xxs_zmm(PLM_TYPE_IQ2_XXS, n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_IQ2_XXS, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq2_xs)(int64_t n, float *s, const void *w, const void *a) {
@@ -313,7 +403,11 @@ X86_TARGET static void X86_FN(vec_dot_iq2_s)(int64_t n, float *s, const void *w,
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq3_xxs)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_xxs_zmm(PLM_TYPE_IQ3_XXS, n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_IQ3_XXS, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq3_s)(int64_t n, float *s, const void *w, const void *a) {
