@@ -258,6 +258,11 @@ X86_INL void vec_dot_cb(plm_type type, int64_t n, float *s, const void *x, const
  * sum_j ls_j * dot(grid_j, sign_j * a_j).  (IQ3_S, whose indices need a
  * ninth bit each, measured no faster this way and keeps the scalar decode.) */
 
+/* The formats with the 512-bit decode below. */
+X86_INL bool has_cbz(plm_type type) {
+    return type == PLM_TYPE_IQ2_XXS || type == PLM_TYPE_IQ2_XS || type == PLM_TYPE_IQ2_S || type == PLM_TYPE_IQ3_XXS;
+}
+
 /* Bytes of 7-bit sign codes given their parity bit as bit 7. */
 X86_INL __m256i with_parity(__m256i b) {
     __m256i p = _mm256_xor_si256(b, _mm256_srli_epi32(b, 4)); /* bit 0 of each byte: that byte's parity */

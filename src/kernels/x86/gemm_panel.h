@@ -248,24 +248,46 @@ X86_INL void panel_pack_k(plm_type type, const char *w, size_t ws, int rn, int64
     }
 }
 
-/* Codebook formats: each row's super-block decoded once (cb_decode, the
- * vec_dot's own decoder), its signed values + 128 and per-half scales set
- * aside by sub-block, then 16 rows transposed a sub-block at a time. */
+/* Codebook formats: each row's super-block decoded once, its signed
+ * values + 128 and per-half scales set aside by sub-block, then 16 rows
+ * transposed a sub-block at a time.  The decoders are the vec_dot's: the
+ * 512-bit one (codebooks.h: cbz_*) where a format has it, cb_decode else. */
+X86_INL void cb_pack_row(plm_type type, const void *blk, float dp, __m256i codes[8][PANEL_R], int j,
+                         float S_lo[8][PANEL_R], float S_hi[8][PANEL_R]) {
+    if (has_cbz(type)) {
+        const __m256i signs = cbz_signs(type, blk);
+        _Alignas(64) int32_t ls[16]; /* per 16 elements, the scale in both halves */
+        _mm512_store_si512(ls, cbz_scales(type, blk));
+        for (int h = 0; h < 4; h++) {
+            const __m512i g = cbz_grid(type, blk, h);
+            const __m512i v = _mm512_xor_si512(_mm512_mask_sub_epi8(g, cbz_sign_mask(signs, h), _mm512_setzero_si512(), g),
+                                               _mm512_set1_epi8((char)0x80));
+            codes[2 * h][j] = _mm512_castsi512_si256(v);
+            codes[2 * h + 1][j] = _mm512_extracti64x4_epi64(v, 1);
+        }
+        for (int s = 0; s < 8; s++) {
+            S_lo[s][j] = dp * (float)(ls[2 * s] & 0xffff);
+            S_hi[s][j] = dp * (float)(ls[2 * s + 1] & 0xffff);
+        }
+        return;
+    }
+    cbdec u;
+    cb_decode(type, blk, &u);
+    for (int s = 0; s < 8; s++) {
+        codes[s][j] = _mm256_xor_si256(_mm256_sign_epi8(u.mag[s], u.sgn[s]), _mm256_set1_epi8((char)0x80));
+        S_lo[s][j] = dp * (float)_mm256_extract_epi16(u.sc[s], 0);
+        S_hi[s][j] = dp * (float)_mm256_extract_epi16(u.sc[s], 8);
+    }
+}
+
 X86_INL void panel_pack_cb(plm_type type, const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p) {
     const float post = plm_iq_post(type);
-    const __m256i bias = _mm256_set1_epi8((char)0x80);
     for (int sb = 0; sb < ks; sb += 8) {
         __m256i codes[8][PANEL_R];
         _Alignas(64) float S_lo[8][PANEL_R], S_hi[8][PANEL_R];
         for (int j = 0; j < PANEL_R; j++) { /* rows past the end: row 0, scale 0 */
-            cbdec u;
-            cb_decode(type, block_at(type, w + (size_t)(j < rn ? j : 0) * ws, (s0 + sb) / 8), &u);
-            const float dp = j < rn ? u.d * post : 0.0f;
-            for (int s = 0; s < 8; s++) {
-                codes[s][j] = _mm256_xor_si256(_mm256_sign_epi8(u.mag[s], u.sgn[s]), bias);
-                S_lo[s][j] = dp * (float)_mm256_extract_epi16(u.sc[s], 0);
-                S_hi[s][j] = dp * (float)_mm256_extract_epi16(u.sc[s], 8);
-            }
+            const void *blk = block_at(type, w + (size_t)(j < rn ? j : 0) * ws, (s0 + sb) / 8);
+            cb_pack_row(type, blk, j < rn ? cb_d(type, blk) * post : 0.0f, codes, j, S_lo, S_hi);
         }
         for (int s = 0; s < 8; s++) {
             pblk *b = &p[sb + s];
