@@ -242,6 +242,156 @@ X86_INL void vec_dot_cb(plm_type type, int64_t n, float *s, const void *x, const
     *s = hsum_ps(acc) * plm_iq_post(type);
 }
 
+#if X86_ZMM
+/* ---- the IQ2 and IQ3_XXS vec_dot on AVX-512 ---------------------------------
+ * The scalar decode above spends most of its time fetching: per 32
+ * elements four (eight) grid rows and four sign masks, each a load and an
+ * insert, and a scale broadcast.  Here the signs and scales of a whole
+ * super-block are expanded in one vector each: IQ2_XXS/IQ2_XS/IQ3_XXS's
+ * 7-bit sign codes spread to bytes and given their parity bit (the eighth
+ * sign: ggml's ksigns rule, an even count of negatives; IQ2_S stores
+ * the 8 bits), so a sub-block's 32 signs are 32 bits, which vptestmb
+ * turns into a mask that negates the activations (vpsubb under the mask:
+ * the bytes vpsignb gives).  The grid rows are still loaded one by one
+ * (a gather instruction measured slower on Zen 4), two sub-blocks per
+ * 512-bit register.  The integer sums are the scalar decode's:
+ * sum_j ls_j * dot(grid_j, sign_j * a_j).  (IQ3_S, whose indices need a
+ * ninth bit each, measured no faster this way and keeps the scalar decode.) */
+
+/* The formats with the 512-bit decode below. */
+X86_INL bool has_cbz(plm_type type) {
+    return type == PLM_TYPE_IQ2_XXS || type == PLM_TYPE_IQ2_XS || type == PLM_TYPE_IQ2_S || type == PLM_TYPE_IQ3_XXS;
+}
+
+/* Bytes of 7-bit sign codes given their parity bit as bit 7. */
+X86_INL __m256i with_parity(__m256i b) {
+    __m256i p = _mm256_xor_si256(b, _mm256_srli_epi32(b, 4)); /* bit 0 of each byte: that byte's parity */
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
+    return _mm256_or_si256(b, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(0x01010101)), 7));
+}
+
+/* The aux words of IQ2_XXS/IQ3_XXS (four 7-bit sign codes, a 4-bit scale
+ * on top), one per sub-block. */
+X86_INL __m256i xxs_aux(plm_type type, const uint8_t *qs) {
+    if (type == PLM_TYPE_IQ2_XXS) /* the odd dwords of 8-byte groups */
+        return _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512(qs), 32));
+    return loadu256(qs + QK_K / 4);
+}
+
+/* Per dword j the 32 sign bits of sub-block j (bit e: element e negative). */
+X86_INL __m256i cbz_signs(plm_type type, const void *blk) {
+    switch (type) {
+    case PLM_TYPE_IQ2_XS: { /* the top 7 bits of each index word */
+        const __m512i w = _mm512_loadu_si512(((const block_iq2_xs *)blk)->qs);
+        return with_parity(_mm512_cvtepi16_epi8(_mm512_srli_epi16(w, 9)));
+    }
+    case PLM_TYPE_IQ2_S: return loadu256(((const block_iq2_s *)blk)->qs + QK_K / 8);
+    default: { /* IQ2_XXS, IQ3_XXS: four codes spread to bytes */
+        const __m256i aux = xxs_aux(type, (const uint8_t *)blk + 2);
+        const __m256i b0 = _mm256_and_si256(aux, _mm256_set1_epi32(0x7f));
+        const __m256i b1 = _mm256_and_si256(_mm256_slli_epi32(aux, 1), _mm256_set1_epi32(0x7f00));
+        const __m256i b2 = _mm256_and_si256(_mm256_slli_epi32(aux, 2), _mm256_set1_epi32(0x7f0000));
+        const __m256i b3 = _mm256_and_si256(_mm256_slli_epi32(aux, 3), _mm256_set1_epi32(0x7f000000));
+        return with_parity(_mm256_or_si256(_mm256_or_si256(b0, b1), _mm256_or_si256(b2, b3)));
+    }
+    }
+}
+
+/* Nibble k of 16 (dword k): byte bi[k] of 16 bytes, shifted right by sh[k]. */
+X86_INL __m512i nibbles16(__m128i bytes, __m128i bi, __m512i sh) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(bytes, bi));
+    return _mm512_and_si512(_mm512_srlv_epi32(v, sh), _mm512_set1_epi32(15));
+}
+
+/* Per 16 elements (dword k: elements 16k..16k+15) the scale 2s+1 in both
+ * 16-bit halves, the pair vpmaddwd multiplies by. */
+X86_INL __m512i cbz_scales(plm_type type, const void *blk) {
+    __m512i s;
+    if (type == PLM_TYPE_IQ2_XXS || type == PLM_TYPE_IQ3_XXS) { /* one per 32: the aux words' top nibbles */
+        const __m256i top = _mm256_srli_epi32(xxs_aux(type, (const uint8_t *)blk + 2), 28);
+        s = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
+                                     _mm512_castsi256_si512(top));
+    } else { /* IQ2_XS, IQ2_S: one per 16, a byte per sub-block, low nibble first */
+        const uint8_t *sc = type == PLM_TYPE_IQ2_XS ? ((const block_iq2_xs *)blk)->scales
+                                                    : ((const block_iq2_s *)blk)->scales;
+        s = nibbles16(_mm_loadl_epi64((const __m128i *)(const void *)sc),
+                      _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
+                      _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4));
+    }
+    s = _mm512_add_epi32(_mm512_add_epi32(s, s), _mm512_set1_epi32(1));
+    return _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
+}
+
+/* Eight 8-byte grid rows as one register. */
+X86_INL __m512i grid8x8(const uint64_t *g, const int i[8]) {
+    return _mm512_set_epi64((long long)g[i[7]], (long long)g[i[6]], (long long)g[i[5]], (long long)g[i[4]],
+                            (long long)g[i[3]], (long long)g[i[2]], (long long)g[i[1]], (long long)g[i[0]]);
+}
+
+/* Grid rows (magnitudes) of sub-blocks 2h and 2h+1. */
+X86_INL __m512i cbz_grid(plm_type type, const void *blk, int h) {
+    int i[8];
+    switch (type) {
+    case PLM_TYPE_IQ2_XXS: { /* 8-byte groups: 4 index bytes, then the aux word */
+        const uint8_t *q = (const uint8_t *)((const block_iq2_xxs *)blk)->qs + 16 * h;
+        for (int k = 0; k < 4; k++) i[k] = q[k], i[4 + k] = q[8 + k];
+        return grid8x8(plm_iq2xxs_grid, i);
+    }
+    case PLM_TYPE_IQ2_XS: {
+        const uint16_t *q = ((const block_iq2_xs *)blk)->qs + 8 * h;
+        for (int k = 0; k < 8; k++) i[k] = q[k] & 511;
+        return grid8x8(plm_iq2xs_grid, i);
+    }
+    case PLM_TYPE_IQ2_S: { /* 8 low index bits, 2 high ones from qh */
+        const block_iq2_s *b = blk;
+        for (int k = 0; k < 8; k++) i[k] = b->qs[8 * h + k] | (b->qh[2 * h + k / 4] << (8 - 2 * (k % 4)) & 0x300);
+        return grid8x8(plm_iq2s_grid, i);
+    }
+    default: { /* IQ3_XXS */
+        const uint8_t *q = ((const block_iq3_xxs *)blk)->qs + 16 * h;
+        const uint32_t *g = plm_iq3xxs_grid;
+        return _mm512_setr_epi32((int)g[q[0]], (int)g[q[1]], (int)g[q[2]], (int)g[q[3]], (int)g[q[4]], (int)g[q[5]],
+                                 (int)g[q[6]], (int)g[q[7]], (int)g[q[8]], (int)g[q[9]], (int)g[q[10]],
+                                 (int)g[q[11]], (int)g[q[12]], (int)g[q[13]], (int)g[q[14]], (int)g[q[15]]);
+    }
+    }
+}
+
+/* The 64 sign bits of sub-blocks 2h, 2h+1 (qword h of signs) as a byte mask. */
+X86_INL __mmask64 cbz_sign_mask(__m256i signs, int h) {
+    const __m512i q = _mm512_permutexvar_epi64(_mm512_set1_epi64(h), _mm512_castsi256_si512(signs));
+    const __m512i rep = _mm512_set_epi64(0x0707070707070707, 0x0606060606060606, 0x0505050505050505,
+                                         0x0404040404040404, 0x0303030303030303, 0x0202020202020202,
+                                         0x0101010101010101, 0x0000000000000000);
+    const __m512i bit = _mm512_set1_epi64((long long)0x8040201008040201ULL);
+    return _mm512_test_epi8_mask(_mm512_shuffle_epi8(q, rep), bit); /* byte e: bit e % 8 of byte e / 8 */
+}
+
+X86_INL void vec_dot_cb_zmm(plm_type type, int64_t n, float *s, const void *x, const block_q8_K *y) {
+    const size_t bx = plm_type_info_get(type)->type_size;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const void *blk = (const char *)x + (size_t)i * bx;
+        const __m256i signs = cbz_signs(type, blk);
+        const __m512i ls = cbz_scales(type, blk);
+        __m512i sum = _mm512_setzero_si512();
+        for (int h = 0; h < 4; h++) {
+            const __m512i a = _mm512_loadu_si512(y[i].qs + 64 * h);
+            const __m512i as = _mm512_mask_sub_epi8(a, cbz_sign_mask(signs, h), _mm512_setzero_si512(), a);
+            const __m512i p = _mm512_maddubs_epi16(cbz_grid(type, blk, h), as);
+            const __m512i sc = _mm512_permutexvar_epi32( /* 128-bit lane l: elements 16l..16l+15 */
+                _mm512_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 2,
+                                  4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3),
+                ls);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(p, sc));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(cb_d(type, blk) * y[i].d), acc);
+    }
+    *s = _mm512_reduce_add_ps(acc) * plm_iq_post(type);
+}
+#endif
+
 /* The row gemm's tile: a super-block decoded once for nt tokens. */
 X86_INL void tile_cb(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as, float *out,
                      int64_t os) {
@@ -301,23 +451,39 @@ X86_INL void tile_mxfp4(int nt, int64_t nb, const block_mxfp4 *x, const char *ac
 /* ---- the entries ----------------------------------------------------------- */
 
 X86_TARGET static void X86_FN(vec_dot_iq2_xxs)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_cb_zmm(PLM_TYPE_IQ2_XXS, n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_IQ2_XXS, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq2_xs)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_cb_zmm(PLM_TYPE_IQ2_XS, n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_IQ2_XS, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq2_s)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_cb_zmm(PLM_TYPE_IQ2_S, n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_IQ2_S, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq3_xxs)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_cb_zmm(PLM_TYPE_IQ3_XXS, n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_IQ3_XXS, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq3_s)(int64_t n, float *s, const void *w, const void *a) {
-    vec_dot_cb(PLM_TYPE_IQ3_S, n, s, w, a);
+    vec_dot_cb(PLM_TYPE_IQ3_S, n, s, w, a); /* the 512-bit decode measured no faster */
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq1_s)(int64_t n, float *s, const void *w, const void *a) {

@@ -105,7 +105,12 @@ X86_INL __m512 panel_scales(const plm_fp16_t h[PANEL_R]) {
  *                 same scale as their half, so each half's integer sum
  *                 starts at -o * bsum16, as in the 32-element formats
  *   PANEL_K_MIN2  Q2_K: a scale and a min per 16 elements
- *   PANEL_K_OFS1  IQ4_XS: signed levels + 128 under one scale per 32 */
+ *   PANEL_K_OFS1  IQ4_XS: signed levels + 128 under one scale per 32
+ * The codebook formats (IQ1..IQ3, TQ1_0, TQ2_0) decode to signed values
+ * q (|q| <= 62) with an integer scale ls per 32 or per 16 and a factor
+ * d * post per super-block (iq_unpack.h: x = d * ls * q * post), so
+ * q + 128 under the float scale S = d * post * ls is exact per element:
+ * K_OFS1 for one ls per 32, K_OFS2 for two (IQ2_XS, IQ2_S, IQ1_M). */
 enum panel_mode { PANEL_Q8_0, PANEL_Q8_1, PANEL_K_MIN1, PANEL_K_OFS2, PANEL_K_MIN2, PANEL_K_OFS1 };
 
 X86_INL enum panel_mode panel_mode_of(plm_type type) {
@@ -118,7 +123,10 @@ X86_INL enum panel_mode panel_mode_of(plm_type type) {
     case PLM_TYPE_Q6_K: return PANEL_K_OFS2;
     case PLM_TYPE_Q2_K: return PANEL_K_MIN2;
     case PLM_TYPE_IQ4_XS: return PANEL_K_OFS1;
-    default: return PANEL_Q8_0; /* Q4_0, Q5_0, Q8_0, IQ4_NL */
+    case PLM_TYPE_IQ2_XS:
+    case PLM_TYPE_IQ2_S:
+    case PLM_TYPE_IQ1_M: return PANEL_K_OFS2;
+    default: return is_codebook(type) ? PANEL_K_OFS1 : PANEL_Q8_0; /* Q4_0, Q5_0, Q8_0, IQ4_NL */
     }
 }
 
@@ -128,7 +136,7 @@ X86_INL int panel_offset(plm_type type) {
     case PLM_TYPE_Q3_K: return 4;
     case PLM_TYPE_Q6_K: return 32;
     case PLM_TYPE_IQ4_XS: return 128;
-    default: return block32_offset(type);
+    default: return is_codebook(type) ? 128 : block32_offset(type);
     }
 }
 
@@ -240,8 +248,59 @@ X86_INL void panel_pack_k(plm_type type, const char *w, size_t ws, int rn, int64
     }
 }
 
+/* Codebook formats: each row's super-block decoded once, its signed
+ * values + 128 and per-half scales set aside by sub-block, then 16 rows
+ * transposed a sub-block at a time.  The decoders are the vec_dot's: the
+ * 512-bit one (codebooks.h: cbz_*) where a format has it, cb_decode else. */
+X86_INL void cb_pack_row(plm_type type, const void *blk, float dp, __m256i codes[8][PANEL_R], int j,
+                         float S_lo[8][PANEL_R], float S_hi[8][PANEL_R]) {
+    if (has_cbz(type)) {
+        const __m256i signs = cbz_signs(type, blk);
+        _Alignas(64) int32_t ls[16]; /* per 16 elements, the scale in both halves */
+        _mm512_store_si512(ls, cbz_scales(type, blk));
+        for (int h = 0; h < 4; h++) {
+            const __m512i g = cbz_grid(type, blk, h);
+            const __m512i v = _mm512_xor_si512(_mm512_mask_sub_epi8(g, cbz_sign_mask(signs, h), _mm512_setzero_si512(), g),
+                                               _mm512_set1_epi8((char)0x80));
+            codes[2 * h][j] = _mm512_castsi512_si256(v);
+            codes[2 * h + 1][j] = _mm512_extracti64x4_epi64(v, 1);
+        }
+        for (int s = 0; s < 8; s++) {
+            S_lo[s][j] = dp * (float)(ls[2 * s] & 0xffff);
+            S_hi[s][j] = dp * (float)(ls[2 * s + 1] & 0xffff);
+        }
+        return;
+    }
+    cbdec u;
+    cb_decode(type, blk, &u);
+    for (int s = 0; s < 8; s++) {
+        codes[s][j] = _mm256_xor_si256(_mm256_sign_epi8(u.mag[s], u.sgn[s]), _mm256_set1_epi8((char)0x80));
+        S_lo[s][j] = dp * (float)_mm256_extract_epi16(u.sc[s], 0);
+        S_hi[s][j] = dp * (float)_mm256_extract_epi16(u.sc[s], 8);
+    }
+}
+
+X86_INL void panel_pack_cb(plm_type type, const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p) {
+    const float post = plm_iq_post(type);
+    for (int sb = 0; sb < ks; sb += 8) {
+        __m256i codes[8][PANEL_R];
+        _Alignas(64) float S_lo[8][PANEL_R], S_hi[8][PANEL_R];
+        for (int j = 0; j < PANEL_R; j++) { /* rows past the end: row 0, scale 0 */
+            const void *blk = block_at(type, w + (size_t)(j < rn ? j : 0) * ws, (s0 + sb) / 8);
+            cb_pack_row(type, blk, j < rn ? cb_d(type, blk) * post : 0.0f, codes, j, S_lo, S_hi);
+        }
+        for (int s = 0; s < 8; s++) {
+            pblk *b = &p[sb + s];
+            panel_transpose(codes[s], b);
+            b->d = _mm512_load_ps(S_lo[s]);
+            b->d_hi = _mm512_load_ps(S_hi[s]);
+        }
+    }
+}
+
 X86_INL void panel_pack(plm_type type, const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p) {
-    if (is_k_quant(type)) panel_pack_k(type, w, ws, rn, s0, ks, p);
+    if (is_codebook(type)) panel_pack_cb(type, w, ws, rn, s0, ks, p);
+    else if (is_k_quant(type)) panel_pack_k(type, w, ws, rn, s0, ks, p);
     else panel_pack_32(type, w, ws, rn, s0, ks, p);
 }
 

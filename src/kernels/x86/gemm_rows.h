@@ -109,51 +109,53 @@ X86_TARGET static void X86_FN(gemm_iq4_xs)(int64_t k, const void *w, size_t ws, 
     gemm_quant(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
 }
 
-/* The codebook formats and MXFP4: row tiles only (no panel gemm yet). */
+/* The codebook formats: row tiles, or on AVX-512 the panel gemm from
+ * PANEL_MIN_TOK tokens (decoded to int8 once per panel and k slice).
+ * MXFP4: row tiles only. */
 
 X86_TARGET static void X86_FN(gemm_iq2_xxs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                             size_t as, int nt, float *out, int64_t os) {
-    gemm_rows(PLM_TYPE_IQ2_XXS, k, w, ws, nr, act, as, nt, out, os);
+    gemm_quant(PLM_TYPE_IQ2_XXS, k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_iq2_xs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                            size_t as, int nt, float *out, int64_t os) {
-    gemm_rows(PLM_TYPE_IQ2_XS, k, w, ws, nr, act, as, nt, out, os);
+    gemm_quant(PLM_TYPE_IQ2_XS, k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_iq2_s)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                           size_t as, int nt, float *out, int64_t os) {
-    gemm_rows(PLM_TYPE_IQ2_S, k, w, ws, nr, act, as, nt, out, os);
+    gemm_quant(PLM_TYPE_IQ2_S, k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_iq3_xxs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                             size_t as, int nt, float *out, int64_t os) {
-    gemm_rows(PLM_TYPE_IQ3_XXS, k, w, ws, nr, act, as, nt, out, os);
+    gemm_quant(PLM_TYPE_IQ3_XXS, k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_iq3_s)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                           size_t as, int nt, float *out, int64_t os) {
-    gemm_rows(PLM_TYPE_IQ3_S, k, w, ws, nr, act, as, nt, out, os);
+    gemm_quant(PLM_TYPE_IQ3_S, k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_iq1_s)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                           size_t as, int nt, float *out, int64_t os) {
-    gemm_rows(PLM_TYPE_IQ1_S, k, w, ws, nr, act, as, nt, out, os);
+    gemm_quant(PLM_TYPE_IQ1_S, k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_iq1_m)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                           size_t as, int nt, float *out, int64_t os) {
-    gemm_rows(PLM_TYPE_IQ1_M, k, w, ws, nr, act, as, nt, out, os);
+    gemm_quant(PLM_TYPE_IQ1_M, k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_tq1_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                           size_t as, int nt, float *out, int64_t os) {
-    gemm_rows(PLM_TYPE_TQ1_0, k, w, ws, nr, act, as, nt, out, os);
+    gemm_quant(PLM_TYPE_TQ1_0, k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_tq2_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                           size_t as, int nt, float *out, int64_t os) {
-    gemm_rows(PLM_TYPE_TQ2_0, k, w, ws, nr, act, as, nt, out, os);
+    gemm_quant(PLM_TYPE_TQ2_0, k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_mxfp4)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,

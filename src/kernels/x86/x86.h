@@ -174,6 +174,15 @@ X86_INL size_t block_bytes(plm_type type) {
     case PLM_TYPE_Q6_K: return sizeof(block_q6_K);
     case PLM_TYPE_IQ4_XS: return sizeof(block_iq4_xs);
     case PLM_TYPE_Q8_K: return sizeof(block_q8_K);
+    case PLM_TYPE_IQ2_XXS: return sizeof(block_iq2_xxs);
+    case PLM_TYPE_IQ2_XS: return sizeof(block_iq2_xs);
+    case PLM_TYPE_IQ2_S: return sizeof(block_iq2_s);
+    case PLM_TYPE_IQ3_XXS: return sizeof(block_iq3_xxs);
+    case PLM_TYPE_IQ3_S: return sizeof(block_iq3_s);
+    case PLM_TYPE_IQ1_S: return sizeof(block_iq1_s);
+    case PLM_TYPE_IQ1_M: return sizeof(block_iq1_m);
+    case PLM_TYPE_TQ1_0: return sizeof(block_tq1_0);
+    case PLM_TYPE_TQ2_0: return sizeof(block_tq2_0);
     default: return 0;
     }
 }
