@@ -53,23 +53,17 @@ static void *run_many(void *arg) {
 typedef struct chunk_task {
     plm_chunks q;
     atomic_int done[N_ITEMS];
-    int64_t first[PLM_POOL_MAX_THREADS]; /* the first chunk each thread took */
 } chunk_task;
 
 static void take_chunks(void *arg, int ith, int nth) {
     (void)nth;
     chunk_task *t = arg;
-    bool first = true;
-    for (int64_t c; plm_chunks_take(&t->q, ith, &c); first = false) {
-        if (first) t->first[ith] = c;
-        atomic_fetch_add(&t->done[c], 1);
-    }
+    for (int64_t c; plm_chunks_take(&t->q, ith, &c);) atomic_fetch_add(&t->done[c], 1);
 }
 
 /* n chunks for `shares` threads, run on h (which may have fewer). */
 static bool chunks_once(plm_pool *h, chunk_task *t, int n, int shares) {
     memset(t, 0, sizeof *t);
-    for (int i = 0; i < PLM_POOL_MAX_THREADS; i++) t->first[i] = -1;
     plm_chunks_init(&t->q, n, shares);
     plm_pool_run(h, take_chunks, t);
     for (int i = 0; i < n; i++)
@@ -84,9 +78,15 @@ static void test_chunks(void) {
     int good = 0;
     for (int i = 0; i < 200; i++) good += chunks_once(h, &t, N_ITEMS, 3);
     CHECK(good == 200, "%d of 200: every chunk once", good);
-    /* A thread that starts takes the first chunk of its own share (the
-     * others may not have started yet, so only thread 0's is sure). */
-    CHECK(chunks_once(h, &t, 999, 3) && t.first[0] == 0, "thread 0 starts at 0: %lld", (long long)t.first[0]);
+    /* The order, taken by one thread alone: its own share first (thread 1
+     * of 3 over 9 chunks: 3, 4, 5), then the next shares' (6-8, 0-2). */
+    plm_chunks_init(&t.q, 9, 3);
+    int64_t order[10], c;
+    int n = 0;
+    while (n < 10 && plm_chunks_take(&t.q, 1, &c)) order[n++] = c;
+    const int64_t want[9] = {3, 4, 5, 6, 7, 8, 0, 1, 2};
+    CHECK(n == 9 && memcmp(order, want, sizeof want) == 0, "thread 1's order: %d chunks, first %lld", n,
+          (long long)order[0]);
     /* Shares for more threads than run (40: past PLM_CHUNK_SHARES too), and
      * fewer chunks than threads: the running ones take the rest. */
     CHECK(chunks_once(h, &t, N_ITEMS, 40), "40 shares on 3 threads");
