@@ -157,6 +157,18 @@ X86_INL void vec_dot_32_min(plm_type type, int64_t n, float *s, const void *x, c
     *s = hsum_ps(acc) + summ;
 }
 
+/* f16 scales of 4 blocks (stride bytes apart) as 4 floats. */
+X86_INL __m128 scales4_one(const void *p, size_t stride) {
+    const uint8_t *b = p;
+    uint64_t h = 0;
+    for (int i = 0; i < 4; i++) {
+        uint16_t u;
+        memcpy(&u, b + i * stride, 2);
+        h |= (uint64_t)u << (16 * i);
+    }
+    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h));
+}
+
 /* ---- 512-bit decode kernels (the AVX-512 table) ---------------------------
  * Four 32-element blocks per step: 128-bit lane b of `lo` holds block b's
  * low nibbles (elements 0-15), lane b of `hi` its high nibbles (16-31); the
@@ -177,18 +189,6 @@ X86_INL void act4(const block_q8_0 *y, __m512i *alo, __m512i *ahi) {
     const __m512i a23 = _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(y[2].qs)), loadu256(y[3].qs), 1);
     *alo = _mm512_permutex2var_epi64(a01, _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13), a23);
     *ahi = _mm512_permutex2var_epi64(a01, _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15), a23);
-}
-
-/* f16 scales of 4 blocks (stride bytes apart) as 4 floats. */
-X86_INL __m128 scales4_one(const void *p, size_t stride) {
-    const uint8_t *b = p;
-    uint64_t h = 0;
-    for (int i = 0; i < 4; i++) {
-        uint16_t u;
-        memcpy(&u, b + i * stride, 2);
-        h |= (uint64_t)u << (16 * i);
-    }
-    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h));
 }
 
 /* s4[b] repeated over the four floats of lane b. */

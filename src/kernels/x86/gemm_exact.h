@@ -39,18 +39,6 @@ enum {
     EXACT_T_MAX = 8, /* >= X86_GEMM_T of every table */
 };
 
-/* d of four consecutive 32-element blocks (stride bytes apart) as floats. */
-X86_INL __m128 exact_d4(const void *p, size_t stride) {
-    const uint8_t *b = p;
-    uint64_t h = 0;
-    for (int i = 0; i < 4; i++) {
-        uint16_t u;
-        memcpy(&u, b + i * stride, 2);
-        h |= (uint64_t)u << (16 * i);
-    }
-    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h));
-}
-
 /* vec_dot_32 for nt tokens: each block's weights and magnitudes decoded
  * once; da holds the tokens' activation scales as floats (nb apart). */
 X86_INL void exact_tile_32(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as,
@@ -61,7 +49,7 @@ X86_INL void exact_tile_32(plm_type type, int nt, int64_t nb, const void *x, con
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const void *xi = block_at(type, x, i);
-        const __m128 dw = exact_d4(xi, bx);
+        const __m128 dw = scales4_one(xi, bx);
         for (int b = 0; b < 4; b++) {
             const __m256i w = block32_signed(type, block_at(type, xi, b)), wabs = _mm256_abs_epi8(w);
             for (int t = 0; t < nt; t++) {
@@ -110,7 +98,7 @@ X86_INL void exact_tile_32_zmm(plm_type type, int nt, int64_t nb, const void *x,
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const char *xi = block_at(type, x, i);
-        const __m128 dw = exact_d4(xi, bx);
+        const __m128 dw = scales4_one(xi, bx);
         const __m512i w01 = exact_pair(block32_signed(type, xi), block32_signed(type, xi + bx));
         const __m512i w23 = exact_pair(block32_signed(type, xi + 2 * bx), block32_signed(type, xi + 3 * bx));
         const __m512i abs01 = _mm512_abs_epi8(w01), abs23 = _mm512_abs_epi8(w23);
