@@ -349,6 +349,42 @@ static void test_gemm_exact(const plm_kernels *kt, plm_type wt) {
           kt->gemm_exact[wt] ? "gemm_exact" : "vec_dot loop", bad, runs);
 }
 
+/* The decode matvec (a table's gemv, through plm_matmul with one token):
+ * bit for bit the table's vec_dot on rows long enough for every path of
+ * the AVX-512 nibble kernels (the activation prepared on the stack up to
+ * 16384 columns, the row loop beyond; 0-3 block tails), an odd row range,
+ * the outputs outside it untouched. */
+enum { GEMV_ROWS = 6, GEMV_MAXK = 16384 + 160 };
+
+static void test_gemv(const plm_kernels *kt, plm_type wt) {
+    const plm_type_info *ti = plm_type_info_get(wt);
+    const int64_t ks[] = {1152, 1184, 16384, 16384 + 128, GEMV_MAXK};
+    static uint8_t w[GEMV_ROWS * GEMV_MAXK * 2], a[GEMV_MAXK * 2];
+    static float x[GEMV_MAXK];
+    if (!kt->gemv[wt]) return;
+    int bad = 0;
+    for (int ik = 0; ik < 5; ik++) {
+        const int64_t k = ks[ik];
+        if (k % ti->block_size != 0 || ti->block_size == 1) continue; /* float rows: random_weights' 8192 */
+        const size_t wrow = plm_row_size(wt, k);
+        for (int r = 0; r < GEMV_ROWS; r++) random_weights(wt, k, w + r * wrow);
+        random_floats(x, k);
+        kt->quantize_row[ti->vec_dot_type](x, a, k);
+        float out[GEMV_ROWS], want[GEMV_ROWS];
+        for (int r = 0; r < GEMV_ROWS; r++) {
+            out[r] = -12345.0f;
+            kt->vec_dot[wt](k, &want[r], w + r * wrow, a);
+        }
+        want[0] = want[GEMV_ROWS - 1] = -12345.0f;
+        plm_matmul(kt, wt, w, k, 1, GEMV_ROWS - 1, a, 0, 1, out, 0);
+        for (int r = 0; r < GEMV_ROWS; r++)
+            if (memcmp(&out[r], &want[r], sizeof *out) != 0 && bad++ < 3)
+                fprintf(stderr, "  %s gemv %s k=%lld: out[%d] = %.9g want %.9g\n", kt->name, ti->name, (long long)k,
+                        r, out[r], want[r]);
+    }
+    CHECK(bad == 0, "%s gemv %s: %d outputs not bit-identical to vec_dot", kt->name, ti->name, bad);
+}
+
 /* Prefill-sized products: several k slices, token groups and row panels. */
 enum { BIG_K = 4352, BIG_ROWS = 21, BIG_TOK = 137 };
 
@@ -664,6 +700,7 @@ int main(void) {
             test_gemm(list[i], weight_types[j]);
             test_gemm_large(list[i], weight_types[j]);
             test_gemm_exact(list[i], weight_types[j]);
+            test_gemv(list[i], weight_types[j]);
         }
         test_repacked(list[i], PLM_TYPE_Q4_0);
         test_repacked(list[i], PLM_TYPE_Q8_0);

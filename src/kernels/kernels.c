@@ -82,6 +82,10 @@ void plm_matmul(const plm_kernels *kt, plm_type wtype, const void *w, int64_t k,
                         act_stride, n_tok, out + r0, out_stride);
         return;
     }
+    if (n_tok == 1 && kt->gemv[wtype]) {
+        kt->gemv[wtype](k, (const char *)w + (size_t)r0 * row_bytes, row_bytes, r1 - r0, act, out + r0);
+        return;
+    }
     const plm_vec_dot_fn dot = kt->vec_dot[wtype];
     for (int64_t r = r0; r < r1; r++) {
         const char *wr = (const char *)w + (size_t)r * row_bytes;

@@ -34,6 +34,10 @@ typedef void (*plm_gemm_fn)(int64_t k, const void *w, size_t w_stride, int64_t n
                             const void *act, size_t act_stride, int n_tok,
                             float *out, int64_t out_stride);
 
+/* One token against n_rows rows of w (w_stride bytes apart): out[r] bit for
+ * bit vec_dot(k, &out[r], row r, act). */
+typedef void (*plm_gemv_fn)(int64_t k, const void *w, size_t w_stride, int64_t n_rows, const void *act, float *out);
+
 /* Attention of n_q query heads sharing one KV head over an f16 cache, with
  * an online softmax, exact or flash (plm_attn_f16 in ops.h is the arithmetic). */
 typedef void (*plm_attn_f16_fn)(float *o, const uint16_t *q, int n_q, const void *k, const void *v,
@@ -80,6 +84,11 @@ typedef struct plm_kernels {
      * table: another table's vec_dot rounds differently.  NULL: the
      * caller loops vec_dot (plm_matmul_exact). */
     plm_gemm_fn gemm_exact[PLM_TYPE_COUNT];
+    /* By weight type, optional: the decode matvec, for kernels that
+     * prepare the activation once for every row; bit for bit this table's
+     * vec_dot, so never filled from another table.  NULL: the caller loops
+     * vec_dot. */
+    plm_gemv_fn gemv[PLM_TYPE_COUNT];
 } plm_kernels;
 
 /* Points every entry t has no function for at base's: a SIMD table lists

@@ -138,38 +138,21 @@ X86_INL void exact_tile_32_zmm(plm_type type, int nt, int64_t nb, const void *x,
  * block's elements 0-15, hi: 16-31) decoded once per step. */
 X86_INL void exact_tile_nibbles_zmm(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as,
                                     float *out, int64_t os) {
-    const bool iq4 = type == PLM_TYPE_IQ4_NL;
     const size_t bx = block_bytes(type);
-    const __m512i lut = _mm512_add_epi8(_mm512_broadcast_i32x4(loadu128(kvalues_iq4nl)), _mm512_set1_epi8((char)0x80));
-    const __m512i bias = _mm512_set1_epi8(nibble_bias(type));
-    const __m512i z = _mm512_setzero_si512();
+    const __m512i lut = nibble_lut();
     __m512 acc[EXACT_T_MAX];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        const char *xi = block_at(type, x, i);
+    for (int64_t i = 0; i + 4 <= nb; i += 4) {
         __m512i lo, hi;
-        const __m128 dw = nibble_codes4(type, (const uint8_t *)xi, bx, lut, &lo, &hi);
+        const __m128 dw = nibble_codes4(type, (const uint8_t *)x + i * bx, bx, lut, &lo, &hi);
         for (int t = 0; t < nt; t++) {
-            const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + t * as) + i;
-            __m512i alo, ahi;
-            act4(y, &alo, &ahi);
-            const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, lo, alo), hi, ahi);
-            const __m512i c = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, bias, alo), bias, ahi);
-            const __m128 s4 = _mm_mul_ps(dw, scales4_one(&y->d, sizeof *y));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(p, c)), spread4(s4), acc[t]);
+            nibble_act4 g;
+            nibble_act4_make(type, (const block_q8_0 *)(const void *)(act + t * as) + i, &g);
+            acc[t] = nibble_dot4(lo, hi, dw, &g, acc[t]);
         }
     }
-    for (int t = 0; t < nt; t++) {
-        float sum = _mm512_reduce_add_ps(acc[t]);
-        if (i < nb) { /* the 0-3 block tail, by vec_dot_32 as vec_dot does it */
-            float tail;
-            vec_dot_32(type, !iq4, (nb - i) * 32, &tail, block_at(type, x, i),
-                       (const block_q8_0 *)(const void *)(act + t * as) + i);
-            sum += tail;
-        }
-        out[t * os] = sum;
-    }
+    for (int t = 0; t < nt; t++)
+        out[t * os] = nibble_row_end(type, acc[t], nb, x, (const block_q8_0 *)(const void *)(act + t * as));
 }
 
 #endif /* X86_ZMM */

@@ -115,6 +115,11 @@ static const plm_kernels X86_FN(simd) = {
         [PLM_TYPE_Q8_K] = X86_FN(quantize_row_q8_K),
     },
 #if X86_ZMM
+    .gemv = {
+        [PLM_TYPE_Q4_0] = X86_FN(gemv_q4_0),
+        [PLM_TYPE_Q5_0] = X86_FN(gemv_q5_0),
+        [PLM_TYPE_IQ4_NL] = X86_FN(gemv_iq4_nl),
+    },
     .gemm_coarse = {
         [PLM_TYPE_Q2_K] = X86_FN(gemm_coarse_q2_K),
         [PLM_TYPE_Q3_K] = X86_FN(gemm_coarse_q3_K),
