@@ -683,6 +683,42 @@ static void test_swiglu(const plm_kernels *kt) {
     CHECK(bad == 0, "%s swiglu: %d values off", kt->name, bad);
 }
 
+/* gelu(g) * u: the reference against ggml's definition (the tanh form in
+ * double at x rounded to f16, the result rounded to f16; 0 at x <= -10, x
+ * at x >= 10) to one f16 rounding, every table against the reference bit
+ * for bit; lengths around the SIMD width, arguments over both clamps and
+ * the odd NaN. */
+static void test_geglu(const plm_kernels *kt) {
+    enum { N = 77 };
+    float g[N], u[N], g0[N], r[N];
+    int bad = 0, off_ref = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        const int n = 1 + rep * 4 % N;
+        for (int i = 0; i < n; i++) {
+            g0[i] = g[i] = r[i] = rng_sym() * (rep < 10 ? 4.0f : 14.0f);
+            u[i] = rng_sym();
+        }
+        if (rep == 7) g0[3] = g[3] = r[3] = NAN;
+        kt->geglu(g, u, n);
+        plm_kernels_ref()->geglu(r, u, n);
+        for (int i = 0; i < n; i++) {
+            if (memcmp(&g[i], &r[i], sizeof *g) != 0 && off_ref++ < 5)
+                fprintf(stderr, "  %s geglu(%.7g) = %.9g, reference %.9g\n", kt->name, g0[i], g[i], r[i]);
+            if (isnan(g0[i])) {
+                if (!isnan(g[i]) && bad++ < 5) fprintf(stderr, "  %s geglu(nan) = %.9g\n", kt->name, g[i]);
+                continue;
+            }
+            const double h = plm_fp16_to_fp32(plm_fp32_to_fp16(g0[i]));
+            const double y = 0.5 * h * (1.0 + tanh(0.7978845608028654 * h * (1.0 + 0.044715 * h * h)));
+            const double want = (g0[i] <= -10.0f ? 0.0 : g0[i] >= 10.0f ? g0[i] : y) * u[i];
+            if (fabs(g[i] - want) <= fabs(want) / 1024.0 + 1e-7) continue; /* one f16 rounding of y */
+            if (bad++ < 5) fprintf(stderr, "  %s geglu(%.7g, %.7g) = %.9g want %.9g\n", kt->name, g0[i], u[i], g[i], want);
+        }
+    }
+    CHECK(bad == 0, "%s geglu: %d values off ggml's definition", kt->name, bad);
+    CHECK(off_ref == 0, "%s geglu: %d values off the reference's bits", kt->name, off_ref);
+}
+
 int main(void) {
     const plm_kernels *list[16];
     const int n = plm_kernels_list(list, 16);
@@ -695,6 +731,7 @@ int main(void) {
         test_attention_f16(list[i]);
         test_attention_quant(list[i]);
         test_swiglu(list[i]);
+        test_geglu(list[i]);
         for (int j = 0; j < N_WTYPES; j++) {
             test_vec_dot(list[i], weight_types[j]);
             test_gemm(list[i], weight_types[j]);

@@ -29,6 +29,7 @@ void plm_kernels_fill_from(plm_kernels *t, const plm_kernels *base) {
     if (!t->attn_f16) t->attn_f16 = base->attn_f16;
     if (!t->attn_quant) t->attn_quant = base->attn_quant;
     if (!t->swiglu) t->swiglu = base->swiglu;
+    if (!t->geglu) t->geglu = base->geglu;
     for (int i = 0; i < PLM_TYPE_COUNT; i++) {
         if (!t->vec_dot[i]) t->vec_dot[i] = base->vec_dot[i];
         if (!t->gemm[i]) t->gemm[i] = base->gemm[i];

@@ -42,7 +42,7 @@ typedef void (*plm_gemv_fn)(int64_t k, const void *w, size_t w_stride, int64_t n
  * an online softmax, exact or flash (plm_attn_f16 in ops.h is the arithmetic). */
 typedef void (*plm_attn_f16_fn)(float *o, const uint16_t *q, int n_q, const void *k, const void *v,
                                 size_t k_stride, size_t v_stride, int n_keys, int hd, float scale, bool flash);
-/* g[i] = silu(g[i]) * u[i] */
+/* g[i] = act(g[i]) * u[i]: SiLU (swiglu) or GELU (geglu, ops.h) */
 typedef void (*plm_swiglu_fn)(float *g, const float *u, int n);
 
 struct plm_kernels;
@@ -62,6 +62,7 @@ typedef struct plm_kernels {
     plm_attn_f16_fn attn_f16;
     plm_attn_quant_fn attn_quant;
     plm_swiglu_fn swiglu;
+    plm_swiglu_fn geglu;                               /* bit for bit plm_geglu */
     plm_vec_dot_fn vec_dot[PLM_TYPE_COUNT];            /* by weight type */
     plm_gemm_fn gemm[PLM_TYPE_COUNT];                  /* by weight type; NULL: loop vec_dot */
     /* By weight type, for the row-interleaved layout (quant/repack.h): w

@@ -481,6 +481,7 @@ static const plm_kernels ref_kernels = {
     .attn_f16 = plm_attn_f16,
     .attn_quant = plm_attn_quant,
     .swiglu = plm_swiglu,
+    .geglu = plm_geglu,
     .vec_dot = {
         [PLM_TYPE_F32] = ref_vec_dot_f32,
         [PLM_TYPE_F16] = ref_vec_dot_f16,

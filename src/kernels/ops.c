@@ -47,7 +47,7 @@ void plm_swiglu(float *g, const float *u, int n) {
  * tanh formula at x rounded to f16, the result rounded to f16; 0 below -10
  * and x above 10.  The same table here (128 KiB, built once): a lookup
  * instead of a tanhf per element of every FFN row. */
-static uint16_t gelu_table[1 << 16];
+static uint16_t gelu_table[(1 << 16) + 1]; /* + 1: SIMD gathers read 4 bytes at an entry */
 static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
 
 static void build_gelu_table(void) {
@@ -56,6 +56,11 @@ static void build_gelu_table(void) {
         const float y = 0.5f * h * (1.0f + tanhf(0.79788456080286535588f * h * (1.0f + 0.044715f * h * h)));
         gelu_table[i] = plm_fp32_to_fp16(y);
     }
+}
+
+const uint16_t *plm_gelu_table(void) {
+    pthread_once(&gelu_once, build_gelu_table);
+    return gelu_table;
 }
 
 void plm_geglu(float *g, const float *u, int n) {

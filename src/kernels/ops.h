@@ -26,6 +26,9 @@ void plm_swiglu(float *g, const float *u, int n);
 /* g[i] = gelu(g[i]) * u[i], GELU's tanh form as ggml computes it (through
  * f16: x >= 10 passes through, x <= -10 gives 0) */
 void plm_geglu(float *g, const float *u, int n);
+/* That f16 -> f16 table, indexed by f16 bits (built on first use), for
+ * SIMD versions of plm_geglu; one entry past the end is readable. */
+const uint16_t *plm_gelu_table(void);
 
 /* sum of f16(a[i]) * f16(b[i]), accumulated in f32 */
 float plm_dot_f16(const uint16_t *a, const uint16_t *b, int n);

@@ -128,7 +128,7 @@ static void matmul_task(void *arg, int ith, int nth) {
         matmul_rows(j, 1, r0, r1);
         for (int t = 0; t < j->n_tok; t++) {
             const int64_t off = (int64_t)t * j->w[0]->rows + r0;
-            if (j->gate_act == PLM_ACT_GELU_TANH) plm_geglu(j->out[0] + off, j->out[1] + off, (int)(r1 - r0));
+            if (j->gate_act == PLM_ACT_GELU_TANH) j->kt->geglu(j->out[0] + off, j->out[1] + off, (int)(r1 - r0));
             else j->kt->swiglu(j->out[0] + off, j->out[1] + off, (int)(r1 - r0));
         }
     }
@@ -206,11 +206,11 @@ static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, 
     matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu, .gate_act = ctx->model->arch->act,
                     .rowwise = ctx->rowwise_matmul, .coarse = ctx->coarse_prefill && !ctx->rowwise_matmul,
                     .rowwise_from = ctx->rowwise_from < n ? ctx->rowwise_from : n};
-    int64_t rows = 0;
+    int64_t rows = 0; /* to hand out: with swiglu a chunk is gate's and up's same rows */
     for (int i = 0; i < n_w; i++) {
         j.w[i] = w[i];
         j.out[i] = out[i];
-        rows += w[i]->rows;
+        if (!swiglu || i == 0) rows += w[i]->rows;
     }
     /* Not the output matrix: its requantization error would reach the
      * logits unaveraged, and a prompt's pass asks it for one token anyway

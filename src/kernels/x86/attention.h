@@ -227,3 +227,25 @@ X86_TARGET static void X86_FN(swiglu)(float *g, const float *u, int n) {
     }
     plm_swiglu(g + i, u + i, n - i);
 }
+
+/* g = gelu(g) * u eight at a time, plm_geglu's table look-up: x rounded to
+ * f16 by the hardware (round to nearest even, as plm_fp32_to_fp16), the
+ * table's f16 entries gathered as 32-bit words and cut to their low half.
+ * The scalar conversion and look-up were 3% of gemma's decode. */
+X86_TARGET static void X86_FN(geglu)(float *g, const float *u, int n) {
+    const int *table = (const int *)(const void *)plm_gelu_table();
+    const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+    const __m256i low16 = _mm256_set1_epi32(0xffff);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m256i e = _mm256_and_si256(_mm256_i32gather_epi32(table, h, 2), low16);
+        const __m256i e16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(e, e), 0x08);
+        __m256 y = _mm256_cvtph_ps(_mm256_castsi256_si128(e16));
+        y = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, hi, _CMP_GE_OQ));
+        y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LE_OQ));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(y, _mm256_loadu_ps(u + i)));
+    }
+    plm_geglu(g + i, u + i, n - i);
+}

@@ -32,6 +32,7 @@ static const plm_kernels X86_FN(simd) = {
     .attn_f16 = X86_FN(attn_f16),
     .attn_quant = X86_FN(attn_quant),
     .swiglu = X86_FN(swiglu),
+    .geglu = X86_FN(geglu),
     .vec_dot = {
         [PLM_TYPE_F32] = X86_FN(vec_dot_f32),
         [PLM_TYPE_F16] = X86_FN(vec_dot_f16),
