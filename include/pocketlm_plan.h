@@ -231,6 +231,16 @@ typedef struct plm_plan {
 PLM_API plm_status plm_plan_add_draft(plm_plan *target, const plm_plan *draft, int draft_max, plm_error *err);
 
 /* Plans `path` from its header (the tensor data is never read). */
+/* Whether the row-interleaved layout (plm_model_params.repack) measured no
+ * slower end to end for the plan's main format (most weight bytes) with the
+ * kernels this process runs (PLM_KERNELS counts): Q4_0 everywhere; Q8_0
+ * with the AVX-512 VNNI kernels (decode equal, batches of 4-8 tokens
+ * 1.3-2x: serve's slots, speculative verification; AVX2's Q8_0 decode
+ * measured slower).  Q4_K_M's decode measured slower (docs/BENCHMARKS.md,
+ * 2026-12-01): repacked only on request.  The tools repack by default when
+ * this holds and the bill allows. */
+PLM_API bool plm_plan_repack_pays(const plm_plan *plan);
+
 PLM_API plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *out,
                          plm_error *err);
 

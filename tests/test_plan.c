@@ -189,6 +189,41 @@ static void test_fixtures(void) {
           "head size 8 cannot hold q8_0 blocks");
 }
 
+/* The default repack decision: by the file's main format and, for Q8_0,
+ * the kernel table in use (PLM_KERNELS forces another). */
+static bool repack_pays_for(const char *fixture) {
+    plm_plan_params pp = plm_plan_default_params();
+    plm_plan p;
+    plm_error err;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", SHARED("models/fixtures"), fixture);
+    if (plm_plan_file(path, &pp, &p, &err) != PLM_OK) {
+        CHECK(false, "%s: %s", path, err.message);
+        return false;
+    }
+    return plm_plan_repack_pays(&p);
+}
+
+static void test_repack_pays(void) {
+    const char *saved = getenv("PLM_KERNELS");
+    char keep[32] = "";
+    if (saved) snprintf(keep, sizeof keep, "%s", saved);
+    CHECK(repack_pays_for("fixture-llama-pure-Q4_0.gguf"), "Q4_0: repacking pays");
+    CHECK(!repack_pays_for("fixture-llama-Q4_K_M.gguf"), "Q4_K_M: repacked only on request");
+    CHECK(!repack_pays_for("fixture-llama-f16.gguf"), "F16: nothing to repack by default");
+    setenv("PLM_KERNELS", "ref", 1);
+    CHECK(!repack_pays_for("fixture-llama-pure-Q8_0.gguf"), "Q8_0 off the AVX-512 kernels: not by default");
+    CHECK(repack_pays_for("fixture-llama-pure-Q4_0.gguf"), "Q4_0 with any kernels");
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) {
+        setenv("PLM_KERNELS", "avx512", 1);
+        CHECK(repack_pays_for("fixture-llama-pure-Q8_0.gguf"), "Q8_0 with the AVX-512 VNNI kernels");
+    }
+#endif
+    if (saved) setenv("PLM_KERNELS", keep, 1);
+    else unsetenv("PLM_KERNELS");
+}
+
 /* ---- accuracy: predicted vs measured peak RSS --------------------------- */
 
 /* Writes a prompt of `reps` x ~65 tokens in the stories vocabulary into a
@@ -503,6 +538,7 @@ int main(void) {
     test_devices();
     test_this_device();
     test_fixtures();
+    test_repack_pays();
     char dir[] = "/tmp/plm_plan_moe_XXXXXX", f16[256], q4[256];
     if (moe_files(dir, f16, q4, sizeof f16)) test_moe_active(f16);
     else CHECK(false, "pocketlm synth/quantize of test-qwen3moe-tiny failed");

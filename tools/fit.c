@@ -151,27 +151,6 @@ bool fit_context_info(const char *cmd, const char *model_path, bool use_mmap, co
     return true;
 }
 
-/* Whether the file's main format (most weight bytes) is one whose repacked
- * kernels measured no slower end to end: Q4_0 everywhere; Q8_0 where the
- * AVX-512 VNNI table runs it (decode equal, batches of 4-8 tokens 1.3-2x:
- * serve's slots and speculative verification; the AVX2 table's Q8_0
- * decode measured slower).  Q4_K_M's decode measured slower
- * (docs/BENCHMARKS.md, 2026-12-01), so it is repacked only on request. */
-static bool repack_pays(const plm_plan *p) {
-    int best = -1;
-    for (int i = 0; i < p->n_types; i++)
-        if (best < 0 || p->types[i].bytes > p->types[best].bytes) best = i;
-    if (best < 0) return false;
-    const char *type = p->types[best].type;
-    if (strcmp(type, "Q4_0") == 0) return true;
-    if (strcmp(type, "Q8_0") != 0) return false;
-    plm_cpu_info cpu;
-    plm_error err;
-    const char *forced = getenv("PLM_KERNELS"); /* another table than the best one */
-    return (!forced || strcmp(forced, "avx512") == 0) && plm_probe_cpu(&cpu, &err) == PLM_OK &&
-           strstr(cpu.features, "avx512vnni") != NULL;
-}
-
 bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const char *mem_limit,
                 const plm_context_params *cp, bool forced) {
     if (!forced && !use_mmap) return false; /* the copies would come on top of the file's image */
@@ -186,7 +165,7 @@ bool fit_repack(const char *cmd, const char *model_path, bool use_mmap, const ch
         if (forced) fprintf(stderr, "pocketlm %s: %s\n", cmd, err.message);
         return false;
     }
-    if (!forced) return plan.repack_bytes > 0 && plan.peak_rss <= v.budget_bytes / 2 && repack_pays(&plan);
+    if (!forced) return plan.repack_bytes > 0 && plan.peak_rss <= v.budget_bytes / 2 && plm_plan_repack_pays(&plan);
     if (v.fit == PLM_FITS) return true;
     char a[32], b[32], c[32];
     fprintf(stderr, "pocketlm %s: not repacking: with %s of interleaved copies the bill is %s, over the budget %s (%s)\n",

@@ -474,6 +474,17 @@ static plm_status plan_hparams_from_file(plm_plan *p, const char *path, const pl
     return PLM_OK;
 }
 
+bool plm_plan_repack_pays(const plm_plan *p) {
+    int best = -1;
+    for (int i = 0; i < p->n_types; i++)
+        if (best < 0 || p->types[i].bytes > p->types[best].bytes) best = i;
+    if (best < 0) return false;
+    const char *type = p->types[best].type;
+    if (strcmp(type, "Q4_0") == 0) return true;
+    const plm_kernels *kt = plm_kernels_select(NULL);
+    return strcmp(type, "Q8_0") == 0 && kt && strcmp(kt->name, "avx512") == 0;
+}
+
 plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *p, plm_error *err) {
     memset(p, 0, sizeof *p);
     plm_gguf_open_params gp = {.use_mmap = true};
