@@ -94,3 +94,49 @@ export function top2(x) {
   }
   return [a, x[a] - x[b]];
 }
+
+// Short story openings in stories260K's vocabulary, for serving tests.
+export const STORY_PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went to the park", "One day, a bird",
+                              "Sam had a red ball", "The sun was hot", "Mom said", "There was a big tree"];
+
+// A greedy /v1/completions request: the response's JSON, or for a stream its
+// pieces joined into the same shape ({ choices: [{ text }] }).
+export async function completion(port, body, stream = false) {
+  const r = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ temperature: 0, ...body, stream }),
+  });
+  if (!stream) return r.json();
+  let text = "";
+  for (const line of (await r.text()).split("\n")) {
+    if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
+    text += JSON.parse(line.slice(6)).choices[0].text ?? "";
+  }
+  return { choices: [{ text }] };
+}
+
+// One counter of a server's /metrics (pocketlm_NAME).
+export async function metric(port, name) {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return Number(new RegExp(`^pocketlm_${name} (\\S+)$`, "m").exec(text)?.[1]);
+}
+
+// llama.cpp's greedy continuation of BOS + prompt as text: n tokens, or
+// fewer when stopAtEos and it ends the text first.  One thread: on a loaded
+// machine its default threads spin-wait for each other.
+export async function llamaGreedyText(modelPath, prompt, n, { stopAtEos = false } = {}) {
+  const l = await llama();
+  const model = await l.loadModel({ modelPath });
+  const context = await model.createContext({ contextSize: 256, threads: 1 });
+  const out = [];
+  for await (const t of context.getSequence().evaluate([model.tokens.bos, ...model.tokenize(prompt)],
+                                                         { temperature: 0 })) {
+    if (stopAtEos && (model.isSpecialToken?.(t) || t === model.tokens.eos)) break;
+    out.push(t);
+    if (out.length === n) break;
+  }
+  const text = model.detokenize(out);
+  await context.dispose();
+  await model.dispose();
+  return text;
+}

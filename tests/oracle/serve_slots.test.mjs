@@ -8,12 +8,11 @@
 // the slot's cache: each turn evaluates only its new tokens (the server's
 // per-request log line and usage.prompt_tokens_details say how many).
 import path from "node:path";
-import { SHARED, llama, check, finish, startServer, killServers } from "./lib.mjs";
+import { SHARED, check, finish, startServer, killServers, STORY_PROMPTS as PROMPTS, completion, metric,
+         llamaGreedyText } from "./lib.mjs";
 
 const MODEL = path.join(SHARED, "models/stories260K.gguf");
 const N = 40;
-const PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went to the park", "One day, a bird",
-                 "Sam had a red ball", "The sun was hot", "Mom said", "There was a big tree"];
 
 process.on("exit", killServers);
 const watchdog = setTimeout(() => { console.error("FAIL: the test ran past 240 s"); killServers(); process.exit(1); },
@@ -26,19 +25,8 @@ const watchdog = setTimeout(() => { console.error("FAIL: the test ran past 240 s
 const serve = (parallel) => startServer(["-m", MODEL, "-c", "512", "-t", "1", "--parallel", String(parallel),
                                          "--queue", "16", "--batch-invariant"]);
 
-async function complete(port, prompt, { stream = false, n = N, ignore_eos = false } = {}) {
-  const r = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
-    method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ prompt, max_tokens: n, temperature: 0, stream, ignore_eos }),
-  });
-  if (!stream) return (await r.json()).choices[0].text;
-  let text = "";
-  for (const line of (await r.text()).split("\n")) {
-    if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
-    text += JSON.parse(line.slice(6)).choices[0].text ?? "";
-  }
-  return text;
-}
+const complete = async (port, prompt, { stream = false, n = N, ignore_eos = false } = {}) =>
+  (await completion(port, { prompt, max_tokens: n, ignore_eos }, stream)).choices[0].text;
 
 async function chat(port, messages) {
   const r = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
@@ -48,29 +36,7 @@ async function chat(port, messages) {
   return r.json();
 }
 
-async function metric(port, name) {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return Number(new RegExp(`^pocketlm_${name} (\\S+)$`, "m").exec(text)?.[1]);
-}
-
-// llama.cpp's greedy continuation of the first prompt.
-async function llamaGreedy(prompt) {
-  const l = await llama();
-  const model = await l.loadModel({ modelPath: MODEL });
-  // One thread: on a loaded machine its default threads spin-wait for each other.
-  const context = await model.createContext({ contextSize: 256, threads: 1 });
-  const out = [];
-  for await (const t of context.getSequence().evaluate([model.tokens.bos, ...model.tokenize(prompt)],
-                                                         { temperature: 0 })) {
-    if (model.isSpecialToken?.(t) || t === model.tokens.eos) break;
-    out.push(t);
-    if (out.length === N) break;
-  }
-  const text = model.detokenize(out);
-  await context.dispose();
-  await model.dispose();
-  return text;
-}
+const llamaGreedy = (prompt) => llamaGreedyText(MODEL, prompt, N, { stopAtEos: true });
 
 try {
   // ---- the answers served alone --------------------------------------------------

@@ -11,12 +11,11 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { SHARED, BIN, llama, check, finish, startServer, killServers } from "./lib.mjs";
+import { SHARED, BIN, check, finish, startServer, killServers, STORY_PROMPTS as PROMPTS, completion, metric,
+         llamaGreedyText } from "./lib.mjs";
 
 const MODEL = path.join(SHARED, "models/stories260K.gguf");
 const N = 48;
-const PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went to the park", "One day, a bird",
-                 "Sam had a red ball", "The sun was hot", "Mom said", "There was a big tree"];
 const tmp = mkdtempSync(path.join(os.tmpdir(), "plm-serve-spec-"));
 
 process.on("exit", () => { killServers(); rmSync(tmp, { recursive: true, force: true }); });
@@ -30,44 +29,19 @@ const serve = (parallel, extra = [], invariant = true) =>
   startServer(["-m", MODEL, "-c", "512", "-t", "1", "--parallel", String(parallel), "--queue", "16",
                ...(invariant ? ["--batch-invariant"] : []), ...extra]);
 
-async function complete(port, prompt, { stream = false, n = N, extra = {} } = {}) {
-  const r = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
-    method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ prompt, max_tokens: n, temperature: 0, ignore_eos: true, stream, ...extra }),
-  });
-  if (!stream) return r.json();
-  let text = "";
-  for (const line of (await r.text()).split("\n")) {
-    if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
-    text += JSON.parse(line.slice(6)).choices[0].text ?? "";
-  }
-  return { choices: [{ text }] };
-}
+const complete = (port, prompt, { stream = false, n = N, extra = {} } = {}) =>
+  completion(port, { prompt, max_tokens: n, ignore_eos: true, ...extra }, stream);
 const text = async (port, prompt, opts) => (await complete(port, prompt, opts)).choices[0].text;
 
 async function metrics(port) {
-  const t = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const get = (name) => Number(new RegExp(`^pocketlm_${name} (\\S+)$`, "m").exec(t)?.[1]);
-  return { drafted: get("spec_drafted_tokens_total"), accepted: get("spec_accepted_tokens_total"),
-           verifications: get("spec_verifications_total"), generated: get("generated_tokens_total") };
+  const [drafted, accepted, verifications, generated] = await Promise.all(
+    ["spec_drafted_tokens_total", "spec_accepted_tokens_total", "spec_verifications_total",
+     "generated_tokens_total"].map((name) => metric(port, name)));
+  return { drafted, accepted, verifications, generated };
 }
 
 // llama.cpp's greedy continuation (ignoring end of text, as the requests do).
-async function llamaGreedy(prompt) {
-  const l = await llama();
-  const model = await l.loadModel({ modelPath: MODEL });
-  const context = await model.createContext({ contextSize: 256, threads: 1 });
-  const out = [];
-  for await (const t of context.getSequence().evaluate([model.tokens.bos, ...model.tokenize(prompt)],
-                                                         { temperature: 0 })) {
-    out.push(t);
-    if (out.length === N) break;
-  }
-  const s = model.detokenize(out);
-  await context.dispose();
-  await model.dispose();
-  return s;
-}
+const llamaGreedy = (prompt) => llamaGreedyText(MODEL, prompt, N);
 
 // 8 clients at once (4 queued) on a --parallel 4 server: every answer must be
 // the one served alone; returns the /metrics difference.
