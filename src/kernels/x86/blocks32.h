@@ -6,9 +6,9 @@
  * A block decodes to its 32 weights in element order, as signed bytes
  * (block32_signed) or as unsigned codes w + block32_offset(type)
  * (block32_unsigned).  The vec_dot and the row gemm's tile are shared by
- * every format; the AVX-512 table adds 512-bit decode kernels for the two
- * nibble formats whose decode is a table look-up or an offset (Q4_0,
- * IQ4_NL), and a panel gemm (gemm_panel.h).
+ * every format; the AVX-512 table adds 512-bit decode kernels for the
+ * nibble formats whose decode is a table look-up or an offset (Q4_0, Q5_0,
+ * IQ4_NL: vec_dot and the gemv matvec), and a panel gemm (gemm_panel.h).
  */
 
 /* Every 32-element block starts with its f16 scale d; Q4_1 and Q5_1 follow
