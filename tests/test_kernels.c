@@ -351,19 +351,19 @@ static void test_gemm_exact(const plm_kernels *kt, plm_type wt) {
 
 /* The decode matvec (a table's gemv, through plm_matmul with one token):
  * bit for bit the table's vec_dot on rows long enough for every path of
- * the AVX-512 nibble kernels (the activation prepared on the stack up to
- * 16384 columns, the row loop beyond; 0-3 block tails), an odd row range,
+ * the AVX-512 kernels (the activation prepared on the stack up to 16384
+ * columns, the row loop beyond; 0-3 block tails), an odd row range,
  * the outputs outside it untouched. */
-enum { GEMV_ROWS = 6, GEMV_MAXK = 16384 + 160 };
+enum { GEMV_ROWS = 6, GEMV_MAXK = 16384 + 256 };
 
 static void test_gemv(const plm_kernels *kt, plm_type wt) {
     const plm_type_info *ti = plm_type_info_get(wt);
-    const int64_t ks[] = {1152, 1184, 16384, 16384 + 128, GEMV_MAXK};
+    const int64_t ks[] = {256, 1152, 1184, 16384, 16384 + 128, 16384 + 160, GEMV_MAXK};
     static uint8_t w[GEMV_ROWS * GEMV_MAXK * 2], a[GEMV_MAXK * 2];
     static float x[GEMV_MAXK];
     if (!kt->gemv[wt]) return;
     int bad = 0;
-    for (int ik = 0; ik < 5; ik++) {
+    for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++) {
         const int64_t k = ks[ik];
         if (k % ti->block_size != 0 || ti->block_size == 1) continue; /* float rows: random_weights' 8192 */
         const size_t wrow = plm_row_size(wt, k);
