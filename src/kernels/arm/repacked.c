@@ -17,24 +17,25 @@
  * -8 * sum(a)) serve every
  * token of the tile; a token's block is 8 SDOTs, a convert and a
  * multiply-add by the four rows' scales times its own.
+ *
+ * The layout's codes and scale planes are read by repacked_unpack.h, which
+ * the SMMLA kernels (repacked_i8mm.c) share.
  */
 #include "kernels/arm/arm.h"
 
 #if defined(PLM_ARM)
 
-#include "quant/repack.h"
+#include "kernels/arm/repacked_unpack.h"
 
-enum { RPA_R = 16, RPA_C = 4 }; /* rows per group, tokens per tile */
+enum { RPA_R = PLM_REPACK_ROWS, RPA_C = 4 }; /* rows per group, tokens per tile */
 
-#define RPA_INL static inline __attribute__((always_inline)) PLM_TARGET_DOTPROD
+#define RPA_INL PLM_ARM_INL PLM_TARGET_DOTPROD
 
 /* Group g of rows 4m..4m+3 as signed weights (Q4_0 with `nibbles`: the
  * unsigned nibble, its -8 left to the dot's start). */
 RPA_INL int8x16_t rpa_codes(plm_type type, const uint8_t *codes, int g, int m, bool nibbles) {
-    if (type == PLM_TYPE_Q8_0)
-        return vreinterpretq_s8_u8(veorq_u8(vld1q_u8(codes + 64 * g + 16 * m), vdupq_n_u8(0x80)));
-    const uint8x16_t q = vld1q_u8(codes + 64 * (g & 3) + 16 * m);
-    const uint8x16_t u = g < 4 ? vandq_u8(q, vdupq_n_u8(0x0f)) : vshrq_n_u8(q, 4);
+    const uint8x16_t u = plm_arm_rp_codes32(type, codes, g, m);
+    if (type == PLM_TYPE_Q8_0) return vreinterpretq_s8_u8(veorq_u8(u, vdupq_n_u8(0x80)));
     if (type == PLM_TYPE_IQ4_NL) return vqtbl1q_s8(vld1q_s8(kvalues_iq4nl), u);
     return nibbles ? vreinterpretq_s8_u8(u) : vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(8));
 }
@@ -78,7 +79,7 @@ RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
         /* fully unrolled (GCC left the loops rolled, with the codes and the
          * accumulators on the stack) */
         _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
-            const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
+            const float32x4_t dw = plm_arm_rp_f16x4(blk, m);
             int8x16_t w[8];
             _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) w[g] = rpa_codes(type, codes, g, m, nibbles);
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
@@ -133,61 +134,12 @@ PLM_TARGET_DOTPROD static void gemm_repacked_iq4_nl_dotprod(int64_t k, const voi
  * only that total meets the floats:
  *   acc += d_a * (d * isum - dmin * sum_s m_s * bsum_s) */
 
-/* Shifts every byte left by n (right for n < 0). */
-RPA_INL uint8x16_t rpk_shift(uint8x16_t v, int n) { return vshlq_u8(v, vdupq_n_s8((int8_t)n)); }
-
-/* Four int8 scales as int32 lanes. */
-RPA_INL int32x4_t rpk_i8x4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(v)))));
-}
-
-/* Q4_K/Q5_K's 8 scales and mins of the 16 rows (plane p: byte p of every row). */
-RPA_INL void rpk_scales_k4(const uint8_t *planes, int8_t sc[8][16], int8_t mn[8][16]) {
-    const uint8x16_t m63 = vdupq_n_u8(63), m0f = vdupq_n_u8(0x0f);
-    uint8x16_t P[K_SCALE_SIZE];
-    _Pragma("GCC unroll 12") for (int p = 0; p < K_SCALE_SIZE; p++) P[p] = vld1q_u8(planes + 16 * p);
-    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
-        uint8x16_t s, m;
-        if (j < 4) {
-            s = vandq_u8(P[j], m63);
-            m = vandq_u8(P[j + 4], m63);
-        } else { /* the top two bits come from bits 6-7 of bytes j-4 and j */
-            s = vorrq_u8(vandq_u8(P[j + 4], m0f), vshlq_n_u8(vshrq_n_u8(P[j - 4], 6), 4));
-            m = vorrq_u8(vshrq_n_u8(P[j + 4], 4), vshlq_n_u8(vshrq_n_u8(P[j], 6), 4));
-        }
-        vst1q_s8(sc[j], vreinterpretq_s8_u8(s));
-        vst1q_s8(mn[j], vreinterpretq_s8_u8(m));
-    }
-}
-
-/* IQ4_XS's 8 scales of the 16 rows, unbiased (ls - 32). */
-RPA_INL void rpk_scales_xs(const uint8_t *planes, int8_t sc[8][16]) {
-    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
-        const uint8x16_t lo = vandq_u8(rpk_shift(vld1q_u8(planes + 16 * (s / 2)), -4 * (s % 2)), vdupq_n_u8(0x0f));
-        const uint8x16_t hi = vandq_u8(rpk_shift(vld1q_u8(planes + 16 * (4 + s / 4)), -2 * (s % 4)), vdupq_n_u8(3));
-        vst1q_s8(sc[s], vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32)));
-    }
-}
-
 /* Group g of sub-block s of rows 4m..4m+3 as signed bytes. */
 RPA_INL int8x16_t rpk_codes(plm_type type, const uint8_t *blk, int s, int g, int m) {
-    const plm_repack_k_layout L = plm_repack_k(type);
-    const int at = 64 * g + 16 * m;
-    const uint8x16_t v = vld1q_u8(blk + L.codes + 512 * (s / 2) + at);
-    const uint8x16_t u = s % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
+    const uint8x16_t u = plm_arm_rp_codes_k(type, blk, s, g, m);
     if (type == PLM_TYPE_IQ4_XS) return vqtbl1q_s8(vld1q_s8(kvalues_iq4nl), u);
-    if (type == PLM_TYPE_Q5_K) /* bit s of the high byte to bit 4 */
-        return vreinterpretq_s8_u8(vorrq_u8(u, vandq_u8(rpk_shift(vld1q_u8(blk + L.high + at), 4 - s), vdupq_n_u8(0x10))));
-    if (type == PLM_TYPE_Q6_K) { /* bits 2q, 2q + 1 of run s / 4 to bits 4, 5 */
-        const uint8x16_t hb = vld1q_u8(blk + L.high + 512 * (s / 4) + at);
-        return vreinterpretq_s8_u8(vorrq_u8(u, vandq_u8(rpk_shift(hb, 4 - 2 * (s % 4)), vdupq_n_u8(0x30))));
-    }
     return vreinterpretq_s8_u8(u);
 }
-
-RPA_INL bool rpk_mins(plm_type type) { return type == PLM_TYPE_Q4_K || type == PLM_TYPE_Q5_K; }
 
 /* C tokens x 16 rows of one group, all super-blocks of a row. */
 RPA_INL void rpk_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, const char *act, size_t as, float *out,
@@ -201,8 +153,8 @@ RPA_INL void rpk_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = grp + (size_t)b * sb;
         int8_t sc[8][16], mn[8][16];
-        if (rpk_mins(type)) rpk_scales_k4(blk + L.scales, sc, mn);
-        else if (type == PLM_TYPE_IQ4_XS) rpk_scales_xs(blk + L.scales, sc);
+        if (plm_arm_rp_mins(type)) plm_arm_rp_scales_k4(blk + L.scales, sc, mn);
+        else if (type == PLM_TYPE_IQ4_XS) plm_arm_rp_scales_xs(blk + L.scales, sc);
         const int8_t *q6sc = (const int8_t *)(blk + L.scales); /* Q6_K: 16 planes of int8 scales */
         const block_q8_K *y[RPA_C];
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) y[c] = (const block_q8_K *)(const void *)(act + (size_t)c * as) + b;
@@ -213,8 +165,8 @@ RPA_INL void rpk_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
                 int8x16_t w[8];
                 _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) w[g] = rpk_codes(type, blk, s, g, m);
                 /* Q6_K: a scale for each 16-element half */
-                const int32x4_t scA = rpk_i8x4((type == PLM_TYPE_Q6_K ? q6sc + 32 * s : sc[s]) + 4 * m);
-                const int32x4_t scB = type == PLM_TYPE_Q6_K ? rpk_i8x4(q6sc + 32 * s + 16 + 4 * m) : scA;
+                const int32x4_t scA = plm_arm_rp_i8x4((type == PLM_TYPE_Q6_K ? q6sc + 32 * s : sc[s]) + 4 * m);
+                const int32x4_t scB = type == PLM_TYPE_Q6_K ? plm_arm_rp_i8x4(q6sc + 32 * s + 16 + 4 * m) : scA;
                 _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
                     const int8_t *qs = y[c]->qs + 32 * s;
                     const int8x16_t a0 = vld1q_s8(qs), a1 = vld1q_s8(qs + 16);
@@ -231,14 +183,14 @@ RPA_INL void rpk_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
                     else isum[c] = vmlaq_s32(isum[c], vaddq_s32(s0, s1), scA);
                 }
             }
-            const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
+            const float32x4_t dw = plm_arm_rp_f16x4(blk, m);
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
                 acc[m][c] = vfmaq_f32(acc[m][c], vcvtq_f32_s32(isum[c]), vmulq_n_f32(dw, y[c]->d));
-                if (!rpk_mins(type)) continue;
+                if (!plm_arm_rp_mins(type)) continue;
                 int32x4_t imin = vdupq_n_s32(0);
                 _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
-                    imin = vmlaq_n_s32(imin, rpk_i8x4(mn[s] + 4 * m), y[c]->bsums[2 * s] + y[c]->bsums[2 * s + 1]);
-                const float32x4_t dm = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(blk + L.dmin) + 4 * m)));
+                    imin = vmlaq_n_s32(imin, plm_arm_rp_i8x4(mn[s] + 4 * m), y[c]->bsums[2 * s] + y[c]->bsums[2 * s + 1]);
+                const float32x4_t dm = plm_arm_rp_f16x4(blk + L.dmin, m);
                 acc[m][c] = vfmsq_f32(acc[m][c], vcvtq_f32_s32(imin), vmulq_n_f32(dm, y[c]->d));
             }
         }

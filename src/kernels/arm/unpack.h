@@ -15,8 +15,6 @@
 
 #if defined(PLM_ARM)
 
-#define PLM_ARM_INL static inline __attribute__((always_inline))
-
 /* The gemms' blocking: rows in bands of PLM_ARM_GEMM_RB, whose weights stay
  * in L2 while every tile of PLM_ARM_GEMM_T tokens' activations (T x k bytes,
  * in L1) passes over them. */
