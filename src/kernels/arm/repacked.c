@@ -92,37 +92,6 @@ RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
         _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) vst1q_f32(out + c * os + 4 * m, acc[m][c]);
 }
 
-RPA_INL void rpa_gemm(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
-                      int nt, float *out, int64_t os) {
-    for (int t0 = 0; t0 < nt; t0 += RPA_C) {
-        const int tn = nt - t0 < RPA_C ? nt - t0 : RPA_C;
-        const char *at = (const char *)act + (size_t)t0 * as;
-        for (int64_t r = 0; r < nr; r += RPA_R) {
-            const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
-            float *o = out + (int64_t)t0 * os + r;
-            if (tn == RPA_C) rpa_tile(type, RPA_C, grp, k / 32, at, as, o, os);
-            else if (tn == 1) rpa_tile(type, 1, grp, k / 32, at, as, o, os);
-            else rpa_tile(type, tn, grp, k / 32, at, as, o, os);
-        }
-    }
-}
-
-PLM_TARGET_DOTPROD static void gemm_repacked_q4_0_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
-                                                          const void *act, size_t as, int nt, float *out, int64_t os) {
-    rpa_gemm(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
-}
-
-PLM_TARGET_DOTPROD static void gemm_repacked_q8_0_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
-                                                          const void *act, size_t as, int nt, float *out, int64_t os) {
-    rpa_gemm(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
-}
-
-PLM_TARGET_DOTPROD static void gemm_repacked_iq4_nl_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
-                                                            const void *act, size_t as, int nt, float *out,
-                                                            int64_t os) {
-    rpa_gemm(PLM_TYPE_IQ4_NL, k, w, ws, nr, act, as, nt, out, os);
-}
-
 /* ---- super-block formats: Q4_K, Q5_K, Q6_K, IQ4_XS ------------------------
  * As the x86 kernel (x86/repacked_k.h), a quarter of 4 rows at a time: per
  * super-block the 16 rows' sub-block scales are unpacked together into
@@ -199,40 +168,65 @@ RPA_INL void rpk_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
         _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) vst1q_f32(out + c * os + 4 * m, acc[m][c]);
 }
 
-RPA_INL void rpk_gemm(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+/* ---- the table's entries -------------------------------------------------- */
+
+/* Tiles of RPA_C tokens (the last one 1 to RPA_C), each over every group. */
+RPA_INL void rpa_gemm(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
                       int nt, float *out, int64_t os) {
+    const bool super =
+        type == PLM_TYPE_Q4_K || type == PLM_TYPE_Q5_K || type == PLM_TYPE_Q6_K || type == PLM_TYPE_IQ4_XS;
     for (int t0 = 0; t0 < nt; t0 += RPA_C) {
         const int tn = nt - t0 < RPA_C ? nt - t0 : RPA_C;
         const char *at = (const char *)act + (size_t)t0 * as;
         for (int64_t r = 0; r < nr; r += RPA_R) {
             const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
             float *o = out + (int64_t)t0 * os + r;
-            if (tn == RPA_C) rpk_tile(type, RPA_C, grp, k / QK_K, at, as, o, os);
-            else if (tn == 1) rpk_tile(type, 1, grp, k / QK_K, at, as, o, os);
-            else rpk_tile(type, tn, grp, k / QK_K, at, as, o, os);
+            if (super) {
+                if (tn == RPA_C) rpk_tile(type, RPA_C, grp, k / QK_K, at, as, o, os);
+                else if (tn == 1) rpk_tile(type, 1, grp, k / QK_K, at, as, o, os);
+                else rpk_tile(type, tn, grp, k / QK_K, at, as, o, os);
+            } else if (tn == RPA_C) rpa_tile(type, RPA_C, grp, k / 32, at, as, o, os);
+            else if (tn == 1) rpa_tile(type, 1, grp, k / 32, at, as, o, os);
+            else rpa_tile(type, tn, grp, k / 32, at, as, o, os);
         }
     }
 }
 
+PLM_TARGET_DOTPROD static void gemm_repacked_q4_0_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
+                                                          const void *act, size_t as, int nt, float *out, int64_t os) {
+    rpa_gemm(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_DOTPROD static void gemm_repacked_q8_0_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
+                                                          const void *act, size_t as, int nt, float *out, int64_t os) {
+    rpa_gemm(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+PLM_TARGET_DOTPROD static void gemm_repacked_iq4_nl_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
+                                                            const void *act, size_t as, int nt, float *out,
+                                                            int64_t os) {
+    rpa_gemm(PLM_TYPE_IQ4_NL, k, w, ws, nr, act, as, nt, out, os);
+}
+
 PLM_TARGET_DOTPROD static void gemm_repacked_q4_K_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
                                                           const void *act, size_t as, int nt, float *out, int64_t os) {
-    rpk_gemm(PLM_TYPE_Q4_K, k, w, ws, nr, act, as, nt, out, os);
+    rpa_gemm(PLM_TYPE_Q4_K, k, w, ws, nr, act, as, nt, out, os);
 }
 
 PLM_TARGET_DOTPROD static void gemm_repacked_q5_K_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
                                                           const void *act, size_t as, int nt, float *out, int64_t os) {
-    rpk_gemm(PLM_TYPE_Q5_K, k, w, ws, nr, act, as, nt, out, os);
+    rpa_gemm(PLM_TYPE_Q5_K, k, w, ws, nr, act, as, nt, out, os);
 }
 
 PLM_TARGET_DOTPROD static void gemm_repacked_q6_K_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
                                                           const void *act, size_t as, int nt, float *out, int64_t os) {
-    rpk_gemm(PLM_TYPE_Q6_K, k, w, ws, nr, act, as, nt, out, os);
+    rpa_gemm(PLM_TYPE_Q6_K, k, w, ws, nr, act, as, nt, out, os);
 }
 
 PLM_TARGET_DOTPROD static void gemm_repacked_iq4_xs_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
                                                             const void *act, size_t as, int nt, float *out,
                                                             int64_t os) {
-    rpk_gemm(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
+    rpa_gemm(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
 }
 
 void plm_arm_fill_repacked(plm_kernels *t) {
