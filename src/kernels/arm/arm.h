@@ -36,6 +36,10 @@
 #define PLM_TARGET_I8MM __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
 #endif
 
+/* The kernels' helpers: always inlined, so a constant plm_type argument
+ * gives each caller straight-line code for its format. */
+#define PLM_ARM_INL static inline __attribute__((always_inline))
+
 /* f16 -> f32 with the FCVT instruction (exact, like plm_fp16_to_fp32). */
 static inline float plm_arm_h2f(plm_fp16_t h) {
     __fp16 f;

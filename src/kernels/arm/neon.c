@@ -56,38 +56,52 @@ static void vec_dot_f32(int64_t n, float *s, const void *vw, const void *va) {
     *s = (float)sum;
 }
 
-/* f16 -> f32 with FCVTL (exact), then as F32. */
-static void vec_dot_f16(int64_t n, float *s, const void *vw, const void *va) {
-    const plm_fp16_t *w = vw;
+static inline __attribute__((always_inline)) float32x4x2_t load8_f16(const plm_fp16_t *p) {
+    const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
+    return (float32x4x2_t){{vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)}};
+}
+
+static inline __attribute__((always_inline)) float32x4x2_t load8_bf16(const plm_bf16_t *p) {
+    const uint16x8_t b = vld1q_u16(p);
+    return (float32x4x2_t){{vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(b), 16)),
+                            vreinterpretq_f32_u32(vshll_high_n_u16(b, 16))}};
+}
+
+/* Weights i..i+7 and weight i of a row of `type` (F16 or BF16, a constant at
+ * every call) as floats: f16 with FCVTL (exact); bf16 is the top half of an
+ * f32, widened by shifting 16 bits left. */
+PLM_ARM_INL float32x4x2_t load8_half(plm_type type, const char *row, int64_t i) {
+    if (type == PLM_TYPE_F16) return load8_f16((const plm_fp16_t *)(const void *)row + i);
+    return load8_bf16((const plm_bf16_t *)(const void *)row + i);
+}
+
+PLM_ARM_INL float half_to_f32(plm_type type, const char *row, int64_t i) {
+    if (type == PLM_TYPE_F16) return plm_arm_h2f(((const plm_fp16_t *)(const void *)row)[i]);
+    return plm_bf16_to_fp32(((const plm_bf16_t *)(const void *)row)[i]);
+}
+
+/* F16 and BF16: widened to f32, then as F32. */
+PLM_ARM_INL void vec_dot_half(plm_type type, int64_t n, float *s, const void *vw, const void *va) {
+    const char *w = vw;
     const float *a = va;
     float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, s2 = s0, s3 = s0;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(w + i));
-        s0 = add_products(s0, &s1, vmulq_f32(vcvt_f32_f16(vget_low_f16(h)), vld1q_f32(a + i)));
-        s2 = add_products(s2, &s3, vmulq_f32(vcvt_high_f32_f16(h), vld1q_f32(a + i + 4)));
+        const float32x4x2_t wv = load8_half(type, w, i);
+        s0 = add_products(s0, &s1, vmulq_f32(wv.val[0], vld1q_f32(a + i)));
+        s2 = add_products(s2, &s3, vmulq_f32(wv.val[1], vld1q_f32(a + i + 4)));
     }
     double sum = vaddvq_f64(vaddq_f64(vaddq_f64(s0, s1), vaddq_f64(s2, s3)));
-    for (; i < n; i++) sum += (double)(plm_arm_h2f(w[i]) * a[i]);
+    for (; i < n; i++) sum += (double)(half_to_f32(type, w, i) * a[i]);
     *s = (float)sum;
 }
 
-/* bf16 is the top half of an f32: widen by shifting 16 bits left. */
+static void vec_dot_f16(int64_t n, float *s, const void *vw, const void *va) {
+    vec_dot_half(PLM_TYPE_F16, n, s, vw, va);
+}
+
 static void vec_dot_bf16(int64_t n, float *s, const void *vw, const void *va) {
-    const plm_bf16_t *w = vw;
-    const float *a = va;
-    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const uint16x8_t b = vld1q_u16(w + i);
-        const float32x4_t w0 = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(b), 16));
-        const float32x4_t w1 = vreinterpretq_f32_u32(vshll_high_n_u16(b, 16));
-        s0 = add_products(s0, &s1, vmulq_f32(w0, vld1q_f32(a + i)));
-        s2 = add_products(s2, &s3, vmulq_f32(w1, vld1q_f32(a + i + 4)));
-    }
-    double sum = vaddvq_f64(vaddq_f64(vaddq_f64(s0, s1), vaddq_f64(s2, s3)));
-    for (; i < n; i++) sum += (double)(plm_bf16_to_fp32(w[i]) * a[i]);
-    *s = (float)sum;
+    vec_dot_half(PLM_TYPE_BF16, n, s, vw, va);
 }
 
 /* gemm for F16/BF16 weights: a tile of FR rows x FT tokens in which every
@@ -102,29 +116,6 @@ static void vec_dot_bf16(int64_t n, float *s, const void *vw, const void *va) {
  * Rows go in bands as the integer gemms (quants_tmpl.h), so a tile of 4
  * activation rows is reused by a band's rows from L1/L2. */
 enum { FR = 2, FT = 4, FCHUNK = 256 };
-
-static inline __attribute__((always_inline)) float32x4x2_t load8_f16(const plm_fp16_t *p) {
-    const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
-    return (float32x4x2_t){{vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)}};
-}
-
-static inline __attribute__((always_inline)) float32x4x2_t load8_bf16(const plm_bf16_t *p) {
-    const uint16x8_t b = vld1q_u16(p);
-    return (float32x4x2_t){{vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(b), 16)),
-                            vreinterpretq_f32_u32(vshll_high_n_u16(b, 16))}};
-}
-
-/* Weights i..i+7 and weight i of a row of `type` (F16 or BF16, a constant at
- * every call) as floats. */
-PLM_ARM_INL float32x4x2_t load8_half(plm_type type, const char *row, int64_t i) {
-    if (type == PLM_TYPE_F16) return load8_f16((const plm_fp16_t *)(const void *)row + i);
-    return load8_bf16((const plm_bf16_t *)(const void *)row + i);
-}
-
-PLM_ARM_INL float half_to_f32(plm_type type, const char *row, int64_t i) {
-    if (type == PLM_TYPE_F16) return plm_arm_h2f(((const plm_fp16_t *)(const void *)row)[i]);
-    return plm_bf16_to_fp32(((const plm_bf16_t *)(const void *)row)[i]);
-}
 
 /* One tile of nr <= FR rows x nt <= FT tokens of an F16/BF16 matrix. */
 PLM_ARM_INL void ftile_half(plm_type type, int nr, int nt, int64_t k, const char *w, size_t ws, const char *act,
@@ -299,39 +290,40 @@ static inline int8x16x2_t round32(const float32x4_t v[8], float id) {
     return q;
 }
 
+/* Block x of 32 as the reference rounds it for Q8_0 and Q8_1: the scale
+ * d = amax / 127 to *d and (as f16) *dh, the quants to qs and *q; false,
+ * with nothing written, for a block holding NaN or infinity. */
+static inline bool quantize_block_q8(const float *x, plm_fp16_t *dh, int8_t *qs, float *d, int8x16x2_t *q) {
+    float32x4_t v[8];
+    const float amax = absmax32(x, v);
+    if (!(amax <= FLT_MAX)) return false;
+    *d = amax / 127;
+    const float id = *d ? 1.0f / *d : 0.0f;
+    *dh = plm_fp32_to_fp16(*d);
+    *q = round32(v, id);
+    vst1q_s8(qs, q->val[0]);
+    vst1q_s8(qs + 16, q->val[1]);
+    return true;
+}
+
 static void quantize_row_q8_0(const float *x, void *vy, int64_t n) {
     block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
-        float32x4_t v[8];
-        const float amax = absmax32(x, v);
-        if (!(amax <= FLT_MAX)) {
-            plm_quantize_row_q8_0(x, &y[i], QK8_0);
-            continue;
-        }
-        const float d = amax / 127;
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = plm_fp32_to_fp16(d);
-        const int8x16x2_t q = round32(v, id);
-        vst1q_s8(y[i].qs, q.val[0]);
-        vst1q_s8(y[i].qs + 16, q.val[1]);
+        float d;
+        int8x16x2_t q;
+        if (!quantize_block_q8(x, &y[i].d, y[i].qs, &d, &q)) plm_quantize_row_q8_0(x, &y[i], QK8_0);
     }
 }
 
 static void quantize_row_q8_1(const float *x, void *vy, int64_t n) {
     block_q8_1 *y = vy;
     for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
-        float32x4_t v[8];
-        const float amax = absmax32(x, v);
-        if (!(amax <= FLT_MAX)) {
+        float d;
+        int8x16x2_t q;
+        if (!quantize_block_q8(x, &y[i].d, y[i].qs, &d, &q)) {
             plm_quantize_row_q8_1(x, &y[i], QK8_1);
             continue;
         }
-        const float d = amax / 127;
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = plm_fp32_to_fp16(d);
-        const int8x16x2_t q = round32(v, id);
-        vst1q_s8(y[i].qs, q.val[0]);
-        vst1q_s8(y[i].qs + 16, q.val[1]);
         const int sum = vaddlvq_s8(q.val[0]) + vaddlvq_s8(q.val[1]);
         y[i].s = plm_fp32_to_fp16((float)sum * d);
     }

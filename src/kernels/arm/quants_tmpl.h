@@ -110,40 +110,54 @@ PLM_FN_ATTR static void FN(vec_dot_q5_1)(int64_t n, float *s, const void *vw, co
 PLM_FN_ATTR static inline int FN(bsums_dot16)(const int16_t *bsums, uint8x16_t m) {
     const int16x8_t m0 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m)));
     const int16x8_t m1 = vreinterpretq_s16_u16(vmovl_high_u8(m));
-    const int16x8_t b0 = vld1q_s16(bsums), b1 = vld1q_s16(bsums + 8);
-    int32x4_t acc = vmull_s16(vget_low_s16(b0), vget_low_s16(m0));
-    acc = vmlal_high_s16(acc, b0, m0);
-    acc = vmlal_s16(acc, vget_low_s16(b1), vget_low_s16(m1));
-    acc = vmlal_high_s16(acc, b1, m1);
-    return vaddvq_s32(acc);
+    return vaddvq_s32(plm_arm_mins_dot16(m0, m1, bsums));
 }
 
-/* Q2_K: per 128 elements, bit-plane p (bits 2p, 2p+1) of qs[l] is element
- * 32p + l; sub-block j of 16 has scale scales[j] & 15 and min scales[j] >> 4. */
+/* Q2_K/Q3_K: the integer dot of a super-block's codes with q8, each
+ * sub-block j of 16 times scale[j].  Per 128 elements (half), bit-plane p
+ * (bits 2p, 2p+1) of qs[l] is element 32p + l; Q3_K's codes are that minus
+ * 4 where the element's hmask bit (bit 4*half + p of hmask[l]) is clear. */
+PLM_ARM_INL PLM_FN_ATTR int32x4_t FN(isum_planes)(plm_type type, const uint8_t *qs, const uint8_t *hmask,
+                                                  const int8_t *scale, const int8_t *q8) {
+    uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
+    if (type == PLM_TYPE_Q3_K) {
+        h0 = vld1q_u8(hmask);
+        h1 = vld1q_u8(hmask + 16);
+    }
+    int32x4_t isum = vdupq_n_s32(0);
+    /* fully unrolled: left to itself gcc keeps NEON's Q3_K loop rolled */
+    _Pragma("GCC unroll 2") for (int half = 0; half < 2; half++) {
+        uint8x16_t q0 = vld1q_u8(qs + 32 * half), q1 = vld1q_u8(qs + 32 * half + 16);
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++, q8 += 32) {
+            const int j = 8 * half + 2 * p;
+            int8x16_t v0 = vreinterpretq_s8_u8(vandq_u8(q0, vdupq_n_u8(3)));
+            int8x16_t v1 = vreinterpretq_s8_u8(vandq_u8(q1, vdupq_n_u8(3)));
+            if (type == PLM_TYPE_Q3_K) {
+                v0 = plm_arm_q3_K_codes(q0, h0);
+                v1 = plm_arm_q3_K_codes(q1, h1);
+                h0 = vshrq_n_u8(h0, 1);
+                h1 = vshrq_n_u8(h1, 1);
+            }
+            isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), v0, vld1q_s8(q8)), scale[j]);
+            isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), v1, vld1q_s8(q8 + 16)), scale[j + 1]);
+            q0 = vshrq_n_u8(q0, 2);
+            q1 = vshrq_n_u8(q1, 2);
+        }
+    }
+    return isum;
+}
+
+/* Q2_K: sub-block j of 16 has scale scales[j] & 15 and min scales[j] >> 4. */
 PLM_FN_ATTR static void FN(vec_dot_q2_K)(int64_t n, float *s, const void *vw, const void *va) {
     const block_q2_K *x = vw;
     const block_q8_K *y = va;
-    const uint8x16_t m3 = vdupq_n_u8(3);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         const uint8x16_t sc = vld1q_u8(x[i].scales);
         const int summ = FN(bsums_dot16)(y[i].bsums, vshrq_n_u8(sc, 4));
-        uint8_t scale[16];
-        vst1q_u8(scale, vandq_u8(sc, vdupq_n_u8(0x0f)));
-        int32x4_t isum = vdupq_n_s32(0);
-        const int8_t *q8 = y[i].qs;
-        for (int half = 0; half < 2; half++) {
-            uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * half), q1 = vld1q_u8(x[i].qs + 32 * half + 16);
-            for (int p = 0; p < 4; p++, q8 += 32) {
-                const int j = 8 * half + 2 * p;
-                const int8x16_t v0 = vreinterpretq_s8_u8(vandq_u8(q0, m3));
-                const int8x16_t v1 = vreinterpretq_s8_u8(vandq_u8(q1, m3));
-                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), v0, vld1q_s8(q8)), scale[j]);
-                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), v1, vld1q_s8(q8 + 16)), scale[j + 1]);
-                q0 = vshrq_n_u8(q0, 2);
-                q1 = vshrq_n_u8(q1, 2);
-            }
-        }
+        int8_t scale[16]; /* 0..15 */
+        vst1q_s8(scale, vreinterpretq_s8_u8(vandq_u8(sc, vdupq_n_u8(0x0f))));
+        const int32x4_t isum = FN(isum_planes)(PLM_TYPE_Q2_K, x[i].qs, NULL, scale, y[i].qs);
         const float dall = y[i].d * plm_arm_h2f(x[i].d);
         const float dmin = y[i].d * plm_arm_h2f(x[i].dmin);
         sum += dall * vaddvq_s32(isum) - dmin * summ;
@@ -151,46 +165,22 @@ PLM_FN_ATTR static void FN(vec_dot_q2_K)(int64_t n, float *s, const void *vw, co
     *s = sum;
 }
 
-/* Q3_K: Q2_K's planes, minus 4 where the element's hmask bit is clear (bit
- * 4*half + p of hmask[l]); 16 signed 6-bit scales biased by 32. */
+/* Q3_K: 16 signed 6-bit scales biased by 32. */
 PLM_FN_ATTR static void FN(vec_dot_q3_K)(int64_t n, float *s, const void *vw, const void *va) {
     const block_q3_K *x = vw;
     const block_q8_K *y = va;
-    const uint8x16_t m3 = vdupq_n_u8(3), one = vdupq_n_u8(1);
-    const int8x16_t four = vdupq_n_s8(4);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int8_t scale[16];
         vst1q_s8(scale, plm_arm_q3_K_scales(x[i].scales));
-
-        uint8x16_t h0 = vld1q_u8(x[i].hmask), h1 = vld1q_u8(x[i].hmask + 16);
-        int32x4_t isum = vdupq_n_s32(0);
-        const int8_t *q8 = y[i].qs;
-        for (int half = 0; half < 2; half++) {
-            uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * half), q1 = vld1q_u8(x[i].qs + 32 * half + 16);
-            for (int p = 0; p < 4; p++, q8 += 32) {
-                const int j = 8 * half + 2 * p;
-                /* (q | hbit << 2) - 4: q where the bit is set, q - 4 where clear */
-                const int8x16_t v0 = vsubq_s8(
-                    vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q0, m3), vshlq_n_u8(vandq_u8(h0, one), 2))), four);
-                const int8x16_t v1 = vsubq_s8(
-                    vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q1, m3), vshlq_n_u8(vandq_u8(h1, one), 2))), four);
-                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), v0, vld1q_s8(q8)), scale[j]);
-                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), v1, vld1q_s8(q8 + 16)), scale[j + 1]);
-                q0 = vshrq_n_u8(q0, 2);
-                q1 = vshrq_n_u8(q1, 2);
-                h0 = vshrq_n_u8(h0, 1);
-                h1 = vshrq_n_u8(h1, 1);
-            }
-        }
+        const int32x4_t isum = FN(isum_planes)(PLM_TYPE_Q3_K, x[i].qs, x[i].hmask, scale, y[i].qs);
         sum += plm_arm_h2f(x[i].d) * y[i].d * vaddvq_s32(isum);
     }
     *s = sum;
 }
 
-/* Q4_K/Q5_K: sub-block 2j is the low nibbles of qs[32j .. 32j+31], 2j+1 the
- * high nibbles; Q5_K's fifth bits are bit 2j / 2j+1 of qh[0..31] (qh NULL
- * for Q4_K).  d * isum - dmin * sum(bsums * mins), as the reference. */
+/* Q4_K/Q5_K (plm_arm_q45_K_pair; qh NULL for Q4_K).
+ * d * isum - dmin * sum(bsums * mins), as the reference. */
 PLM_FN_ATTR static inline float FN(dot_q45_K)(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
                                               float d, float dmin, const block_q8_K *y) {
     uint8_t sm[16];
@@ -203,7 +193,6 @@ PLM_FN_ATTR static inline float FN(dot_q45_K)(const uint8_t *scales, const uint8
     macc = vmlal_high_s16(macc, bsum32, mins);
     const int summ = vaddvq_s32(macc);
 
-    const uint8x16_t m4 = vdupq_n_u8(0x0f), one = vdupq_n_u8(1), two = vdupq_n_u8(2);
     uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
     if (qh) {
         h0 = vld1q_u8(qh);
@@ -212,19 +201,10 @@ PLM_FN_ATTR static inline float FN(dot_q45_K)(const uint8_t *scales, const uint8
     int32x4_t isum = vdupq_n_s32(0);
     const int8_t *q8 = y->qs;
     for (int j = 0; j < 4; j++, qs += 32, q8 += 64) {
-        const uint8x16_t a = vld1q_u8(qs), b = vld1q_u8(qs + 16);
-        uint8x16_t lo0 = vandq_u8(a, m4), lo1 = vandq_u8(b, m4);
-        uint8x16_t hi0 = vshrq_n_u8(a, 4), hi1 = vshrq_n_u8(b, 4);
-        if (qh) {
-            lo0 = vorrq_u8(lo0, vshlq_n_u8(vandq_u8(h0, one), 4));
-            lo1 = vorrq_u8(lo1, vshlq_n_u8(vandq_u8(h1, one), 4));
-            hi0 = vorrq_u8(hi0, vshlq_n_u8(vandq_u8(h0, two), 3));
-            hi1 = vorrq_u8(hi1, vshlq_n_u8(vandq_u8(h1, two), 3));
-            h0 = vshrq_n_u8(h0, 2);
-            h1 = vshrq_n_u8(h1, 2);
-        }
-        isum = vmlaq_n_s32(isum, FN(dot32)(vreinterpretq_s8_u8(lo0), vreinterpretq_s8_u8(lo1), q8), sm[2 * j]);
-        isum = vmlaq_n_s32(isum, FN(dot32)(vreinterpretq_s8_u8(hi0), vreinterpretq_s8_u8(hi1), q8 + 32),
+        uint8x16_t c[4];
+        plm_arm_q45_K_pair(qs, qh != NULL, &h0, &h1, c);
+        isum = vmlaq_n_s32(isum, FN(dot32)(vreinterpretq_s8_u8(c[0]), vreinterpretq_s8_u8(c[1]), q8), sm[2 * j]);
+        isum = vmlaq_n_s32(isum, FN(dot32)(vreinterpretq_s8_u8(c[2]), vreinterpretq_s8_u8(c[3]), q8 + 32),
                            sm[2 * j + 1]);
     }
     return d * y->d * vaddvq_s32(isum) - dmin * y->d * summ;
@@ -249,39 +229,20 @@ PLM_FN_ATTR static void FN(vec_dot_q5_K)(int64_t n, float *s, const void *vw, co
     *s = sum;
 }
 
-/* Q6_K: per 128 elements (half), ql[0..63] and qh[0..31]; element l (0..31)
- * of each quarter: quarter 0 = low nibble of ql[l] | bits 0-1 of qh[l] << 4,
- * quarter 1 = low nibble of ql[32+l] | bits 2-3, quarter 2 = high nibble of
- * ql[l] | bits 4-5, quarter 3 = high nibble of ql[32+l] | bits 6-7; minus 32.
- * Sub-blocks of 16 with signed 8-bit scales. */
+/* Q6_K (plm_arm_q6_K_half): sub-blocks of 16 with signed 8-bit scales. */
 PLM_FN_ATTR static void FN(vec_dot_q6_K)(int64_t n, float *s, const void *vw, const void *va) {
     const block_q6_K *x = vw;
     const block_q8_K *y = va;
-    const uint8x16_t m4 = vdupq_n_u8(0x0f), m30 = vdupq_n_u8(0x30);
-    const int8x16_t k32 = vdupq_n_s8(32);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int32x4_t isum = vdupq_n_s32(0);
         for (int half = 0; half < 2; half++) {
-            const uint8_t *ql = x[i].ql + 64 * half, *qh = x[i].qh + 32 * half;
             const int8_t *sc = x[i].scales + 8 * half;
             const int8_t *q8 = y[i].qs + 128 * half;
-            const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
-            const uint8x16_t l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
-            const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
-            uint8x16_t v[8];
-            v[0] = vorrq_u8(vandq_u8(l0, m4), vandq_u8(vshlq_n_u8(h0, 4), m30));
-            v[1] = vorrq_u8(vandq_u8(l1, m4), vandq_u8(vshlq_n_u8(h1, 4), m30));
-            v[2] = vorrq_u8(vandq_u8(l2, m4), vandq_u8(vshlq_n_u8(h0, 2), m30));
-            v[3] = vorrq_u8(vandq_u8(l3, m4), vandq_u8(vshlq_n_u8(h1, 2), m30));
-            v[4] = vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30));
-            v[5] = vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30));
-            v[6] = vorrq_u8(vshrq_n_u8(l2, 4), vandq_u8(vshrq_n_u8(h0, 2), m30));
-            v[7] = vorrq_u8(vshrq_n_u8(l3, 4), vandq_u8(vshrq_n_u8(h1, 2), m30));
-            for (int k = 0; k < 8; k++) {
-                const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(v[k]), k32);
-                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), q, vld1q_s8(q8 + 16 * k)), sc[k]);
-            }
+            int8x16_t q[8];
+            plm_arm_q6_K_half(x[i].ql + 64 * half, x[i].qh + 32 * half, q);
+            for (int k = 0; k < 8; k++)
+                isum = vmlaq_n_s32(isum, PLM_DOT(vdupq_n_s32(0), q[k], vld1q_s8(q8 + 16 * k)), sc[k]);
         }
         sum += plm_arm_h2f(x[i].d) * y[i].d * vaddvq_s32(isum);
     }

@@ -17,24 +17,25 @@
  * -8 * sum(a)) serve every
  * token of the tile; a token's block is 8 SDOTs, a convert and a
  * multiply-add by the four rows' scales times its own.
+ *
+ * The layout's codes and scale planes are read by repacked_unpack.h, which
+ * the SMMLA kernels (repacked_i8mm.c) share.
  */
 #include "kernels/arm/arm.h"
 
 #if defined(PLM_ARM)
 
-#include "quant/repack.h"
+#include "kernels/arm/repacked_unpack.h"
 
-enum { RPA_R = 16, RPA_C = 4 }; /* rows per group, tokens per tile */
+enum { RPA_R = PLM_REPACK_ROWS, RPA_C = 4 }; /* rows per group, tokens per tile */
 
-#define RPA_INL static inline __attribute__((always_inline)) PLM_TARGET_DOTPROD
+#define RPA_INL PLM_ARM_INL PLM_TARGET_DOTPROD
 
 /* Group g of rows 4m..4m+3 as signed weights (Q4_0 with `nibbles`: the
  * unsigned nibble, its -8 left to the dot's start). */
 RPA_INL int8x16_t rpa_codes(plm_type type, const uint8_t *codes, int g, int m, bool nibbles) {
-    if (type == PLM_TYPE_Q8_0)
-        return vreinterpretq_s8_u8(veorq_u8(vld1q_u8(codes + 64 * g + 16 * m), vdupq_n_u8(0x80)));
-    const uint8x16_t q = vld1q_u8(codes + 64 * (g & 3) + 16 * m);
-    const uint8x16_t u = g < 4 ? vandq_u8(q, vdupq_n_u8(0x0f)) : vshrq_n_u8(q, 4);
+    const uint8x16_t u = plm_arm_rp_codes32(type, codes, g, m);
+    if (type == PLM_TYPE_Q8_0) return vreinterpretq_s8_u8(veorq_u8(u, vdupq_n_u8(0x80)));
     if (type == PLM_TYPE_IQ4_NL) return vqtbl1q_s8(vld1q_s8(kvalues_iq4nl), u);
     return nibbles ? vreinterpretq_s8_u8(u) : vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(8));
 }
@@ -78,7 +79,7 @@ RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
         /* fully unrolled (GCC left the loops rolled, with the codes and the
          * accumulators on the stack) */
         _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
-            const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
+            const float32x4_t dw = plm_arm_rp_f16x4(blk, m);
             int8x16_t w[8];
             _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) w[g] = rpa_codes(type, codes, g, m, nibbles);
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
@@ -91,15 +92,100 @@ RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
         _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) vst1q_f32(out + c * os + 4 * m, acc[m][c]);
 }
 
+/* ---- super-block formats: Q4_K, Q5_K, Q6_K, IQ4_XS ------------------------
+ * As the x86 kernel (x86/repacked_k.h), a quarter of 4 rows at a time: per
+ * super-block the 16 rows' sub-block scales are unpacked together into
+ * int8; every element is a signed byte (the nibble with Q5_K's or Q6_K's
+ * high bits OR'ed in at bit 4, or IQ4_XS's level by TBL); a sub-block is 8
+ * by-element SDOTs a token, in two chains of 16 elements started at
+ * -o * (the activation's 16-element sum) (o = 32 for Q6_K, else 0), times
+ * the integer scale (MLA) into the row's integer total of the super-block;
+ * only that total meets the floats:
+ *   acc += d_a * (d * isum - dmin * sum_s m_s * bsum_s) */
+
+/* Group g of sub-block s of rows 4m..4m+3 as signed bytes. */
+RPA_INL int8x16_t rpk_codes(plm_type type, const uint8_t *blk, int s, int g, int m) {
+    const uint8x16_t u = plm_arm_rp_codes_k(type, blk, s, g, m);
+    if (type == PLM_TYPE_IQ4_XS) return vqtbl1q_s8(vld1q_s8(kvalues_iq4nl), u);
+    return vreinterpretq_s8_u8(u);
+}
+
+/* C tokens x 16 rows of one group, all super-blocks of a row. */
+RPA_INL void rpk_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, const char *act, size_t as, float *out,
+                      int64_t os) {
+    const plm_repack_k_layout L = plm_repack_k(type);
+    const size_t sb = RPA_R * plm_row_size(type, QK_K);
+    const int o = type == PLM_TYPE_Q6_K ? 32 : 0;
+    float32x4_t acc[4][RPA_C];
+    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < RPA_C; c++) acc[m][c] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = grp + (size_t)b * sb;
+        int8_t sc[8][16], mn[8][16];
+        if (plm_arm_rp_mins(type)) plm_arm_rp_scales_k4(blk + L.scales, sc, mn);
+        else if (type == PLM_TYPE_IQ4_XS) plm_arm_rp_scales_xs(blk + L.scales, sc);
+        const int8_t *q6sc = (const int8_t *)(blk + L.scales); /* Q6_K: 16 planes of int8 scales */
+        const block_q8_K *y[RPA_C];
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) y[c] = (const block_q8_K *)(const void *)(act + (size_t)c * as) + b;
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+            int32x4_t isum[RPA_C];
+            _Pragma("GCC unroll 4") for (int c = 0; c < RPA_C; c++) isum[c] = vdupq_n_s32(0);
+            _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) { /* constant shifts and offsets */
+                int8x16_t w[8];
+                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) w[g] = rpk_codes(type, blk, s, g, m);
+                /* Q6_K: a scale for each 16-element half */
+                const int32x4_t scA = plm_arm_rp_i8x4((type == PLM_TYPE_Q6_K ? q6sc + 32 * s : sc[s]) + 4 * m);
+                const int32x4_t scB = type == PLM_TYPE_Q6_K ? plm_arm_rp_i8x4(q6sc + 32 * s + 16 + 4 * m) : scA;
+                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                    const int8_t *qs = y[c]->qs + 32 * s;
+                    const int8x16_t a0 = vld1q_s8(qs), a1 = vld1q_s8(qs + 16);
+                    int32x4_t s0 = vdupq_n_s32(-o * y[c]->bsums[2 * s]), s1 = vdupq_n_s32(-o * y[c]->bsums[2 * s + 1]);
+                    s0 = vdotq_laneq_s32(s0, w[0], a0, 0);
+                    s1 = vdotq_laneq_s32(s1, w[4], a1, 0);
+                    s0 = vdotq_laneq_s32(s0, w[1], a0, 1);
+                    s1 = vdotq_laneq_s32(s1, w[5], a1, 1);
+                    s0 = vdotq_laneq_s32(s0, w[2], a0, 2);
+                    s1 = vdotq_laneq_s32(s1, w[6], a1, 2);
+                    s0 = vdotq_laneq_s32(s0, w[3], a0, 3);
+                    s1 = vdotq_laneq_s32(s1, w[7], a1, 3);
+                    if (type == PLM_TYPE_Q6_K) isum[c] = vmlaq_s32(vmlaq_s32(isum[c], s0, scA), s1, scB);
+                    else isum[c] = vmlaq_s32(isum[c], vaddq_s32(s0, s1), scA);
+                }
+            }
+            const float32x4_t dw = plm_arm_rp_f16x4(blk, m);
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+                acc[m][c] = vfmaq_f32(acc[m][c], vcvtq_f32_s32(isum[c]), vmulq_n_f32(dw, y[c]->d));
+                if (!plm_arm_rp_mins(type)) continue;
+                int32x4_t imin = vdupq_n_s32(0);
+                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
+                    imin = vmlaq_n_s32(imin, plm_arm_rp_i8x4(mn[s] + 4 * m), y[c]->bsums[2 * s] + y[c]->bsums[2 * s + 1]);
+                const float32x4_t dm = plm_arm_rp_f16x4(blk + L.dmin, m);
+                acc[m][c] = vfmsq_f32(acc[m][c], vcvtq_f32_s32(imin), vmulq_n_f32(dm, y[c]->d));
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) vst1q_f32(out + c * os + 4 * m, acc[m][c]);
+}
+
+/* ---- the table's entries -------------------------------------------------- */
+
+/* Tiles of RPA_C tokens (the last one 1 to RPA_C), each over every group. */
 RPA_INL void rpa_gemm(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
                       int nt, float *out, int64_t os) {
+    const bool super =
+        type == PLM_TYPE_Q4_K || type == PLM_TYPE_Q5_K || type == PLM_TYPE_Q6_K || type == PLM_TYPE_IQ4_XS;
     for (int t0 = 0; t0 < nt; t0 += RPA_C) {
         const int tn = nt - t0 < RPA_C ? nt - t0 : RPA_C;
         const char *at = (const char *)act + (size_t)t0 * as;
         for (int64_t r = 0; r < nr; r += RPA_R) {
             const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
             float *o = out + (int64_t)t0 * os + r;
-            if (tn == RPA_C) rpa_tile(type, RPA_C, grp, k / 32, at, as, o, os);
+            if (super) {
+                if (tn == RPA_C) rpk_tile(type, RPA_C, grp, k / QK_K, at, as, o, os);
+                else if (tn == 1) rpk_tile(type, 1, grp, k / QK_K, at, as, o, os);
+                else rpk_tile(type, tn, grp, k / QK_K, at, as, o, os);
+            } else if (tn == RPA_C) rpa_tile(type, RPA_C, grp, k / 32, at, as, o, os);
             else if (tn == 1) rpa_tile(type, 1, grp, k / 32, at, as, o, os);
             else rpa_tile(type, tn, grp, k / 32, at, as, o, os);
         }
@@ -122,165 +208,25 @@ PLM_TARGET_DOTPROD static void gemm_repacked_iq4_nl_dotprod(int64_t k, const voi
     rpa_gemm(PLM_TYPE_IQ4_NL, k, w, ws, nr, act, as, nt, out, os);
 }
 
-/* ---- super-block formats: Q4_K, Q5_K, Q6_K, IQ4_XS ------------------------
- * As the x86 kernel (x86/repacked_k.h), a quarter of 4 rows at a time: per
- * super-block the 16 rows' sub-block scales are unpacked together into
- * int8; every element is a signed byte (the nibble with Q5_K's or Q6_K's
- * high bits OR'ed in at bit 4, or IQ4_XS's level by TBL); a sub-block is 8
- * by-element SDOTs a token, in two chains of 16 elements started at
- * -o * (the activation's 16-element sum) (o = 32 for Q6_K, else 0), times
- * the integer scale (MLA) into the row's integer total of the super-block;
- * only that total meets the floats:
- *   acc += d_a * (d * isum - dmin * sum_s m_s * bsum_s) */
-
-/* Shifts every byte left by n (right for n < 0). */
-RPA_INL uint8x16_t rpk_shift(uint8x16_t v, int n) { return vshlq_u8(v, vdupq_n_s8((int8_t)n)); }
-
-/* Four int8 scales as int32 lanes. */
-RPA_INL int32x4_t rpk_i8x4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(v)))));
-}
-
-/* Q4_K/Q5_K's 8 scales and mins of the 16 rows (plane p: byte p of every row). */
-RPA_INL void rpk_scales_k4(const uint8_t *planes, int8_t sc[8][16], int8_t mn[8][16]) {
-    const uint8x16_t m63 = vdupq_n_u8(63), m0f = vdupq_n_u8(0x0f);
-    uint8x16_t P[K_SCALE_SIZE];
-    _Pragma("GCC unroll 12") for (int p = 0; p < K_SCALE_SIZE; p++) P[p] = vld1q_u8(planes + 16 * p);
-    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
-        uint8x16_t s, m;
-        if (j < 4) {
-            s = vandq_u8(P[j], m63);
-            m = vandq_u8(P[j + 4], m63);
-        } else { /* the top two bits come from bits 6-7 of bytes j-4 and j */
-            s = vorrq_u8(vandq_u8(P[j + 4], m0f), vshlq_n_u8(vshrq_n_u8(P[j - 4], 6), 4));
-            m = vorrq_u8(vshrq_n_u8(P[j + 4], 4), vshlq_n_u8(vshrq_n_u8(P[j], 6), 4));
-        }
-        vst1q_s8(sc[j], vreinterpretq_s8_u8(s));
-        vst1q_s8(mn[j], vreinterpretq_s8_u8(m));
-    }
-}
-
-/* IQ4_XS's 8 scales of the 16 rows, unbiased (ls - 32). */
-RPA_INL void rpk_scales_xs(const uint8_t *planes, int8_t sc[8][16]) {
-    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
-        const uint8x16_t lo = vandq_u8(rpk_shift(vld1q_u8(planes + 16 * (s / 2)), -4 * (s % 2)), vdupq_n_u8(0x0f));
-        const uint8x16_t hi = vandq_u8(rpk_shift(vld1q_u8(planes + 16 * (4 + s / 4)), -2 * (s % 4)), vdupq_n_u8(3));
-        vst1q_s8(sc[s], vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32)));
-    }
-}
-
-/* Group g of sub-block s of rows 4m..4m+3 as signed bytes. */
-RPA_INL int8x16_t rpk_codes(plm_type type, const uint8_t *blk, int s, int g, int m) {
-    const plm_repack_k_layout L = plm_repack_k(type);
-    const int at = 64 * g + 16 * m;
-    const uint8x16_t v = vld1q_u8(blk + L.codes + 512 * (s / 2) + at);
-    const uint8x16_t u = s % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
-    if (type == PLM_TYPE_IQ4_XS) return vqtbl1q_s8(vld1q_s8(kvalues_iq4nl), u);
-    if (type == PLM_TYPE_Q5_K) /* bit s of the high byte to bit 4 */
-        return vreinterpretq_s8_u8(vorrq_u8(u, vandq_u8(rpk_shift(vld1q_u8(blk + L.high + at), 4 - s), vdupq_n_u8(0x10))));
-    if (type == PLM_TYPE_Q6_K) { /* bits 2q, 2q + 1 of run s / 4 to bits 4, 5 */
-        const uint8x16_t hb = vld1q_u8(blk + L.high + 512 * (s / 4) + at);
-        return vreinterpretq_s8_u8(vorrq_u8(u, vandq_u8(rpk_shift(hb, 4 - 2 * (s % 4)), vdupq_n_u8(0x30))));
-    }
-    return vreinterpretq_s8_u8(u);
-}
-
-RPA_INL bool rpk_mins(plm_type type) { return type == PLM_TYPE_Q4_K || type == PLM_TYPE_Q5_K; }
-
-/* C tokens x 16 rows of one group, all super-blocks of a row. */
-RPA_INL void rpk_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, const char *act, size_t as, float *out,
-                      int64_t os) {
-    const plm_repack_k_layout L = plm_repack_k(type);
-    const size_t sb = RPA_R * plm_row_size(type, QK_K);
-    const int o = type == PLM_TYPE_Q6_K ? 32 : 0;
-    float32x4_t acc[4][RPA_C];
-    _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
-        _Pragma("GCC unroll 4") for (int c = 0; c < RPA_C; c++) acc[m][c] = vdupq_n_f32(0.0f);
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = grp + (size_t)b * sb;
-        int8_t sc[8][16], mn[8][16];
-        if (rpk_mins(type)) rpk_scales_k4(blk + L.scales, sc, mn);
-        else if (type == PLM_TYPE_IQ4_XS) rpk_scales_xs(blk + L.scales, sc);
-        const int8_t *q6sc = (const int8_t *)(blk + L.scales); /* Q6_K: 16 planes of int8 scales */
-        const block_q8_K *y[RPA_C];
-        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) y[c] = (const block_q8_K *)(const void *)(act + (size_t)c * as) + b;
-        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
-            int32x4_t isum[RPA_C];
-            _Pragma("GCC unroll 4") for (int c = 0; c < RPA_C; c++) isum[c] = vdupq_n_s32(0);
-            _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) { /* constant shifts and offsets */
-                int8x16_t w[8];
-                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) w[g] = rpk_codes(type, blk, s, g, m);
-                /* Q6_K: a scale for each 16-element half */
-                const int32x4_t scA = rpk_i8x4((type == PLM_TYPE_Q6_K ? q6sc + 32 * s : sc[s]) + 4 * m);
-                const int32x4_t scB = type == PLM_TYPE_Q6_K ? rpk_i8x4(q6sc + 32 * s + 16 + 4 * m) : scA;
-                _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-                    const int8_t *qs = y[c]->qs + 32 * s;
-                    const int8x16_t a0 = vld1q_s8(qs), a1 = vld1q_s8(qs + 16);
-                    int32x4_t s0 = vdupq_n_s32(-o * y[c]->bsums[2 * s]), s1 = vdupq_n_s32(-o * y[c]->bsums[2 * s + 1]);
-                    s0 = vdotq_laneq_s32(s0, w[0], a0, 0);
-                    s1 = vdotq_laneq_s32(s1, w[4], a1, 0);
-                    s0 = vdotq_laneq_s32(s0, w[1], a0, 1);
-                    s1 = vdotq_laneq_s32(s1, w[5], a1, 1);
-                    s0 = vdotq_laneq_s32(s0, w[2], a0, 2);
-                    s1 = vdotq_laneq_s32(s1, w[6], a1, 2);
-                    s0 = vdotq_laneq_s32(s0, w[3], a0, 3);
-                    s1 = vdotq_laneq_s32(s1, w[7], a1, 3);
-                    if (type == PLM_TYPE_Q6_K) isum[c] = vmlaq_s32(vmlaq_s32(isum[c], s0, scA), s1, scB);
-                    else isum[c] = vmlaq_s32(isum[c], vaddq_s32(s0, s1), scA);
-                }
-            }
-            const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
-            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
-                acc[m][c] = vfmaq_f32(acc[m][c], vcvtq_f32_s32(isum[c]), vmulq_n_f32(dw, y[c]->d));
-                if (!rpk_mins(type)) continue;
-                int32x4_t imin = vdupq_n_s32(0);
-                _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++)
-                    imin = vmlaq_n_s32(imin, rpk_i8x4(mn[s] + 4 * m), y[c]->bsums[2 * s] + y[c]->bsums[2 * s + 1]);
-                const float32x4_t dm = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(blk + L.dmin) + 4 * m)));
-                acc[m][c] = vfmsq_f32(acc[m][c], vcvtq_f32_s32(imin), vmulq_n_f32(dm, y[c]->d));
-            }
-        }
-    }
-    _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
-        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) vst1q_f32(out + c * os + 4 * m, acc[m][c]);
-}
-
-RPA_INL void rpk_gemm(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
-                      int nt, float *out, int64_t os) {
-    for (int t0 = 0; t0 < nt; t0 += RPA_C) {
-        const int tn = nt - t0 < RPA_C ? nt - t0 : RPA_C;
-        const char *at = (const char *)act + (size_t)t0 * as;
-        for (int64_t r = 0; r < nr; r += RPA_R) {
-            const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
-            float *o = out + (int64_t)t0 * os + r;
-            if (tn == RPA_C) rpk_tile(type, RPA_C, grp, k / QK_K, at, as, o, os);
-            else if (tn == 1) rpk_tile(type, 1, grp, k / QK_K, at, as, o, os);
-            else rpk_tile(type, tn, grp, k / QK_K, at, as, o, os);
-        }
-    }
-}
-
 PLM_TARGET_DOTPROD static void gemm_repacked_q4_K_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
                                                           const void *act, size_t as, int nt, float *out, int64_t os) {
-    rpk_gemm(PLM_TYPE_Q4_K, k, w, ws, nr, act, as, nt, out, os);
+    rpa_gemm(PLM_TYPE_Q4_K, k, w, ws, nr, act, as, nt, out, os);
 }
 
 PLM_TARGET_DOTPROD static void gemm_repacked_q5_K_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
                                                           const void *act, size_t as, int nt, float *out, int64_t os) {
-    rpk_gemm(PLM_TYPE_Q5_K, k, w, ws, nr, act, as, nt, out, os);
+    rpa_gemm(PLM_TYPE_Q5_K, k, w, ws, nr, act, as, nt, out, os);
 }
 
 PLM_TARGET_DOTPROD static void gemm_repacked_q6_K_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
                                                           const void *act, size_t as, int nt, float *out, int64_t os) {
-    rpk_gemm(PLM_TYPE_Q6_K, k, w, ws, nr, act, as, nt, out, os);
+    rpa_gemm(PLM_TYPE_Q6_K, k, w, ws, nr, act, as, nt, out, os);
 }
 
 PLM_TARGET_DOTPROD static void gemm_repacked_iq4_xs_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
                                                             const void *act, size_t as, int nt, float *out,
                                                             int64_t os) {
-    rpk_gemm(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
+    rpa_gemm(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
 }
 
 void plm_arm_fill_repacked(plm_kernels *t) {

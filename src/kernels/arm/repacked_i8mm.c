@@ -34,16 +34,18 @@
  *     as repacked.c does) and zipped into the same lane order; the float
  *     work is once per 256.  IQ4_NL/IQ4_XS look their levels up (TBL) and
  *     use the signed SMMLA.
+ * The codes and scale planes are read as repacked.c reads them, by the same
+ * functions (repacked_unpack.h).
  */
 #include "kernels/arm/arm.h"
 
 #if defined(PLM_ARM)
 
-#include "quant/repack.h"
+#include "kernels/arm/repacked_unpack.h"
 
-enum { RPM_R = 16, RPM_TP = 2 }; /* rows per group, token pairs per tile */
+enum { RPM_R = PLM_REPACK_ROWS, RPM_TP = 2 }; /* rows per group, token pairs per tile */
 
-#define RPM_INL static inline __attribute__((always_inline)) PLM_TARGET_I8MM
+#define RPM_INL PLM_ARM_INL PLM_TARGET_I8MM
 
 /* The dotprod table's kernels, for single tokens; written once while the
  * tables are built. */
@@ -92,14 +94,6 @@ RPM_INL bool rpm_signed(plm_type type) { return type == PLM_TYPE_IQ4_NL || type 
 RPM_INL int32x4_t rpm_mm(plm_type type, int32x4_t p, uint8x16_t A, int8x16_t B) {
     if (rpm_signed(type)) return vmmlaq_s32(p, vreinterpretq_s8_u8(A), B);
     return vusmmlaq_s32(p, A, B);
-}
-
-/* Run g of quarter m of a 32-element block's codes, unsigned (IQ4_NL: the
- * level index). */
-RPM_INL uint8x16_t rpm_codes32(plm_type type, const uint8_t *codes, int g, int m) {
-    if (type == PLM_TYPE_Q8_0) return vld1q_u8(codes + 64 * g + 16 * m);
-    const uint8x16_t q = vld1q_u8(codes + 64 * (g & 3) + 16 * m);
-    return g < 4 ? vandq_u8(q, vdupq_n_u8(0x0f)) : vshrq_n_u8(q, 4);
 }
 
 /* Quarter m's weights as SMMLA operands: A[h][0] rows 4m, 4m+1 and A[h][1]
@@ -156,10 +150,10 @@ RPM_INL void rpm_tile32(plm_type type, int TP, const uint8_t *grp, int64_t nb, c
             da[tp] = (float32x4_t){dx, dz, dx, dz};
         }
         _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
-            const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
+            const float32x4_t dw = plm_arm_rp_f16x4(blk, m);
             const float32x4_t dr[2] = {rpm_pair_lo(dw), rpm_pair_hi(dw)};
             uint8x16_t G[8], A[4][2];
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) G[g] = rpm_codes32(type, codes, g, m);
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) G[g] = plm_arm_rp_codes32(type, codes, g, m);
             rpm_quarter(type, G, A);
             _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
                 _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
@@ -172,71 +166,12 @@ RPM_INL void rpm_tile32(plm_type type, int TP, const uint8_t *grp, int64_t nb, c
     rpm_store(TP, acc, out, os);
 }
 
-/* ---- Q4_K ------------------------------------------------------------------ */
-
-/* Q4_K's 8 scales and mins of the 16 rows (plane p: byte p of every row),
- * as repacked.c unpacks them. */
-RPM_INL void rpm_scales_q4k(const uint8_t *planes, int8_t sc[8][16], int8_t mn[8][16]) {
-    const uint8x16_t m63 = vdupq_n_u8(63), m0f = vdupq_n_u8(0x0f);
-    uint8x16_t P[K_SCALE_SIZE];
-    _Pragma("GCC unroll 12") for (int p = 0; p < K_SCALE_SIZE; p++) P[p] = vld1q_u8(planes + 16 * p);
-    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
-        uint8x16_t s, m;
-        if (j < 4) {
-            s = vandq_u8(P[j], m63);
-            m = vandq_u8(P[j + 4], m63);
-        } else { /* the top two bits come from bits 6-7 of bytes j-4 and j */
-            s = vorrq_u8(vandq_u8(P[j + 4], m0f), vshlq_n_u8(vshrq_n_u8(P[j - 4], 6), 4));
-            m = vorrq_u8(vshrq_n_u8(P[j + 4], 4), vshlq_n_u8(vshrq_n_u8(P[j], 6), 4));
-        }
-        vst1q_s8(sc[j], vreinterpretq_s8_u8(s));
-        vst1q_s8(mn[j], vreinterpretq_s8_u8(m));
-    }
-}
-
-/* Shifts every byte left by n (right for n < 0). */
-RPM_INL uint8x16_t rpm_shift(uint8x16_t v, int n) { return vshlq_u8(v, vdupq_n_s8((int8_t)n)); }
-
-/* Four int8 values as int32 lanes. */
-RPM_INL int32x4_t rpm_i8x4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(v)))));
-}
+/* ---- super-block formats: Q4_K, Q5_K, Q6_K, IQ4_XS ------------------------ */
 
 /* [a0, b0, a1, b1] (lo) and [a2, b2, a3, b3] (hi): rows-as-lanes of two
  * tokens in SMMLA lane order. */
 RPM_INL int32x4_t rpm_toklanes_lo(int32x4_t a, int32x4_t b) { return vzip1q_s32(a, b); }
 RPM_INL int32x4_t rpm_toklanes_hi(int32x4_t a, int32x4_t b) { return vzip2q_s32(a, b); }
-
-/* IQ4_XS's 8 scales of the 16 rows, unbiased (ls - 32), as repacked.c
- * unpacks them. */
-RPM_INL void rpm_scales_xs(const uint8_t *planes, int8_t sc[8][16]) {
-    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
-        const uint8x16_t lo = vandq_u8(rpm_shift(vld1q_u8(planes + 16 * (s / 2)), -4 * (s % 2)), vdupq_n_u8(0x0f));
-        const uint8x16_t hi = vandq_u8(rpm_shift(vld1q_u8(planes + 16 * (4 + s / 4)), -2 * (s % 4)), vdupq_n_u8(3));
-        vst1q_s8(sc[s], vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32)));
-    }
-}
-
-/* Run g of sub-block s, quarter m of a super-block format's codes,
- * unsigned: the nibble with Q5_K's fifth bit or Q6_K's two high bits at
- * bit 4 (Q6_K: w + 32), IQ4_XS's level index. */
-RPM_INL uint8x16_t rpm_codes_k(plm_type type, const uint8_t *blk, int s, int g, int m) {
-    const plm_repack_k_layout L = plm_repack_k(type);
-    const int at = 64 * g + 16 * m;
-    const uint8x16_t v = vld1q_u8(blk + L.codes + 512 * (s / 2) + at);
-    const uint8x16_t u = s % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
-    if (type == PLM_TYPE_Q5_K) /* bit s of the high byte to bit 4 */
-        return vorrq_u8(u, vandq_u8(rpm_shift(vld1q_u8(blk + L.high + at), 4 - s), vdupq_n_u8(0x10)));
-    if (type == PLM_TYPE_Q6_K) { /* bits 2q, 2q + 1 of run s / 4 to bits 4, 5 */
-        const uint8x16_t hb = vld1q_u8(blk + L.high + 512 * (s / 4) + at);
-        return vorrq_u8(u, vandq_u8(rpm_shift(hb, 4 - 2 * (s % 4)), vdupq_n_u8(0x30)));
-    }
-    return u;
-}
-
-RPM_INL bool rpm_mins(plm_type type) { return type == PLM_TYPE_Q4_K || type == PLM_TYPE_Q5_K; }
 
 /* [v, v', v, v'] for int16 values of tokens t, t' times f. */
 RPM_INL int32x4_t rpm_tok_i16(int16_t v, int16_t v2, int f) {
@@ -257,8 +192,8 @@ RPM_INL void rpm_tile_k(plm_type type, int TP, const uint8_t *grp, int64_t nb, c
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = grp + (size_t)b * sb;
         int8_t sc[8][16], mn[8][16];
-        if (rpm_mins(type)) rpm_scales_q4k(blk + L.scales, sc, mn);
-        else if (type == PLM_TYPE_IQ4_XS) rpm_scales_xs(blk + L.scales, sc);
+        if (plm_arm_rp_mins(type)) plm_arm_rp_scales_k4(blk + L.scales, sc, mn);
+        else if (type == PLM_TYPE_IQ4_XS) plm_arm_rp_scales_xs(blk + L.scales, sc);
         const int8_t *q6sc = (const int8_t *)(blk + L.scales); /* Q6_K: 16 planes of int8 scales */
         const block_q8_K *y[2 * RPM_TP];
         _Pragma("GCC unroll 4") for (int t = 0; t < 2 * TP; t++) y[t] = (const block_q8_K *)(const void *)(act + (size_t)t * as) + b;
@@ -275,11 +210,11 @@ RPM_INL void rpm_tile_k(plm_type type, int TP, const uint8_t *grp, int64_t nb, c
              * super-block against 3743) */
             for (int s = 0; s < 8; s++) {
                 uint8x16_t G[8], A[4][2];
-                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) G[g] = rpm_codes_k(type, blk, s, g, m);
+                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) G[g] = plm_arm_rp_codes_k(type, blk, s, g, m);
                 rpm_quarter(type, G, A);
                 /* the rows' integer scales in SMMLA lanes; Q6_K's second half's in scB */
-                const int32x4_t s4 = rpm_i8x4((q6 ? q6sc + 32 * s : sc[s]) + 4 * m);
-                const int32x4_t s4b = q6 ? rpm_i8x4(q6sc + 32 * s + 16 + 4 * m) : s4;
+                const int32x4_t s4 = plm_arm_rp_i8x4((q6 ? q6sc + 32 * s : sc[s]) + 4 * m);
+                const int32x4_t s4b = q6 ? plm_arm_rp_i8x4(q6sc + 32 * s + 16 + 4 * m) : s4;
                 const int32x4_t scA[2] = {vzip1q_s32(s4, s4), vzip2q_s32(s4, s4)};
                 const int32x4_t scB[2] = {vzip1q_s32(s4b, s4b), vzip2q_s32(s4b, s4b)};
                 _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
@@ -301,21 +236,21 @@ RPM_INL void rpm_tile_k(plm_type type, int TP, const uint8_t *grp, int64_t nb, c
                     }
                 }
             }
-            const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)blk + 4 * m)));
+            const float32x4_t dw = plm_arm_rp_f16x4(blk, m);
             const float32x4_t dr[2] = {rpm_pair_lo(dw), rpm_pair_hi(dw)};
             _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++)
                 _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
                     acc[m][rp][tp] = vfmaq_f32(acc[m][rp][tp], vcvtq_f32_s32(isum[rp][tp]), vmulq_f32(dr[rp], da[tp]));
-            if (!rpm_mins(type)) continue;
+            if (!plm_arm_rp_mins(type)) continue;
             /* the mins of rows 4m..4m+3 against each token's sub-block sums */
             int32x4_t imin[2 * RPM_TP];
             _Pragma("GCC unroll 4") for (int t = 0; t < 2 * TP; t++) imin[t] = vdupq_n_s32(0);
             _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
-                const int32x4_t m4 = rpm_i8x4(mn[s] + 4 * m);
+                const int32x4_t m4 = plm_arm_rp_i8x4(mn[s] + 4 * m);
                 _Pragma("GCC unroll 4") for (int t = 0; t < 2 * TP; t++)
                     imin[t] = vmlaq_n_s32(imin[t], m4, y[t]->bsums[2 * s] + y[t]->bsums[2 * s + 1]);
             }
-            const float32x4_t dm = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(blk + L.dmin) + 4 * m)));
+            const float32x4_t dm = plm_arm_rp_f16x4(blk + L.dmin, m);
             const float32x4_t mr[2] = {rpm_pair_lo(dm), rpm_pair_hi(dm)};
             _Pragma("GCC unroll 2") for (int tp = 0; tp < TP; tp++) {
                 const int32x4_t mins[2] = {rpm_toklanes_lo(imin[2 * tp], imin[2 * tp + 1]),

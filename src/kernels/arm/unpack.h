@@ -15,8 +15,6 @@
 
 #if defined(PLM_ARM)
 
-#define PLM_ARM_INL static inline __attribute__((always_inline))
-
 /* The gemms' blocking: rows in bands of PLM_ARM_GEMM_RB, whose weights stay
  * in L2 while every tile of PLM_ARM_GEMM_T tokens' activations (T x k bytes,
  * in L1) passes over them. */
@@ -206,6 +204,58 @@ PLM_ARM_INL int8x16_t plm_arm_q3_K_scales(const uint8_t *s12) {
     return vsubq_s8(vreinterpretq_s8_u32(vld1q_u32(w)), vdupq_n_s8(32));
 }
 
+/* Q3_K's codes of 16 elements: the two bits of q (bits 0-1), minus 4
+ * where the element's hmask bit (bit 0 of h) is clear: (q | hbit << 2) - 4. */
+PLM_ARM_INL int8x16_t plm_arm_q3_K_codes(uint8x16_t q, uint8x16_t h) {
+    const uint8x16_t q2 = vandq_u8(q, vdupq_n_u8(3)), hb = vshlq_n_u8(vandq_u8(h, vdupq_n_u8(1)), 2);
+    return vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(q2, hb)), vdupq_n_s8(4));
+}
+
+/* Q4_K/Q5_K: sub-block 2j is the low nibbles of qs[32j .. 32j+31], 2j+1 the
+ * high nibbles; Q5_K's fifth bits are bit 2j / 2j+1 of qh[0..31].  Sets
+ * c[0], c[1] to sub-block 2j's elements 0..15, 16..31 and c[2], c[3] to
+ * 2j+1's, from qs + 32j; with has_qh, ORs in bits 0 and 1 of *h0, *h1 (qh[0..15],
+ * qh[16..31] shifted right 2j times) and shifts them on for the next j. */
+PLM_ARM_INL void plm_arm_q45_K_pair(const uint8_t *qs, bool has_qh, uint8x16_t *h0, uint8x16_t *h1,
+                                    uint8x16_t c[4]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), one = vdupq_n_u8(1), two = vdupq_n_u8(2);
+    const uint8x16_t a = vld1q_u8(qs), b = vld1q_u8(qs + 16);
+    c[0] = vandq_u8(a, m4);
+    c[1] = vandq_u8(b, m4);
+    c[2] = vshrq_n_u8(a, 4);
+    c[3] = vshrq_n_u8(b, 4);
+    if (has_qh) {
+        c[0] = vorrq_u8(c[0], vshlq_n_u8(vandq_u8(*h0, one), 4));
+        c[1] = vorrq_u8(c[1], vshlq_n_u8(vandq_u8(*h1, one), 4));
+        c[2] = vorrq_u8(c[2], vshlq_n_u8(vandq_u8(*h0, two), 3));
+        c[3] = vorrq_u8(c[3], vshlq_n_u8(vandq_u8(*h1, two), 3));
+        *h0 = vshrq_n_u8(*h0, 2);
+        *h1 = vshrq_n_u8(*h1, 2);
+    }
+}
+
+/* Q6_K: per 128 elements (half), ql[0..63] and qh[0..31]; element l (0..31)
+ * of each quarter: quarter 0 = low nibble of ql[l] | bits 0-1 of qh[l] << 4,
+ * quarter 1 = low nibble of ql[32+l] | bits 2-3, quarter 2 = high nibble of
+ * ql[l] | bits 4-5, quarter 3 = high nibble of ql[32+l] | bits 6-7; minus 32.
+ * q[k] gets elements 16k..16k+15 of the half (sub-block 8 * half + k). */
+PLM_ARM_INL void plm_arm_q6_K_half(const uint8_t *ql, const uint8_t *qh, int8x16_t q[8]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), m30 = vdupq_n_u8(0x30);
+    const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
+    const uint8x16_t l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
+    const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
+    uint8x16_t v[8];
+    v[0] = vorrq_u8(vandq_u8(l0, m4), vandq_u8(vshlq_n_u8(h0, 4), m30));
+    v[1] = vorrq_u8(vandq_u8(l1, m4), vandq_u8(vshlq_n_u8(h1, 4), m30));
+    v[2] = vorrq_u8(vandq_u8(l2, m4), vandq_u8(vshlq_n_u8(h0, 2), m30));
+    v[3] = vorrq_u8(vandq_u8(l3, m4), vandq_u8(vshlq_n_u8(h1, 2), m30));
+    v[4] = vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30));
+    v[5] = vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30));
+    v[6] = vorrq_u8(vshrq_n_u8(l2, 4), vandq_u8(vshrq_n_u8(h0, 2), m30));
+    v[7] = vorrq_u8(vshrq_n_u8(l3, 4), vandq_u8(vshrq_n_u8(h1, 2), m30));
+    for (int k = 0; k < 8; k++) q[k] = vsubq_s8(vreinterpretq_s8_u8(v[k]), vdupq_n_s8(32));
+}
+
 /* 16 int8 scales to the int32 sc[16]. */
 PLM_ARM_INL void plm_arm_store_sc16(int32_t *sc, int8x16_t s) {
     const int16x8_t lo = vmovl_s8(vget_low_s8(s)), hi = vmovl_high_s8(s);
@@ -242,20 +292,14 @@ PLM_ARM_INL void plm_arm_unpack_q2_K(const block_q2_K *x, plm_arm_kdec *u) {
 /* Q3_K: Q2_K's planes, minus 4 where the element's hmask bit is clear (bit
  * 4*half + p of hmask[l]); 16 signed scales. */
 PLM_ARM_INL void plm_arm_unpack_q3_K(const block_q3_K *x, plm_arm_kdec *u) {
-    const uint8x16_t m3 = vdupq_n_u8(3), one = vdupq_n_u8(1);
-    const int8x16_t four = vdupq_n_s8(4);
     plm_arm_store_sc16(u->sc, plm_arm_q3_K_scales(x->scales));
     uint8x16_t h0 = vld1q_u8(x->hmask), h1 = vld1q_u8(x->hmask + 16);
     for (int half = 0; half < 2; half++) {
         uint8x16_t q0 = vld1q_u8(x->qs + 32 * half), q1 = vld1q_u8(x->qs + 32 * half + 16);
         for (int p = 0; p < 4; p++) {
             int8_t *o = u->q + 128 * half + 32 * p;
-            /* (q | hbit << 2) - 4: q where the bit is set, q - 4 where clear */
-            vst1q_s8(o, vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q0, m3), vshlq_n_u8(vandq_u8(h0, one), 2))),
-                                 four));
-            vst1q_s8(o + 16, vsubq_s8(
-                                 vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q1, m3), vshlq_n_u8(vandq_u8(h1, one), 2))),
-                                 four));
+            vst1q_s8(o, plm_arm_q3_K_codes(q0, h0));
+            vst1q_s8(o + 16, plm_arm_q3_K_codes(q1, h1));
             q0 = vshrq_n_u8(q0, 2);
             q1 = vshrq_n_u8(q1, 2);
             h0 = vshrq_n_u8(h0, 1);
@@ -266,9 +310,8 @@ PLM_ARM_INL void plm_arm_unpack_q3_K(const block_q3_K *x, plm_arm_kdec *u) {
     u->dmin = 0.0f;
 }
 
-/* Q4_K/Q5_K: sub-block 2j is the low nibbles of qs[32j .. 32j+31], 2j+1 the
- * high nibbles; Q5_K's fifth bits are bit 2j / 2j+1 of qh[0..31] (qh NULL
- * for Q4_K).  A min per 32 elements is stored twice, once per 16. */
+/* Q4_K/Q5_K (plm_arm_q45_K_pair; qh NULL for Q4_K).  A min per 32 elements
+ * is stored twice, once per 16. */
 PLM_ARM_INL void plm_arm_unpack_q45_K(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
                                       plm_arm_kdec *u) {
     uint8_t sm[16];
@@ -280,7 +323,6 @@ PLM_ARM_INL void plm_arm_unpack_q45_K(const uint8_t *scales, const uint8_t *qs, 
     vst1q_s16(u->mn, vreinterpretq_s16_u16(vmovl_u8(mm.val[0])));
     vst1q_s16(u->mn + 8, vreinterpretq_s16_u16(vmovl_u8(mm.val[1])));
 
-    const uint8x16_t m4 = vdupq_n_u8(0x0f), one = vdupq_n_u8(1), two = vdupq_n_u8(2);
     uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
     if (qh) {
         h0 = vld1q_u8(qh);
@@ -288,48 +330,19 @@ PLM_ARM_INL void plm_arm_unpack_q45_K(const uint8_t *scales, const uint8_t *qs, 
     }
     uint8_t *q = (uint8_t *)u->q;
     for (int j = 0; j < 4; j++, qs += 32, q += 64) {
-        const uint8x16_t a = vld1q_u8(qs), b = vld1q_u8(qs + 16);
-        uint8x16_t lo0 = vandq_u8(a, m4), lo1 = vandq_u8(b, m4);
-        uint8x16_t hi0 = vshrq_n_u8(a, 4), hi1 = vshrq_n_u8(b, 4);
-        if (qh) {
-            lo0 = vorrq_u8(lo0, vshlq_n_u8(vandq_u8(h0, one), 4));
-            lo1 = vorrq_u8(lo1, vshlq_n_u8(vandq_u8(h1, one), 4));
-            hi0 = vorrq_u8(hi0, vshlq_n_u8(vandq_u8(h0, two), 3));
-            hi1 = vorrq_u8(hi1, vshlq_n_u8(vandq_u8(h1, two), 3));
-            h0 = vshrq_n_u8(h0, 2);
-            h1 = vshrq_n_u8(h1, 2);
-        }
-        vst1q_u8(q, lo0);
-        vst1q_u8(q + 16, lo1);
-        vst1q_u8(q + 32, hi0);
-        vst1q_u8(q + 48, hi1);
+        uint8x16_t c[4];
+        plm_arm_q45_K_pair(qs, qh != NULL, &h0, &h1, c);
+        for (int i = 0; i < 4; i++) vst1q_u8(q + 16 * i, c[i]);
     }
 }
 
-/* Q6_K: per 128 elements (half), ql[0..63] and qh[0..31]; element l (0..31)
- * of each quarter: quarter 0 = low nibble of ql[l] | bits 0-1 of qh[l] << 4,
- * quarter 1 = low nibble of ql[32+l] | bits 2-3, quarter 2 = high nibble of
- * ql[l] | bits 4-5, quarter 3 = high nibble of ql[32+l] | bits 6-7; minus 32.
- * Sub-blocks of 16 with signed 8-bit scales. */
+/* Q6_K (plm_arm_q6_K_half): sub-blocks of 16 with signed 8-bit scales. */
 PLM_ARM_INL void plm_arm_unpack_q6_K(const block_q6_K *x, plm_arm_kdec *u) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0f), m30 = vdupq_n_u8(0x30);
-    const int8x16_t k32 = vdupq_n_s8(32);
     plm_arm_store_sc16(u->sc, vld1q_s8(x->scales));
     for (int half = 0; half < 2; half++) {
-        const uint8_t *ql = x->ql + 64 * half, *qh = x->qh + 32 * half;
-        const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
-        const uint8x16_t l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
-        const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
-        uint8x16_t v[8]; /* v[k]: elements 16k.. of the half, sub-block 8 * half + k */
-        v[0] = vorrq_u8(vandq_u8(l0, m4), vandq_u8(vshlq_n_u8(h0, 4), m30));
-        v[1] = vorrq_u8(vandq_u8(l1, m4), vandq_u8(vshlq_n_u8(h1, 4), m30));
-        v[2] = vorrq_u8(vandq_u8(l2, m4), vandq_u8(vshlq_n_u8(h0, 2), m30));
-        v[3] = vorrq_u8(vandq_u8(l3, m4), vandq_u8(vshlq_n_u8(h1, 2), m30));
-        v[4] = vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30));
-        v[5] = vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30));
-        v[6] = vorrq_u8(vshrq_n_u8(l2, 4), vandq_u8(vshrq_n_u8(h0, 2), m30));
-        v[7] = vorrq_u8(vshrq_n_u8(l3, 4), vandq_u8(vshrq_n_u8(h1, 2), m30));
-        for (int k = 0; k < 8; k++) vst1q_s8(u->q + 128 * half + 16 * k, vsubq_s8(vreinterpretq_s8_u8(v[k]), k32));
+        int8x16_t q[8];
+        plm_arm_q6_K_half(x->ql + 64 * half, x->qh + 32 * half, q);
+        for (int k = 0; k < 8; k++) vst1q_s8(u->q + 128 * half + 16 * k, q[k]);
     }
     u->d = plm_arm_h2f(x->d);
     u->dmin = 0.0f;
@@ -374,14 +387,19 @@ PLM_ARM_INL void plm_arm_unpack_k(plm_type type, const void *row, int64_t b, plm
     }
 }
 
-/* sum_i mn[i] * bsums[i] over 16 int16 pairs, spread over four lanes. */
-PLM_ARM_INL int32x4_t plm_arm_mins_dot(const int16_t *mn, const int16_t *bsums) {
-    const int16x8_t m0 = vld1q_s16(mn), m1 = vld1q_s16(mn + 8);
+/* sum_i m[i] * bsums[i] over 16 int16 pairs (m[0..7] in m0, m[8..15] in
+ * m1), spread over four lanes. */
+PLM_ARM_INL int32x4_t plm_arm_mins_dot16(int16x8_t m0, int16x8_t m1, const int16_t *bsums) {
     const int16x8_t b0 = vld1q_s16(bsums), b1 = vld1q_s16(bsums + 8);
     int32x4_t acc = vmull_s16(vget_low_s16(m0), vget_low_s16(b0));
     acc = vmlal_high_s16(acc, m0, b0);
     acc = vmlal_s16(acc, vget_low_s16(m1), vget_low_s16(b1));
     return vmlal_high_s16(acc, m1, b1);
+}
+
+/* The same with mn[16] in memory. */
+PLM_ARM_INL int32x4_t plm_arm_mins_dot(const int16_t *mn, const int16_t *bsums) {
+    return plm_arm_mins_dot16(vld1q_s16(mn), vld1q_s16(mn + 8), bsums);
 }
 
 /* acc + a super-block's float term, four lanes at a time, in the reference's
