@@ -537,6 +537,120 @@ X86_INL void tile_cb(plm_type type, int nt, int64_t nb, const void *x, const cha
     for (int t = 0; t < nt; t++) out[t * os] = hsum_ps(acc[t]) * post;
 }
 
+/* ---- the row gemm by k slices: each weight decoded once per call -----------
+ * tile_cb decodes a super-block again for every X86_GEMM_T tokens, so at
+ * 64 tokens each weight is decoded 16 times (AVX2) and the decode, not the
+ * multiply, bounds prefill.  Here a band of CBS_R rows is decoded once per
+ * slice of CBS_SB super-blocks into an int8 buffer (36 KiB on the stack, in
+ * L1/L2), which every token tile then reads.  The signed values q
+ * (|q| <= 62) are stored as u = q + 64 (2..126), so the dot needs no sign
+ * instruction: vpmaddubsw(u, a) cannot saturate (2 * 126 * 127 < 32767),
+ * and the offset comes back from Q8_K's sums per 16 elements:
+ * sum_j ls_j dot(q_j, a_j) = sum_j ls_j dot(u_j, a_j) - 64 sum_k ls_k bsum_k,
+ * the same integer as the vec_dot's. */
+enum {
+    CBS_R = 16, /* rows per band */
+    CBS_SB = 4, /* super-blocks per k slice */
+    CBS_MIN_TOK = 4, /* fewer tokens: tile_cb (decoding for them alone costs the same) */
+};
+
+/* One row's super-block, decoded for the slice gemm. */
+typedef struct {
+    __m256i u[8];  /* q + 64, sub-block j's 32 elements */
+    __m256i sc[8]; /* sub-block j's scale vector (cbdec.sc) */
+    __m256i ls64;  /* 64 * ls per 16 elements, as 16 int16: the offset's weights on bsums */
+    float d;
+} cbslice;
+
+X86_INL void cbs_decode(plm_type type, const void *blk, cbslice *c) {
+    cbdec u;
+    cb_decode(type, blk, &u);
+    _Alignas(32) int16_t ls[16];
+    for (int j = 0; j < 8; j++) {
+        c->u[j] = _mm256_add_epi8(_mm256_sign_epi8(u.mag[j], u.sgn[j]), _mm256_set1_epi8(64));
+        c->sc[j] = u.sc[j];
+        ls[2 * j] = (int16_t)_mm256_extract_epi16(u.sc[j], 0);
+        ls[2 * j + 1] = (int16_t)_mm256_extract_epi16(u.sc[j], 8);
+    }
+    c->ls64 = _mm256_slli_epi16(load256(ls), 6);
+    c->d = u.d;
+}
+
+/* One row x T tokens over nsb decoded super-blocks (T constant: the
+ * accumulators stay in registers); returns the T sums, post applied. */
+X86_INL void cbs_tile(int T, float post, const cbslice *c, int nsb, const char *act, size_t as, int64_t sb0,
+                      float *sums) {
+    __m256 acc[X86_GEMM_T];
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    for (int b = 0; b < nsb; b++) {
+        __m256i is[X86_GEMM_T];
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
+            const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)t * as) + sb0 + b;
+            is[t] = _mm256_madd_epi16(c[b].ls64, loadu256(y->bsums));
+            is[t] = _mm256_sub_epi32(_mm256_setzero_si256(), is[t]);
+        }
+        for (int j = 0; j < 8; j++) {
+            const __m256i u = load256(&c[b].u[j]), sc = load256(&c[b].sc[j]);
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
+                const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)t * as) + sb0 + b;
+                const __m256i p = _mm256_maddubs_epi16(u, loadu256(y->qs + 32 * j));
+                is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(p, sc));
+            }
+        }
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
+            const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)t * as) + sb0 + b;
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_set1_ps(c[b].d * y->d), acc[t]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) sums[t] = hsum_ps(acc[t]) * post;
+}
+
+X86_INL void cbs_tile_n(int T, float post, const cbslice *c, int nsb, const char *act, size_t as, int64_t sb0,
+                        float *sums) {
+    switch (T) {
+#if X86_ZMM
+    case 8: cbs_tile(8, post, c, nsb, act, as, sb0, sums); break;
+    case 7: cbs_tile(7, post, c, nsb, act, as, sb0, sums); break;
+    case 6: cbs_tile(6, post, c, nsb, act, as, sb0, sums); break;
+    case 5: cbs_tile(5, post, c, nsb, act, as, sb0, sums); break;
+#endif
+    case 4: cbs_tile(4, post, c, nsb, act, as, sb0, sums); break;
+    case 3: cbs_tile(3, post, c, nsb, act, as, sb0, sums); break;
+    case 2: cbs_tile(2, post, c, nsb, act, as, sb0, sums); break;
+    default: cbs_tile(1, post, c, nsb, act, as, sb0, sums); break;
+    }
+}
+
+/* Rows in bands, k in slices, tokens in tiles of X86_GEMM_T; the first
+ * slice writes the output, later ones add. */
+X86_INL void gemm_cb_slices(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                            size_t as, int nt, float *out, int64_t os) {
+    const size_t bx = plm_type_info_get(type)->type_size;
+    const float post = plm_iq_post(type);
+    const int64_t nb = k / QK_K;
+    _Alignas(32) cbslice buf[CBS_R][CBS_SB];
+    for (int64_t r0 = 0; r0 < nr; r0 += CBS_R) {
+        const int rn = (int)(nr - r0 < CBS_R ? nr - r0 : CBS_R);
+        for (int64_t b0 = 0; b0 < nb; b0 += CBS_SB) {
+            const int nsb = (int)(nb - b0 < CBS_SB ? nb - b0 : CBS_SB);
+            for (int r = 0; r < rn; r++)
+                for (int b = 0; b < nsb; b++)
+                    cbs_decode(type, (const char *)w + (size_t)(r0 + r) * ws + (size_t)(b0 + b) * bx, &buf[r][b]);
+            for (int t0 = 0; t0 < nt; t0 += X86_GEMM_T) {
+                const int T = nt - t0 < X86_GEMM_T ? nt - t0 : X86_GEMM_T;
+                for (int r = 0; r < rn; r++) {
+                    float sums[X86_GEMM_T];
+                    cbs_tile_n(T, post, buf[r], nsb, (const char *)act + (size_t)t0 * as, as, b0, sums);
+                    for (int t = 0; t < T; t++) {
+                        float *o = out + (t0 + t) * os + r0 + r;
+                        *o = b0 == 0 ? sums[t] : *o + sums[t];
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* ---- MXFP4 against Q8_0: IQ4_NL's shape with another level table and an
  * E8M0 scale ------------------------------------------------------------------ */
 
