@@ -542,16 +542,21 @@ X86_INL void tile_cb(plm_type type, int nt, int64_t nb, const void *x, const cha
  * 64 tokens each weight is decoded 16 times (AVX2) and the decode, not the
  * multiply, bounds prefill.  Here a band of CBS_R rows is decoded once per
  * slice of CBS_SB super-blocks into an int8 buffer (36 KiB on the stack, in
- * L1/L2), which every token tile then reads.  The signed values q
- * (|q| <= 62) are stored as u = q + 64 (2..126), so the dot needs no sign
- * instruction: vpmaddubsw(u, a) cannot saturate (2 * 126 * 127 < 32767),
+ * L1/L2), which every token tile then reads (from CBS_MIN_TOK tokens).
+ * The signed values q (|q| <= 62) are stored as u = q + 64 (2..126), so
+ * the dot needs no sign instruction: vpmaddubsw(u, a) cannot saturate
+ * (2 * 126 * 127 < 32767),
  * and the offset comes back from Q8_K's sums per 16 elements:
  * sum_j ls_j dot(q_j, a_j) = sum_j ls_j dot(u_j, a_j) - 64 sum_k ls_k bsum_k,
  * the same integer as the vec_dot's. */
 enum {
     CBS_R = 16, /* rows per band */
     CBS_SB = 4, /* super-blocks per k slice */
-    CBS_MIN_TOK = 4, /* fewer tokens: tile_cb (decoding for them alone costs the same) */
+    /* Fewer tokens take tile_cb, which then decodes each weight once or
+     * twice as well, without the buffer's stores and reloads: the slices
+     * measured 10% slower at 4 tokens on AVX2, up to 8 on AVX-512 (where
+     * from 16 tokens the panel gemm runs), faster from 8 and 12. */
+    CBS_MIN_TOK = X86_ZMM ? 12 : 8,
 };
 
 /* One row's super-block, decoded for the slice gemm. */
