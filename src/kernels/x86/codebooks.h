@@ -552,11 +552,12 @@ X86_INL void tile_cb(plm_type type, int nt, int64_t nb, const void *x, const cha
 enum {
     CBS_R = 16, /* rows per band */
     CBS_SB = 4, /* super-blocks per k slice */
+    CBS_T = 4,  /* tokens per tile: 8 accumulators of 16 ymm registers */
     /* Fewer tokens take tile_cb, which then decodes each weight once or
      * twice as well, without the buffer's stores and reloads: the slices
-     * measured 10% slower at 4 tokens on AVX2, up to 8 on AVX-512 (where
-     * from 16 tokens the panel gemm runs), faster from 8 and 12. */
-    CBS_MIN_TOK = X86_ZMM ? 12 : 8,
+     * measured 10% slower at 4 tokens on AVX2, faster from 8.  (Not used
+     * on AVX-512: gemm_quant.) */
+    CBS_MIN_TOK = 8,
 };
 
 /* One row's super-block, decoded for the slice gemm. */
@@ -585,10 +586,10 @@ X86_INL void cbs_decode(plm_type type, const void *blk, cbslice *c) {
  * accumulators stay in registers); returns the T sums, post applied. */
 X86_INL void cbs_tile(int T, float post, const cbslice *c, int nsb, const char *act, size_t as, int64_t sb0,
                       float *sums) {
-    __m256 acc[X86_GEMM_T];
+    __m256 acc[CBS_T];
     _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nsb; b++) {
-        __m256i is[X86_GEMM_T];
+        __m256i is[CBS_T];
         _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
             const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)t * as) + sb0 + b;
             is[t] = _mm256_madd_epi16(c[b].ls64, loadu256(y->bsums));
@@ -613,12 +614,6 @@ X86_INL void cbs_tile(int T, float post, const cbslice *c, int nsb, const char *
 X86_INL void cbs_tile_n(int T, float post, const cbslice *c, int nsb, const char *act, size_t as, int64_t sb0,
                         float *sums) {
     switch (T) {
-#if X86_ZMM
-    case 8: cbs_tile(8, post, c, nsb, act, as, sb0, sums); break;
-    case 7: cbs_tile(7, post, c, nsb, act, as, sb0, sums); break;
-    case 6: cbs_tile(6, post, c, nsb, act, as, sb0, sums); break;
-    case 5: cbs_tile(5, post, c, nsb, act, as, sb0, sums); break;
-#endif
     case 4: cbs_tile(4, post, c, nsb, act, as, sb0, sums); break;
     case 3: cbs_tile(3, post, c, nsb, act, as, sb0, sums); break;
     case 2: cbs_tile(2, post, c, nsb, act, as, sb0, sums); break;
@@ -626,7 +621,7 @@ X86_INL void cbs_tile_n(int T, float post, const cbslice *c, int nsb, const char
     }
 }
 
-/* Rows in bands, k in slices, tokens in tiles of X86_GEMM_T; the first
+/* Rows in bands, k in slices, tokens in tiles of CBS_T; the first
  * slice writes the output, later ones add. */
 X86_INL void gemm_cb_slices(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                             size_t as, int nt, float *out, int64_t os) {
@@ -641,10 +636,10 @@ X86_INL void gemm_cb_slices(plm_type type, int64_t k, const void *w, size_t ws, 
             for (int r = 0; r < rn; r++)
                 for (int b = 0; b < nsb; b++)
                     cbs_decode(type, (const char *)w + (size_t)(r0 + r) * ws + (size_t)(b0 + b) * bx, &buf[r][b]);
-            for (int t0 = 0; t0 < nt; t0 += X86_GEMM_T) {
-                const int T = nt - t0 < X86_GEMM_T ? nt - t0 : X86_GEMM_T;
+            for (int t0 = 0; t0 < nt; t0 += CBS_T) {
+                const int T = nt - t0 < CBS_T ? nt - t0 : CBS_T;
                 for (int r = 0; r < rn; r++) {
-                    float sums[X86_GEMM_T];
+                    float sums[CBS_T];
                     cbs_tile_n(T, post, buf[r], nsb, (const char *)act + (size_t)t0 * as, as, b0, sums);
                     for (int t = 0; t < T; t++) {
                         float *o = out + (t0 + t) * os + r0 + r;
