@@ -582,18 +582,29 @@ X86_INL void cbs_decode(plm_type type, const void *blk, cbslice *c) {
     c->d = u.d;
 }
 
+/* Per token its 8 lanes summed in integers (lanes hold offset parts that
+ * cancel only in the total: converted to float apart they lost up to 1e-5
+ * of the result), the T totals side by side in 4 lanes. */
+X86_INL __m128i cbs_totals(int T, const __m256i is[CBS_T]) {
+    const __m256i z = _mm256_setzero_si256();
+    const __m256i h01 = _mm256_hadd_epi32(is[0], T > 1 ? is[1] : z);
+    const __m256i h23 = _mm256_hadd_epi32(T > 2 ? is[2] : z, T > 3 ? is[3] : z);
+    const __m256i h = _mm256_hadd_epi32(h01, h23); /* token t: lane t of each half */
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
 /* One row x T tokens over nsb decoded super-blocks (T constant: the
  * accumulators stay in registers); returns the T sums, post applied. */
 X86_INL void cbs_tile(int T, float post, const cbslice *c, int nsb, const char *act, size_t as, int64_t sb0,
                       float *sums) {
-    __m256 acc[CBS_T];
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    __m128 acc = _mm_setzero_ps(); /* lane t: token t */
     for (int b = 0; b < nsb; b++) {
         __m256i is[CBS_T];
+        _Alignas(16) float dd[4] = {0, 0, 0, 0};
         _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
             const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)t * as) + sb0 + b;
-            is[t] = _mm256_madd_epi16(c[b].ls64, loadu256(y->bsums));
-            is[t] = _mm256_sub_epi32(_mm256_setzero_si256(), is[t]);
+            is[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(c[b].ls64, loadu256(y->bsums)));
+            dd[t] = c[b].d * y->d;
         }
         for (int j = 0; j < 8; j++) {
             const __m256i u = load256(&c[b].u[j]), sc = load256(&c[b].sc[j]);
@@ -603,12 +614,11 @@ X86_INL void cbs_tile(int T, float post, const cbslice *c, int nsb, const char *
                 is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(p, sc));
             }
         }
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
-            const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)t * as) + sb0 + b;
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_set1_ps(c[b].d * y->d), acc[t]);
-        }
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(cbs_totals(T, is)), _mm_load_ps(dd), acc);
     }
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) sums[t] = hsum_ps(acc[t]) * post;
+    _Alignas(16) float a4[4];
+    _mm_store_ps(a4, acc);
+    for (int t = 0; t < T; t++) sums[t] = a4[t] * post;
 }
 
 X86_INL void cbs_tile_n(int T, float post, const cbslice *c, int nsb, const char *act, size_t as, int64_t sb0,
