@@ -250,7 +250,7 @@ static void test_gemm(const plm_kernels *kt, plm_type wt) {
     const plm_type_info *ti = plm_type_info_get(wt);
     const plm_type at = ti->vec_dot_type;
     const int nbs[] = {1, 2, 3, 5, 9};
-    static const int toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17};
+    static const int toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17}; /* 13: >= 2 token tiles + a tail */
     static uint8_t w[ROWS * 9 * 292], a[MAX_TOK * (9 * 292 + 8)];
     static float x[9 * 256], out[MAX_TOK * OUT_STRIDE], want[MAX_TOK * OUT_STRIDE];
     static double mag[MAX_TOK * OUT_STRIDE];
@@ -268,7 +268,7 @@ static void test_gemm(const plm_kernels *kt, plm_type wt) {
                 ref->vec_dot[wt](k, &want[t * OUT_STRIDE + r], w + r * wrow, a + t * arow);
                 mag[t * OUT_STRIDE + r] = magnitude(wt, w + r * wrow, at, a + t * arow, k);
             }
-        for (int it = 0; it < 10; it++) {
+        for (int it = 0; it < (int)(sizeof toks / sizeof toks[0]); it++) {
             const int nt = toks[it];
             /* three uneven row ranges, as a thread pool might hand out */
             const int64_t cut[4] = {0, 5, 22, ROWS};

@@ -243,25 +243,35 @@ X86_INL void vec_dot_cb(plm_type type, int64_t n, float *s, const void *x, const
 }
 
 #if X86_ZMM
-/* ---- the IQ2 and IQ3_XXS vec_dot on AVX-512 ---------------------------------
+/* ---- the codebook vec_dot on AVX-512 -----------------------------------------
  * The scalar decode above spends most of its time fetching: per 32
  * elements four (eight) grid rows and four sign masks, each a load and an
  * insert, and a scale broadcast.  Here the signs and scales of a whole
  * super-block are expanded in one vector each: IQ2_XXS/IQ2_XS/IQ3_XXS's
  * 7-bit sign codes spread to bytes and given their parity bit (the eighth
- * sign: ggml's ksigns rule, an even count of negatives; IQ2_S stores
- * the 8 bits), so a sub-block's 32 signs are 32 bits, which vptestmb
+ * sign: ggml's ksigns rule, an even count of negatives; IQ2_S and IQ3_S
+ * store the 8 bits), so a sub-block's 32 signs are 32 bits, which vptestmb
  * turns into a mask that negates the activations (vpsubb under the mask:
- * the bytes vpsignb gives).  The grid rows are still loaded one by one
- * (a gather instruction measured slower on Zen 4), two sub-blocks per
- * 512-bit register.  The integer sums are the scalar decode's:
- * sum_j ls_j * dot(grid_j, sign_j * a_j).  (IQ3_S, whose indices need a
- * ninth bit each, measured no faster this way and keeps the scalar decode.) */
+ * the bytes vpsignb gives).  The grid rows are loaded one by one (a
+ * gather instruction measured slower on Zen 4 for 8-byte rows), two
+ * sub-blocks per 512-bit register; IQ3_S's sixteen 4-byte rows, whose
+ * indices take a ninth bit each, are one vpgatherdd (faster there).  The integer sums are the scalar decode's:
+ * sum_j ls_j * dot(grid_j, sign_j * a_j).
+ *
+ * IQ1_S and IQ1_M have no signs but a shift: q = 8 * grid + s, grid in
+ * {-1, 0, 1}, s = +-1 per 32 (IQ1_S) or per 8 elements (IQ1_M).  They are
+ * made unsigned, u = 8 * (grid + 1) + (s + 1) = q + 9 in 0..18, and the
+ * offset comes back from the activations' sums per 16 (Q8_K's bsums):
+ * sum_j ls_j * (dot(u_j, a_j) - 9 * sum(a_j)), the same integer. */
 
 /* The formats with the 512-bit decode below. */
 X86_INL bool has_cbz(plm_type type) {
-    return type == PLM_TYPE_IQ2_XXS || type == PLM_TYPE_IQ2_XS || type == PLM_TYPE_IQ2_S || type == PLM_TYPE_IQ3_XXS;
+    return type == PLM_TYPE_IQ2_XXS || type == PLM_TYPE_IQ2_XS || type == PLM_TYPE_IQ2_S || type == PLM_TYPE_IQ3_XXS ||
+           type == PLM_TYPE_IQ3_S || type == PLM_TYPE_IQ1_S || type == PLM_TYPE_IQ1_M;
 }
+
+/* IQ1_S, IQ1_M: unsigned values q + offset, no signs (see above). */
+X86_INL bool is_iq1(plm_type type) { return type == PLM_TYPE_IQ1_S || type == PLM_TYPE_IQ1_M; }
 
 /* Bytes of 7-bit sign codes given their parity bit as bit 7. */
 X86_INL __m256i with_parity(__m256i b) {
@@ -287,6 +297,9 @@ X86_INL __m256i cbz_signs(plm_type type, const void *blk) {
         return with_parity(_mm512_cvtepi16_epi8(_mm512_srli_epi16(w, 9)));
     }
     case PLM_TYPE_IQ2_S: return loadu256(((const block_iq2_s *)blk)->qs + QK_K / 8);
+    case PLM_TYPE_IQ3_S: return loadu256(((const block_iq3_s *)blk)->signs);
+    case PLM_TYPE_IQ1_S:
+    case PLM_TYPE_IQ1_M: return _mm256_setzero_si256(); /* unsigned (is_iq1) */
     default: { /* IQ2_XXS, IQ3_XXS: four codes spread to bytes */
         const __m256i aux = xxs_aux(type, (const uint8_t *)blk + 2);
         const __m256i b0 = _mm256_and_si256(aux, _mm256_set1_epi32(0x7f));
@@ -308,16 +321,42 @@ X86_INL __m512i nibbles16(__m128i bytes, __m128i bi, __m512i sh) {
  * 16-bit halves, the pair vpmaddwd multiplies by. */
 X86_INL __m512i cbz_scales(plm_type type, const void *blk) {
     __m512i s;
-    if (type == PLM_TYPE_IQ2_XXS || type == PLM_TYPE_IQ3_XXS) { /* one per 32: the aux words' top nibbles */
+    switch (type) {
+    case PLM_TYPE_IQ2_XXS:
+    case PLM_TYPE_IQ3_XXS: { /* one per 32: the aux words' top nibbles */
         const __m256i top = _mm256_srli_epi32(xxs_aux(type, (const uint8_t *)blk + 2), 28);
         s = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
                                      _mm512_castsi256_si512(top));
-    } else { /* IQ2_XS, IQ2_S: one per 16, a byte per sub-block, low nibble first */
+        break;
+    }
+    case PLM_TYPE_IQ3_S: /* one per 32, a nibble each, low first */
+        s = nibbles16(_mm_cvtsi32_si128((int)iq_u32(((const block_iq3_s *)blk)->scales)),
+                      _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                      _mm512_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4));
+        break;
+    case PLM_TYPE_IQ1_S: { /* one per 32: bits 12-14 of the sub-block's qh */
+        const __m256i qh = _mm256_zextsi128_si256(loadu128(((const block_iq1_s *)blk)->qh));
+        const __m512i w = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
+                                                   _mm512_cvtepu16_epi32(qh));
+        s = _mm512_and_si512(_mm512_srli_epi32(w, 12), _mm512_set1_epi32(7));
+        break;
+    }
+    case PLM_TYPE_IQ1_M: { /* one per 16: 3 bits each, four to a u16 */
+        const __m512i sc = _mm512_cvtepu16_epi32(_mm256_zextsi128_si256(
+            _mm_loadl_epi64((const __m128i *)(const void *)((const block_iq1_m *)blk)->scales)));
+        const __m512i w =
+            _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), sc);
+        s = _mm512_and_si512(_mm512_srlv_epi32(w, _mm512_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9)),
+                             _mm512_set1_epi32(7));
+        break;
+    }
+    default: { /* IQ2_XS, IQ2_S: one per 16, a byte per sub-block, low nibble first */
         const uint8_t *sc = type == PLM_TYPE_IQ2_XS ? ((const block_iq2_xs *)blk)->scales
                                                     : ((const block_iq2_s *)blk)->scales;
         s = nibbles16(_mm_loadl_epi64((const __m128i *)(const void *)sc),
                       _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
                       _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4));
+    }
     }
     s = _mm512_add_epi32(_mm512_add_epi32(s, s), _mm512_set1_epi32(1));
     return _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
@@ -348,6 +387,16 @@ X86_INL __m512i cbz_grid(plm_type type, const void *blk, int h) {
         for (int k = 0; k < 8; k++) i[k] = b->qs[8 * h + k] | (b->qh[2 * h + k / 4] << (8 - 2 * (k % 4)) & 0x300);
         return grid8x8(plm_iq2s_grid, i);
     }
+    case PLM_TYPE_IQ3_S: { /* 8 low index bits, the ninth from qh (bit k of 16), then a gather:
+                          * 16 rows of 4 bytes, where it measured faster than 16 loads */
+        const block_iq3_s *b = blk;
+        const uint8_t *q = b->qs + 16 * h;
+        const int hb = b->qh[2 * h] | b->qh[2 * h + 1] << 8;
+        const __m512i bit = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(hb), bit), _mm512_set1_epi32(1));
+        const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi32(loadu128(q)), _mm512_slli_epi32(hi, 8));
+        return _mm512_i32gather_epi32(idx, (const void *)plm_iq3s_grid, 4);
+    }
     default: { /* IQ3_XXS */
         const uint8_t *q = ((const block_iq3_xxs *)blk)->qs + 16 * h;
         const uint32_t *g = plm_iq3xxs_grid;
@@ -356,6 +405,57 @@ X86_INL __m512i cbz_grid(plm_type type, const void *blk, int h) {
                                  (int)g[q[11]], (int)g[q[12]], (int)g[q[13]], (int)g[q[14]], (int)g[q[15]]);
     }
     }
+}
+
+/* IQ1's 32 grid indices of 11 bits (8 in qs, 3 in qh), computed in one
+ * vector (cheaper than 32 scalar extractions) and stored for the loads. */
+X86_INL void iq1z_indices(plm_type type, const void *blk, uint16_t idx[32]) {
+    __m512i hi;
+    if (type == PLM_TYPE_IQ1_S) { /* row k: bits 3(k%4).. of the u16 qh[k/4] */
+        const __m512i qh = _mm512_castsi128_si512(loadu128(((const block_iq1_s *)blk)->qh));
+        const __m512i lane = _mm512_set_epi16(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4, /* k / 4 */
+                                              3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        const __m512i sh = _mm512_set_epi16(9, 6, 3, 0, 9, 6, 3, 0, 9, 6, 3, 0, 9, 6, 3, 0, /* 3 * (k % 4) */
+                                            9, 6, 3, 0, 9, 6, 3, 0, 9, 6, 3, 0, 9, 6, 3, 0);
+        hi = _mm512_srlv_epi16(_mm512_permutexvar_epi16(lane, qh), sh);
+    } else { /* IQ1_M, row k: the low 3 bits of nibble k of qh */
+        const __m512i qh = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(loadu128(((const block_iq1_m *)blk)->qh)));
+        const __m512i lane = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, /* k / 2 */
+                                              7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+        const __m512i sh = _mm512_set_epi16(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, /* 4 * (k % 2) */
+                                            4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);
+        hi = _mm512_srlv_epi16(_mm512_permutexvar_epi16(lane, qh), sh);
+    }
+    const uint8_t *qs = type == PLM_TYPE_IQ1_S ? ((const block_iq1_s *)blk)->qs : ((const block_iq1_m *)blk)->qs;
+    _mm512_store_si512(idx, _mm512_or_si512(_mm512_cvtepu8_epi16(loadu256(qs)),
+                                            _mm512_slli_epi16(_mm512_and_si512(hi, _mm512_set1_epi16(7)), 8)));
+}
+
+/* IQ1 values of sub-blocks 2h and 2h+1 as u = 8 * (grid + 1) + (s + 1):
+ * eight grid rows by their indices (idx[8h..8h+7]), the shift's
+ * sign bit per row tested in a byte of qh spread over the row's qword. */
+X86_INL __m512i iq1z_values(plm_type type, const void *blk, const uint16_t idx[32], int h, bool with_shift) {
+    uint32_t qh4; /* the qh bytes of sub-blocks 2h, 2h+1 */
+    __m512i spread, bit;
+    if (type == PLM_TYPE_IQ1_S) { /* a u16 per sub-block, the sign in bit 15 */
+        memcpy(&qh4, ((const block_iq1_s *)blk)->qh + 2 * h, 4);
+        spread = _mm512_set_epi64(0x0303030303030303, 0x0303030303030303, 0x0303030303030303, 0x0303030303030303,
+                                  0x0101010101010101, 0x0101010101010101, 0x0101010101010101, 0x0101010101010101);
+        bit = _mm512_set1_epi8((char)0x80);
+    } else { /* IQ1_M: a nibble per row, the sign in its bit 3 */
+        memcpy(&qh4, ((const block_iq1_m *)blk)->qh + 4 * h, 4);
+        spread = _mm512_set_epi64(0x0303030303030303, 0x0303030303030303, 0x0202020202020202, 0x0202020202020202,
+                                  0x0101010101010101, 0x0101010101010101, 0x0000000000000000, 0x0000000000000000);
+        bit = _mm512_set_epi64(0x8080808080808080, 0x0808080808080808, 0x8080808080808080, 0x0808080808080808,
+                               0x8080808080808080, 0x0808080808080808, 0x8080808080808080, 0x0808080808080808);
+    }
+    const int k[8] = {idx[8 * h], idx[8 * h + 1], idx[8 * h + 2], idx[8 * h + 3],
+                      idx[8 * h + 4], idx[8 * h + 5], idx[8 * h + 6], idx[8 * h + 7]};
+    const __m512i g = grid8x8(plm_iq1s_grid, k); /* loads: faster than a gather of 8 here */
+    const __m512i g8 = _mm512_slli_epi16(_mm512_add_epi8(g, _mm512_set1_epi8(1)), 3); /* 0, 8, 16: no carry */
+    if (!with_shift) return g8;
+    const __mmask64 neg = _mm512_test_epi8_mask(_mm512_shuffle_epi8(_mm512_set1_epi32((int)qh4), spread), bit);
+    return _mm512_mask_add_epi8(g8, ~neg, g8, _mm512_set1_epi8(2));
 }
 
 /* The 64 sign bits of sub-blocks 2h, 2h+1 (qword h of signs) as a byte mask. */
@@ -368,6 +468,25 @@ X86_INL __mmask64 cbz_sign_mask(__m256i signs, int h) {
     return _mm512_test_epi8_mask(_mm512_shuffle_epi8(q, rep), bit); /* byte e: bit e % 8 of byte e / 8 */
 }
 
+/* IQ1: the offset sum over 16-element groups of ls * o * sum(a), for
+ * values stored as q + o.  IQ1_M: u = q + 9 (iq1z_values with the shift).
+ * IQ1_S, whose shift s is one per 32 like its scale, leaves the shift out
+ * of the values, u = 8 * (grid + 1) = q + 8 - s, so o = 8 - s, 7 or 9,
+ * from bit 15 of qh: four vector instructions a sub-block fewer. */
+X86_INL __m512i iq1z_offset(plm_type type, const void *blk, __m512i ls, const block_q8_K *y) {
+    __m256i o;
+    if (type == PLM_TYPE_IQ1_S) {
+        const __m128i neg = _mm_srli_epi16(loadu128(((const block_iq1_s *)blk)->qh), 15);
+        const __m128i o8 = _mm_add_epi16(_mm_set1_epi16(7), _mm_add_epi16(neg, neg));
+        const __m256i o16 = _mm256_cvtepu16_epi32(o8);
+        o = _mm256_or_si256(o16, _mm256_slli_epi32(o16, 16)); /* per 16 elements */
+    } else {
+        o = _mm256_set1_epi16(9);
+    }
+    const __m256i c = _mm256_mullo_epi16(_mm512_cvtepi32_epi16(ls), o);
+    return _mm512_zextsi256_si512(_mm256_madd_epi16(c, loadu256(y->bsums)));
+}
+
 X86_INL void vec_dot_cb_zmm(plm_type type, int64_t n, float *s, const void *x, const block_q8_K *y) {
     const size_t bx = plm_type_info_get(type)->type_size;
     __m512 acc = _mm512_setzero_ps();
@@ -375,11 +494,19 @@ X86_INL void vec_dot_cb_zmm(plm_type type, int64_t n, float *s, const void *x, c
         const void *blk = (const char *)x + (size_t)i * bx;
         const __m256i signs = cbz_signs(type, blk);
         const __m512i ls = cbz_scales(type, blk);
-        __m512i sum = _mm512_setzero_si512();
+        __m512i sum = is_iq1(type) ? _mm512_sub_epi32(_mm512_setzero_si512(), iq1z_offset(type, blk, ls, &y[i]))
+                                   : _mm512_setzero_si512();
+        _Alignas(64) uint16_t idx[32];
+        if (is_iq1(type)) iq1z_indices(type, blk, idx);
         for (int h = 0; h < 4; h++) {
             const __m512i a = _mm512_loadu_si512(y[i].qs + 64 * h);
-            const __m512i as = _mm512_mask_sub_epi8(a, cbz_sign_mask(signs, h), _mm512_setzero_si512(), a);
-            const __m512i p = _mm512_maddubs_epi16(cbz_grid(type, blk, h), as);
+            __m512i p;
+            if (is_iq1(type)) {
+                p = _mm512_maddubs_epi16(iq1z_values(type, blk, idx, h, type == PLM_TYPE_IQ1_M), a);
+            } else {
+                const __m512i as = _mm512_mask_sub_epi8(a, cbz_sign_mask(signs, h), _mm512_setzero_si512(), a);
+                p = _mm512_maddubs_epi16(cbz_grid(type, blk, h), as);
+            }
             const __m512i sc = _mm512_permutexvar_epi32( /* 128-bit lane l: elements 16l..16l+15 */
                 _mm512_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 2,
                                   4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3),
@@ -408,6 +535,130 @@ X86_INL void tile_cb(plm_type type, int nt, int64_t nb, const void *x, const cha
     }
     const float post = plm_iq_post(type);
     for (int t = 0; t < nt; t++) out[t * os] = hsum_ps(acc[t]) * post;
+}
+
+/* ---- the row gemm by k slices: each weight decoded once per call -----------
+ * tile_cb decodes a super-block again for every X86_GEMM_T tokens, so at
+ * 64 tokens each weight is decoded 16 times (AVX2) and the decode, not the
+ * multiply, bounds prefill.  Here a band of CBS_R rows is decoded once per
+ * slice of CBS_SB super-blocks into an int8 buffer (36 KiB on the stack, in
+ * L1/L2), which every token tile then reads (from CBS_MIN_TOK tokens).
+ * The signed values q (|q| <= 62) are stored as u = q + 64 (2..126), so
+ * the dot needs no sign instruction: vpmaddubsw(u, a) cannot saturate
+ * (2 * 126 * 127 < 32767),
+ * and the offset comes back from Q8_K's sums per 16 elements:
+ * sum_j ls_j dot(q_j, a_j) = sum_j ls_j dot(u_j, a_j) - 64 sum_k ls_k bsum_k,
+ * the same integer as the vec_dot's. */
+enum {
+    CBS_R = 16, /* rows per band */
+    CBS_SB = 4, /* super-blocks per k slice */
+    CBS_T = 4,  /* tokens per tile: 8 accumulators of 16 ymm registers */
+    /* Fewer tokens take tile_cb, which then decodes each weight once or
+     * twice as well, without the buffer's stores and reloads: the slices
+     * measured 10% slower at 4 tokens on AVX2, faster from 8.  (Not used
+     * on AVX-512: gemm_quant.) */
+    CBS_MIN_TOK = 8,
+};
+
+/* One row's super-block, decoded for the slice gemm. */
+typedef struct {
+    __m256i u[8];  /* q + 64, sub-block j's 32 elements */
+    __m256i sc[8]; /* sub-block j's scale vector (cbdec.sc) */
+    __m256i ls64;  /* 64 * ls per 16 elements, as 16 int16: the offset's weights on bsums */
+    float d;
+} cbslice;
+
+X86_INL void cbs_decode(plm_type type, const void *blk, cbslice *c) {
+    cbdec u;
+    cb_decode(type, blk, &u);
+    _Alignas(32) int16_t ls[16];
+    for (int j = 0; j < 8; j++) {
+        c->u[j] = _mm256_add_epi8(_mm256_sign_epi8(u.mag[j], u.sgn[j]), _mm256_set1_epi8(64));
+        c->sc[j] = u.sc[j];
+        ls[2 * j] = (int16_t)_mm256_extract_epi16(u.sc[j], 0);
+        ls[2 * j + 1] = (int16_t)_mm256_extract_epi16(u.sc[j], 8);
+    }
+    c->ls64 = _mm256_slli_epi16(load256(ls), 6);
+    c->d = u.d;
+}
+
+/* Per token its 8 lanes summed in integers (lanes hold offset parts that
+ * cancel only in the total: converted to float apart they lost up to 1e-5
+ * of the result), the T totals side by side in 4 lanes. */
+X86_INL __m128i cbs_totals(int T, const __m256i is[CBS_T]) {
+    const __m256i z = _mm256_setzero_si256();
+    const __m256i h01 = _mm256_hadd_epi32(is[0], T > 1 ? is[1] : z);
+    const __m256i h23 = _mm256_hadd_epi32(T > 2 ? is[2] : z, T > 3 ? is[3] : z);
+    const __m256i h = _mm256_hadd_epi32(h01, h23); /* token t: lane t of each half */
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* One row x T tokens over nsb decoded super-blocks (T constant: the
+ * accumulators stay in registers); returns the T sums, post applied. */
+X86_INL void cbs_tile(int T, float post, const cbslice *c, int nsb, const char *act, size_t as, int64_t sb0,
+                      float *sums) {
+    __m128 acc = _mm_setzero_ps(); /* lane t: token t */
+    for (int b = 0; b < nsb; b++) {
+        __m256i is[CBS_T];
+        _Alignas(16) float dd[4] = {0, 0, 0, 0};
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
+            const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)t * as) + sb0 + b;
+            is[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(c[b].ls64, loadu256(y->bsums)));
+            dd[t] = c[b].d * y->d;
+        }
+        for (int j = 0; j < 8; j++) {
+            const __m256i u = load256(&c[b].u[j]), sc = load256(&c[b].sc[j]);
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {
+                const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)t * as) + sb0 + b;
+                const __m256i p = _mm256_maddubs_epi16(u, loadu256(y->qs + 32 * j));
+                is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(p, sc));
+            }
+        }
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(cbs_totals(T, is)), _mm_load_ps(dd), acc);
+    }
+    _Alignas(16) float a4[4];
+    _mm_store_ps(a4, acc);
+    for (int t = 0; t < T; t++) sums[t] = a4[t] * post;
+}
+
+X86_INL void cbs_tile_n(int T, float post, const cbslice *c, int nsb, const char *act, size_t as, int64_t sb0,
+                        float *sums) {
+    switch (T) {
+    case 4: cbs_tile(4, post, c, nsb, act, as, sb0, sums); break;
+    case 3: cbs_tile(3, post, c, nsb, act, as, sb0, sums); break;
+    case 2: cbs_tile(2, post, c, nsb, act, as, sb0, sums); break;
+    default: cbs_tile(1, post, c, nsb, act, as, sb0, sums); break;
+    }
+}
+
+/* Rows in bands, k in slices, tokens in tiles of CBS_T; the first
+ * slice writes the output, later ones add. */
+X86_INL void gemm_cb_slices(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                            size_t as, int nt, float *out, int64_t os) {
+    const size_t bx = plm_type_info_get(type)->type_size;
+    const float post = plm_iq_post(type);
+    const int64_t nb = k / QK_K;
+    _Alignas(32) cbslice buf[CBS_R][CBS_SB];
+    for (int64_t r0 = 0; r0 < nr; r0 += CBS_R) {
+        const int rn = (int)(nr - r0 < CBS_R ? nr - r0 : CBS_R);
+        for (int64_t b0 = 0; b0 < nb; b0 += CBS_SB) {
+            const int nsb = (int)(nb - b0 < CBS_SB ? nb - b0 : CBS_SB);
+            for (int r = 0; r < rn; r++)
+                for (int b = 0; b < nsb; b++)
+                    cbs_decode(type, (const char *)w + (size_t)(r0 + r) * ws + (size_t)(b0 + b) * bx, &buf[r][b]);
+            for (int t0 = 0; t0 < nt; t0 += CBS_T) {
+                const int T = nt - t0 < CBS_T ? nt - t0 : CBS_T;
+                for (int r = 0; r < rn; r++) {
+                    float sums[CBS_T];
+                    cbs_tile_n(T, post, buf[r], nsb, (const char *)act + (size_t)t0 * as, as, b0, sums);
+                    for (int t = 0; t < T; t++) {
+                        float *o = out + (t0 + t) * os + r0 + r;
+                        *o = b0 == 0 ? sums[t] : *o + sums[t];
+                    }
+                }
+            }
+        }
+    }
 }
 
 /* ---- MXFP4 against Q8_0: IQ4_NL's shape with another level table and an
@@ -483,15 +734,27 @@ X86_TARGET static void X86_FN(vec_dot_iq3_xxs)(int64_t n, float *s, const void *
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq3_s)(int64_t n, float *s, const void *w, const void *a) {
-    vec_dot_cb(PLM_TYPE_IQ3_S, n, s, w, a); /* the 512-bit decode measured no faster */
+#if X86_ZMM
+    vec_dot_cb_zmm(PLM_TYPE_IQ3_S, n, s, w, a);
+#else
+    vec_dot_cb(PLM_TYPE_IQ3_S, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq1_s)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_cb_zmm(PLM_TYPE_IQ1_S, n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_IQ1_S, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_iq1_m)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_cb_zmm(PLM_TYPE_IQ1_M, n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_IQ1_M, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_tq1_0)(int64_t n, float *s, const void *w, const void *a) {

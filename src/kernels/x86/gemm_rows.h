@@ -4,10 +4,13 @@
  *
  * Row by row: a tile is one weight row x X86_GEMM_T tokens, each weight
  * block decoded once for those tokens (tile_32, tile_32_min, tile_k,
- * tile_iq4_xs, tile_cb, tile_mxfp4).  Rows go in bands of X86_GEMM_RB so a band of weights
- * stays in L1/L2 while every token tile passes over it.  On the AVX-512
- * table, batches of PANEL_MIN_TOK tokens or more take the panel gemm
- * (gemm_panel.h) instead.
+ * tile_iq4_xs, tile_cb, tile_mxfp4).  Rows go in bands of X86_GEMM_RB so
+ * a band of weights stays in L1/L2 while every token tile passes over it.
+ * On the AVX-512 table, batches of PANEL_MIN_TOK tokens or more take the
+ * panel gemm (gemm_panel.h) instead.  The codebook formats, whose decode
+ * costs more than their multiply, decode a band of rows once per k slice
+ * for all tokens from CBS_MIN_TOK tokens on AVX2 and AVX-VNNI
+ * (gemm_cb_slices, codebooks.h).
  */
 
 /* One weight row x nt tokens, by the format's tile. */
@@ -44,6 +47,13 @@ X86_INL void gemm_quant(plm_type type, int64_t k, const void *w, size_t ws, int6
         return;
     }
 #endif
+    /* Not on AVX-512: 8-token row tiles there, then the panel from 16; the
+     * slices' code in the gemm entries measured a few % off the panel's
+     * IQ3_S prefill.  TQ2_0's decode is a shift: no gain. */
+    if (!X86_ZMM && is_codebook(type) && type != PLM_TYPE_TQ2_0 && nt >= CBS_MIN_TOK) {
+        gemm_cb_slices(type, k, w, ws, nr, act, as, nt, out, os);
+        return;
+    }
     gemm_rows(type, k, w, ws, nr, act, as, nt, out, os);
 }
 
