@@ -140,7 +140,7 @@ X86_INL void rp_tile_zmm(plm_type type, int C, const uint8_t *grp, int64_t b0, i
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int b = 0; b < kb; b++) {
         const uint8_t *blk = grp + (size_t)(b0 + b) * sb, *codes = blk + RP_R * sizeof(plm_fp16_t);
-        rp_prefetch(blk, sb, RP_PF);
+        if (C > 1) rp_prefetch(blk, sb, RP_PF);
         const __m512 dw = _mm512_cvtph_ps(loadu256(blk));
         __m512i q[8];
         for (int g = 0; g < 8; g++) q[g] = rp_codes_zmm(type, codes, g);
