@@ -185,8 +185,8 @@ X86_INL __m512i lanes4(const uint8_t *p, size_t stride) {
 }
 
 X86_INL void act4(const block_q8_0 *y, __m512i *alo, __m512i *ahi) {
-    const __m512i a01 = _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(y[0].qs)), loadu256(y[1].qs), 1);
-    const __m512i a23 = _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(y[2].qs)), loadu256(y[3].qs), 1);
+    const __m512i a01 = zmm_halves(loadu256(y[0].qs), loadu256(y[1].qs));
+    const __m512i a23 = zmm_halves(loadu256(y[2].qs), loadu256(y[3].qs));
     *alo = _mm512_permutex2var_epi64(a01, _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13), a23);
     *ahi = _mm512_permutex2var_epi64(a01, _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15), a23);
 }

@@ -100,7 +100,7 @@ X86_INL void co_convert(plm_type type, const char *w, size_t ws, int rn, int64_t
         for (int j = 0; j < CO_R; j++) r[j] = load256(rows[j] + 32 * s);
         transpose8x8(r);
         transpose8x8(r + 8);
-        for (int g = 0; g < 8; g++) p->q[b][8 * s + g] = _mm512_inserti64x4(_mm512_castsi256_si512(r[g]), r[8 + g], 1);
+        for (int g = 0; g < 8; g++) p->q[b][8 * s + g] = zmm_halves(r[g], r[8 + g]);
     }
 }
 

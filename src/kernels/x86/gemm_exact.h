@@ -78,11 +78,6 @@ X86_INL void exact_tile_32(plm_type type, int nt, int64_t nb, const void *x, con
 
 #if X86_ZMM
 
-/* Blocks b and b + 1 of a row side by side (block_q8_0: not contiguous). */
-X86_INL __m512i exact_pair(__m256i lo, __m256i hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
 /* exact_tile_32 on 512-bit registers: vec_dot_32's two chains side by side
  * in one register (lanes 0-7 the even blocks' chain acc0, 8-15 the odd
  * blocks' acc1), so one vpdpbusd, convert and multiply-add serve two
@@ -101,15 +96,15 @@ X86_INL void exact_tile_32_zmm(plm_type type, int nt, int64_t nb, const void *x,
     for (; i + 4 <= nb; i += 4) {
         const char *xi = block_at(type, x, i);
         const __m128 dw = scales4_one(xi, bx);
-        const __m512i w01 = exact_pair(block32_signed(type, xi), block32_signed(type, xi + bx));
-        const __m512i w23 = exact_pair(block32_signed(type, xi + 2 * bx), block32_signed(type, xi + 3 * bx));
+        const __m512i w01 = zmm_halves(block32_signed(type, xi), block32_signed(type, xi + bx));
+        const __m512i w23 = zmm_halves(block32_signed(type, xi + 2 * bx), block32_signed(type, xi + 3 * bx));
         const __m512i abs01 = _mm512_abs_epi8(w01), abs23 = _mm512_abs_epi8(w23);
         const __mmask64 neg01 = _mm512_movepi8_mask(w01), neg23 = _mm512_movepi8_mask(w23);
         for (int t = 0; t < nt; t++) {
             const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + t * as) + i;
             const __m512 s4 = _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(da + t * nb + i)));
-            __m512i a01 = exact_pair(loadu256(y[0].qs), loadu256(y[1].qs));
-            __m512i a23 = exact_pair(loadu256(y[2].qs), loadu256(y[3].qs));
+            __m512i a01 = zmm_halves(loadu256(y[0].qs), loadu256(y[1].qs));
+            __m512i a23 = zmm_halves(loadu256(y[2].qs), loadu256(y[3].qs));
             a01 = _mm512_mask_sub_epi8(a01, neg01, z, a01);
             a23 = _mm512_mask_sub_epi8(a23, neg23, z, a23);
             const __m512 p01 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z, abs01, a01));

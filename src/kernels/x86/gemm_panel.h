@@ -80,7 +80,7 @@ X86_INL void transpose8x8(__m256i r[8]) {
 X86_INL void panel_transpose(__m256i r[PANEL_R], pblk *p) {
     transpose8x8(r);
     transpose8x8(r + 8);
-    for (int g = 0; g < 8; g++) p->q[g] = _mm512_inserti64x4(_mm512_castsi256_si512(r[g]), r[8 + g], 1);
+    for (int g = 0; g < 8; g++) p->q[g] = zmm_halves(r[g], r[8 + g]);
 }
 
 /* Four activation bytes in all 16 lanes, straight from memory (a broadcast

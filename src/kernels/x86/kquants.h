@@ -277,15 +277,11 @@ typedef struct k4_act {
     __m512i a[4]; /* a[v]: the activation bytes under code vector v */
 } k4_act;
 
-X86_INL __m512i two_halves(const int8_t *lo, const int8_t *hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(lo)), loadu256(hi), 1);
-}
-
 X86_INL void k4_act_make(const block_q8_K *y, k4_act *g) {
-    g->a[0] = two_halves(y->qs, y->qs + 64);
-    g->a[1] = two_halves(y->qs + 32, y->qs + 96);
-    g->a[2] = two_halves(y->qs + 128, y->qs + 192);
-    g->a[3] = two_halves(y->qs + 160, y->qs + 224);
+    g->a[0] = zmm_halves(loadu256(y->qs), loadu256(y->qs + 64));
+    g->a[1] = zmm_halves(loadu256(y->qs + 32), loadu256(y->qs + 96));
+    g->a[2] = zmm_halves(loadu256(y->qs + 128), loadu256(y->qs + 192));
+    g->a[3] = zmm_halves(loadu256(y->qs + 160), loadu256(y->qs + 224));
 }
 
 /* A Q4_K super-block decoded for k4_dot: code vectors, per-lane scales,

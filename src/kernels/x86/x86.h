@@ -76,6 +76,10 @@ X86_INL __m256i loadu256(const void *p) { return _mm256_loadu_si256((const __m25
 X86_INL __m128i loadu128(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
 X86_INL __m256i load256(const void *p) { return _mm256_load_si256((const __m256i *)p); }
 X86_INL void store256(void *p, __m256i v) { _mm256_store_si256((__m256i *)p, v); }
+#if X86_ZMM
+/* lo in bits 0-255, hi in 256-511. */
+X86_INL __m512i zmm_halves(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+#endif
 
 X86_INL float hsum_ps(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
