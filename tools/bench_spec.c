@@ -138,6 +138,7 @@ int bench_spec(const char *model_path, bool repack, spec_cli *so, const char *pr
         fprintf(stderr, "pocketlm bench: %s\n", toks && plain.out && sp.out && n_prompt ? err.message : "prompt or memory");
         goto out;
     }
+    const int quote_at = n_prompt; /* where the quoted continuation starts in toks */
     if (quote && quote_prompt(m, &plain, &toks, &n_prompt, n_gen, &err)) {
         fprintf(stderr, "pocketlm bench: %s\n", err.message);
         goto out;
@@ -184,6 +185,11 @@ int bench_spec(const char *model_path, bool repack, spec_cli *so, const char *pr
            reps, wall, cpu, proposed ? 100.0 * accepted / proposed : 0.0,
            verifications ? (double)(accepted + verifications) / verifications : 0.0,
            all_same ? "identical to plain decoding" : "DIFFERS from plain decoding");
+    if (quote) { /* how much of the workload prompt lookup can find at all */
+        int q = 0;
+        while (q < n_gen && plain.out[q] == toks[quote_at + q]) q++;
+        printf("the output repeats the quoted continuation for its first %d of %d tokens\n", q, n_gen);
+    }
     rc = all_same ? 0 : 1;
 out:
     spec_cli_close("bench", so);
