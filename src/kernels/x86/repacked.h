@@ -26,7 +26,7 @@ enum {
     RP_KS = 256,               /* most blocks per k slice */
     RP_TG = 128,               /* most tokens per group */
     RP_C = X86_ZMM ? 8 : 2,    /* tokens per register tile */
-    RP_FAR = 128 * 1024,       /* bytes of prefetch distance into L2 (32-element formats, streaming) */
+    RP_FAR = 128 * 1024,       /* bytes of prefetch distance into L2 when streaming whole rows */
 };
 
 _Static_assert((int)RP_R == (int)PLM_REPACK_ROWS, "x86 repacked kernels are written for 16-row groups");
@@ -45,17 +45,16 @@ X86_INL void rp_prefetch(const uint8_t *blk, size_t sb, int ahead) {
     for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
 }
 
-/* Software prefetch into L2 of the block RP_FAR bytes further on, for a
- * tile of several tokens streaming whole rows (the groups lie one after the
- * other, so that is where the tile reads next).  A tile of 2-16 tokens
- * computes long enough per block that the hardware prefetcher fell behind:
- * its time was the memory's plus the compute's, not the larger of the two.
- * Measured on one core, 2048 x 65536 Q8_0 (142 MB), 8 tokens: 2.3-2.5x a
- * single token's time with 8 blocks ahead into L1, 1.25-1.35x with
- * 64-128 KiB ahead into L2 (4 tokens: 1.5 -> 1.1x); a single token (decode)
- * measured no faster with it and goes without. */
-X86_INL void rp_prefetch_far(const uint8_t *blk, size_t sb) {
-    const uint8_t *p = blk + RP_FAR;
+/* Software prefetch into L2 of the block `ahead` bytes further on, which
+ * the gemm reads after the hardware prefetcher would have run dry: a tile
+ * of 2-16 tokens computes long enough per block that the hardware
+ * prefetcher fell behind, and its time was the memory's plus the
+ * compute's, not the larger of the two.  Measured on one core, 2048 x 65536
+ * Q8_0 (142 MB), 8 tokens: 2.0-2.5x a single token's time with 8 blocks
+ * ahead into L1, 1.24x with 128 KiB ahead into L2 (4 tokens: 1.3-1.6x ->
+ * 1.24x); a single token (decode) measured no faster with it. */
+X86_INL void rp_prefetch_l2(const uint8_t *blk, size_t sb, size_t ahead) {
+    const uint8_t *p = blk + ahead;
     for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T1);
 }
 
@@ -105,14 +104,14 @@ X86_INL __m256i rp_dot_ymm(plm_type type, __m256i acc, __m256i q, __m256i a) {
 
 /* C tokens x 16 rows of one group over kb blocks, 256-bit: two halves. */
 X86_INL void rp_tile_ymm(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, int c0,
-                         const char *act, size_t as, float *out, int64_t os, bool add, bool stream) {
+                         const char *act, size_t as, float *out, int64_t os, bool add, size_t ahead) {
     const size_t sb = RP_R * block_bytes(type);
     __m256 acc[2][RP_C];
     for (int h = 0; h < 2; h++)
         for (int c = 0; c < C; c++) acc[h][c] = _mm256_setzero_ps();
     for (int b = 0; b < kb; b++) {
         const uint8_t *blk = grp + (size_t)(b0 + b) * sb, *codes = blk + RP_R * sizeof(plm_fp16_t);
-        if (C > 1 && stream) rp_prefetch_far(blk, sb);
+        if (ahead) rp_prefetch_l2(blk, sb, ahead);
         for (int h = 0; h < 2; h++) {
             const __m256 dw = _mm256_cvtph_ps(loadu128(blk + 16 * h));
             __m256i q[8];
@@ -149,13 +148,13 @@ X86_INL __m512i rp_codes_zmm(plm_type type, const uint8_t *codes, int g) {
 
 /* C tokens x 16 rows of one group over kb blocks, one zmm a token. */
 X86_INL void rp_tile_zmm(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, int c0,
-                         const char *act, size_t as, float *out, int64_t os, bool add, bool stream) {
+                         const char *act, size_t as, float *out, int64_t os, bool add, size_t ahead) {
     const size_t sb = RP_R * block_bytes(type);
     __m512 acc[RP_C];
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int b = 0; b < kb; b++) {
         const uint8_t *blk = grp + (size_t)(b0 + b) * sb, *codes = blk + RP_R * sizeof(plm_fp16_t);
-        if (C > 1 && stream) rp_prefetch_far(blk, sb);
+        if (ahead) rp_prefetch_l2(blk, sb, ahead);
         const __m512 dw = _mm512_cvtph_ps(loadu256(blk));
         __m512i q[8];
         for (int g = 0; g < 8; g++) q[g] = rp_codes_zmm(type, codes, g);
@@ -178,14 +177,13 @@ X86_INL void rp_tile_zmm(plm_type type, int C, const uint8_t *grp, int64_t b0, i
 
 #endif
 
-/* `stream`: the k slice is whole rows, so the row groups are read in
- * memory order (rp_prefetch_far). */
+/* `ahead`: bytes from each block to the one to prefetch (0: none). */
 X86_INL void rp_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int kb, const rp_tab *t, int c0,
-                     const char *act, size_t as, float *out, int64_t os, bool add, bool stream) {
+                     const char *act, size_t as, float *out, int64_t os, bool add, size_t ahead) {
 #if X86_ZMM
-    rp_tile_zmm(type, C, grp, b0, kb, t, c0, act, as, out, os, add, stream);
+    rp_tile_zmm(type, C, grp, b0, kb, t, c0, act, as, out, os, add, ahead);
 #else
-    rp_tile_ymm(type, C, grp, b0, kb, t, c0, act, as, out, os, add, stream);
+    rp_tile_ymm(type, C, grp, b0, kb, t, c0, act, as, out, os, add, ahead);
 #endif
 }
 
@@ -214,16 +212,21 @@ X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, i
         for (int64_t b0 = 0; b0 < nb; b0 += ks) {
             const int kb = (int)(nb - b0 < ks ? nb - b0 : ks);
             rp_tabulate(type, at, as, tn, b0, kb, &tab);
-            const bool stream = kb == nb;
+            /* The first token tile of a row group prefetches what comes
+             * next: with whole rows, RP_FAR on in memory order; with
+             * slices, the next group's slice, read once the other tiles of
+             * this group are done with the slice in L1. */
+            const size_t next = kb == nb ? RP_FAR : (size_t)nb * RP_R * block_bytes(type);
             for (int64_t r = 0; r < nr; r += RP_R) {
                 const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
                 for (int c0 = 0; c0 < tn; c0 += RP_C) {
                     const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
                     const char *ac = at + (size_t)c0 * as;
                     float *o = out + (int64_t)(t0 + c0) * os + r;
-                    if (cn == RP_C) rp_tile(type, RP_C, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0, stream);
-                    else if (cn == 1) rp_tile(type, 1, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0, stream);
-                    else rp_tile(type, cn, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0, stream);
+                    const size_t ahead = tn > 1 && c0 == 0 ? next : 0;
+                    if (cn == RP_C) rp_tile(type, RP_C, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0, ahead);
+                    else if (cn == 1) rp_tile(type, 1, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0, ahead);
+                    else rp_tile(type, cn, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0, ahead);
                 }
             }
         }
