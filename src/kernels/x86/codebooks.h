@@ -362,6 +362,132 @@ X86_INL __m512i cbz_scales(plm_type type, const void *blk) {
     return _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
 }
 
+/* ---- IQ2_XXS and IQ3_XXS grid rows from registers -------------------------
+ * Their grids have 256 rows of 3 levels (IQ2_XXS: 8 bytes of 8, 25, 43) or
+ * 8 levels (IQ3_XXS: 4 bytes of 4..62), so a row is a 16-bit code of level
+ * indices, and the 256 codes (512 bytes) fit in 8 registers: a super-block's
+ * 32 indices (IQ2_XXS; IQ3_XXS: 64, two vectors) become codes by four
+ * vpermi2w on 64-code quarters, blended by index bits 6 and 7.  A code is
+ * then spread to its row's words (vpermw), each word shifted right by its
+ * own count (vpsrlvw) so that its two bytes' low bits hold their elements'
+ * level indices, and vpshufb maps indices to levels: about 6 vector
+ * instructions per 64 weights where the loads took 8 or 16 loads and as
+ * many inserts.  All AVX-512 BW.  Element e's level index sits at bit
+ * (e & 1) * 8 + (e >> 1) * 2 (IQ2_XXS) or (e & 1) * 8 + (e >> 1) * 3
+ * (IQ3_XXS) of its row's code: word j, shifted by 2j (3j), holds elements
+ * 2j and 2j + 1 in its low and high byte.  The codes were computed from
+ * plm_iq2xxs_grid and plm_iq3xxs_grid; test_kernels holds every table's
+ * vec_dot to the reference's dot on random indices. */
+static _Alignas(64) const uint16_t cbz_iq2xxs_codes[256] = {
+    0x0000, 0x0002, 0x0101, 0x0200, 0x0202, 0x0005, 0x0104, 0x0008, 0x000a, 0x0208, 0x020a, 0x0401,
+    0x0500, 0x0404, 0x0604, 0x0409, 0x0508, 0x0800, 0x0802, 0x0a02, 0x080a, 0x0011, 0x0110, 0x0014,
+    0x0115, 0x0410, 0x0910, 0x0a14, 0x0020, 0x0022, 0x002a, 0x0822, 0x1001, 0x1100, 0x1004, 0x1009,
+    0x1108, 0x1400, 0x1402, 0x1600, 0x1408, 0x1801, 0x1900, 0x1804, 0x1908, 0x1010, 0x1012, 0x1210,
+    0x1018, 0x1512, 0x1619, 0x1810, 0x1815, 0x1221, 0x1024, 0x1420, 0x1920, 0x1928, 0x2000, 0x2101,
+    0x2200, 0x2104, 0x2208, 0x2401, 0x2500, 0x2404, 0x2406, 0x2a00, 0x2110, 0x2410, 0x2022, 0x2124,
+    0x0041, 0x0140, 0x0044, 0x0049, 0x0440, 0x0448, 0x0940, 0x0844, 0x0945, 0x0050, 0x0250, 0x0058,
+    0x0454, 0x0656, 0x0850, 0x0168, 0x0561, 0x1040, 0x1240, 0x1048, 0x1149, 0x1641, 0x1840, 0x1254,
+    0x145a, 0x1060, 0x1166, 0x2041, 0x2140, 0x2044, 0x2440, 0x2841, 0x2050, 0x2151, 0x2858, 0x2465,
+    0x0080, 0x0082, 0x0282, 0x0580, 0x0489, 0x0880, 0x0882, 0x0299, 0x0690, 0x00a0, 0x00a2, 0x1081,
+    0x1180, 0x1084, 0x1480, 0x1586, 0x1090, 0x1491, 0x1598, 0x18a4, 0x2280, 0x2088, 0x2984, 0x25a0,
+    0x4001, 0x4100, 0x4004, 0x4204, 0x4009, 0x4108, 0x4400, 0x4600, 0x4506, 0x4408, 0x4801, 0x4900,
+    0x4804, 0x4010, 0x4018, 0x4419, 0x4810, 0x4911, 0x4021, 0x4024, 0x4620, 0x4526, 0x4628, 0x5000,
+    0x5200, 0x5008, 0x5800, 0x5a05, 0x5016, 0x5118, 0x5020, 0x6001, 0x6100, 0x6004, 0x6400, 0x6501,
+    0x6010, 0x6614, 0x6419, 0x6812, 0x6521, 0x6824, 0x4040, 0x4240, 0x4045, 0x4245, 0x4048, 0x4840,
+    0x4a40, 0x4150, 0x4452, 0x4958, 0x4865, 0x5844, 0x5846, 0x5252, 0x5061, 0x5564, 0x6040, 0x6045,
+    0x6245, 0x6548, 0x6450, 0x6260, 0x4180, 0x4084, 0x4480, 0x4688, 0x4090, 0x4595, 0x42a4, 0x44a8,
+    0x5080, 0x5181, 0x5094, 0x5096, 0x5990, 0x6482, 0x8000, 0x8002, 0x8202, 0x8401, 0x8802, 0x8110,
+    0x8214, 0x8410, 0x8025, 0x9001, 0x9100, 0x9004, 0x9105, 0x9400, 0x9408, 0x9010, 0x9512, 0x9914,
+    0x9221, 0x9420, 0x9428, 0xa002, 0xa110, 0xa025, 0x8140, 0x8044, 0x8148, 0x8440, 0x8849, 0x8156,
+    0x8850, 0x8561, 0x9040, 0x904a, 0x9540, 0x9455, 0xa841, 0xa058, 0x8082, 0x8484, 0x8981, 0x8291,
+    0x80a0, 0x9284, 0xa484, 0xa190
+};
+static _Alignas(64) const uint16_t cbz_iq3xxs_codes[256] = {
+    0x0000, 0x0002, 0x0004, 0x0101, 0x0103, 0x0107, 0x0200, 0x0202, 0x0301, 0x0402, 0x0703, 0x0705,
+    0x0009, 0x000b, 0x0108, 0x010a, 0x0209, 0x020d, 0x0308, 0x030a, 0x0409, 0x050c, 0x0708, 0x0010,
+    0x0012, 0x0014, 0x0111, 0x0210, 0x0212, 0x0311, 0x0313, 0x0317, 0x0511, 0x0517, 0x0715, 0x0019,
+    0x001f, 0x0118, 0x011a, 0x021d, 0x0718, 0x0123, 0x0327, 0x0424, 0x0527, 0x0723, 0x0725, 0x0029,
+    0x002f, 0x032a, 0x052a, 0x0335, 0x0634, 0x0138, 0x013c, 0x013e, 0x043b, 0x0639, 0x0801, 0x0803,
+    0x0900, 0x0902, 0x0a01, 0x0a03, 0x0b00, 0x0b02, 0x0b04, 0x0c07, 0x0d00, 0x0808, 0x080a, 0x0909,
+    0x0a08, 0x0a0a, 0x0811, 0x0813, 0x0910, 0x0912, 0x0a11, 0x0b10, 0x0f12, 0x0818, 0x081a, 0x0a18,
+    0x0b19, 0x0c1e, 0x0e1e, 0x0821, 0x0825, 0x0d20, 0x0a28, 0x0a2c, 0x0c2e, 0x0f29, 0x0835, 0x0a3a,
+    0x0c38, 0x1000, 0x1002, 0x1101, 0x1103, 0x1200, 0x1202, 0x1206, 0x1301, 0x1402, 0x1009, 0x100b,
+    0x100d, 0x1108, 0x110a, 0x1209, 0x1308, 0x160b, 0x160f, 0x1708, 0x1010, 0x1012, 0x1111, 0x1117,
+    0x1210, 0x1212, 0x1317, 0x1410, 0x1515, 0x1019, 0x1118, 0x111c, 0x1718, 0x171c, 0x1325, 0x1523,
+    0x102b, 0x122f, 0x1429, 0x172c, 0x1039, 0x103b, 0x113e, 0x143d, 0x1801, 0x1900, 0x1902, 0x1a01,
+    0x1a03, 0x1d00, 0x1e05, 0x1f02, 0x1808, 0x180a, 0x1a08, 0x1b09, 0x1c0c, 0x1c0e, 0x1811, 0x1813,
+    0x1910, 0x1a15, 0x1d12, 0x1f12, 0x1919, 0x1b1b, 0x1b20, 0x1c27, 0x1f22, 0x1828, 0x182e, 0x1a2a,
+    0x1d2d, 0x1934, 0x1b36, 0x1e33, 0x1b3b, 0x1e38, 0x2004, 0x2107, 0x2305, 0x2307, 0x2503, 0x2507,
+    0x270c, 0x2210, 0x2317, 0x2410, 0x2610, 0x2616, 0x201f, 0x241d, 0x2024, 0x2521, 0x2624, 0x222d,
+    0x242b, 0x2728, 0x203d, 0x2138, 0x213a, 0x2338, 0x2902, 0x2c01, 0x2f00, 0x2808, 0x280e, 0x2a0e,
+    0x2d0d, 0x2914, 0x2b12, 0x2f12, 0x281a, 0x2d1b, 0x2920, 0x2a23, 0x2a27, 0x2f22, 0x282a, 0x2b29,
+    0x2d30, 0x2a3c, 0x2c3a, 0x3204, 0x3404, 0x3406, 0x3604, 0x3209, 0x3609, 0x3117, 0x3614, 0x3318,
+    0x331e, 0x3424, 0x302d, 0x352a, 0x3333, 0x303b, 0x3239, 0x3803, 0x3805, 0x3807, 0x3900, 0x3b02,
+    0x3d02, 0x3a0e, 0x3c08, 0x3912, 0x3c15, 0x3d12, 0x3818, 0x391d, 0x3b1b, 0x3e18, 0x3a21, 0x3c21,
+    0x3828, 0x382a, 0x3a2c, 0x3b30
+};
+
+X86_INL bool has_xxs_codes(plm_type type) { return type == PLM_TYPE_IQ2_XXS || type == PLM_TYPE_IQ3_XXS; }
+
+/* The code table of a format in 8 registers (quarter q: t[2q], t[2q + 1]). */
+typedef struct {
+    __m512i t[8];
+} xxs_table;
+
+X86_INL void xxs_table_load(plm_type type, xxs_table *tb) {
+    const uint16_t *c = type == PLM_TYPE_IQ2_XXS ? cbz_iq2xxs_codes : cbz_iq3xxs_codes;
+    for (int i = 0; i < 8; i++) tb->t[i] = _mm512_load_si512(c + 32 * i);
+}
+
+/* The codes of 32 grid indices (16-bit lanes, 0..255). */
+X86_INL __m512i xxs_codes(const xxs_table *tb, __m512i idx) {
+    const __m512i q0 = _mm512_permutex2var_epi16(tb->t[0], idx, tb->t[1]);
+    const __m512i q1 = _mm512_permutex2var_epi16(tb->t[2], idx, tb->t[3]);
+    const __m512i q2 = _mm512_permutex2var_epi16(tb->t[4], idx, tb->t[5]);
+    const __m512i q3 = _mm512_permutex2var_epi16(tb->t[6], idx, tb->t[7]);
+    const __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64));
+    const __mmask32 b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
+    return _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, q0, q1), _mm512_mask_blend_epi16(b6, q2, q3));
+}
+
+/* The codes of a super-block's rows: c[0] rows 0-31, c[1] rows 32-63 (IQ3_XXS). */
+X86_INL void xxs_block_codes(plm_type type, const xxs_table *tb, const void *blk, __m512i c[2]) {
+    const uint8_t *qs = (const uint8_t *)blk + 2;
+    if (type == PLM_TYPE_IQ2_XXS) { /* the even dwords of 8-byte groups */
+        c[0] = xxs_codes(tb, _mm512_cvtepu8_epi16(_mm512_cvtepi64_epi32(_mm512_loadu_si512(qs))));
+        c[1] = c[0];
+    } else {
+        c[0] = xxs_codes(tb, _mm512_cvtepu8_epi16(loadu256(qs)));
+        c[1] = xxs_codes(tb, _mm512_cvtepu8_epi16(loadu256(qs + 32)));
+    }
+}
+
+/* Magnitudes of sub-blocks 2h and 2h+1 from the codes. */
+X86_INL __m512i xxs_grid(plm_type type, const __m512i c[2], int h) {
+    __m512i spread, shift, mask, levels;
+    if (type == PLM_TYPE_IQ2_XXS) { /* row 8h + w / 4 in word w, shifted by 2 (w % 4) */
+        const int r = 8 * h;
+        spread = _mm512_set_epi16(r + 7, r + 7, r + 7, r + 7, r + 6, r + 6, r + 6, r + 6, r + 5, r + 5, r + 5, r + 5,
+                                  r + 4, r + 4, r + 4, r + 4, r + 3, r + 3, r + 3, r + 3, r + 2, r + 2, r + 2, r + 2,
+                                  r + 1, r + 1, r + 1, r + 1, r, r, r, r);
+        shift = _mm512_set_epi16(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6,
+                                 4, 2, 0);
+        mask = _mm512_set1_epi16(0x0303);
+        levels = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+    } else { /* rows 16h.. of 64: row 16 (h % 2) + w / 2 of c[h / 2] in word w, shifted by 3 (w % 2) */
+        const int r = 16 * (h % 2);
+        spread = _mm512_set_epi16(r + 15, r + 15, r + 14, r + 14, r + 13, r + 13, r + 12, r + 12, r + 11, r + 11,
+                                  r + 10, r + 10, r + 9, r + 9, r + 8, r + 8, r + 7, r + 7, r + 6, r + 6, r + 5, r + 5,
+                                  r + 4, r + 4, r + 3, r + 3, r + 2, r + 2, r + 1, r + 1, r, r);
+        shift = _mm512_set_epi16(3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3,
+                                 0, 3, 0);
+        mask = _mm512_set1_epi16(0x0707);
+        levels = _mm512_broadcast_i32x4(_mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0));
+    }
+    const __m512i w = _mm512_srlv_epi16(_mm512_permutexvar_epi16(spread, c[h / 2]), shift);
+    return _mm512_shuffle_epi8(levels, _mm512_and_si512(w, mask));
+}
+
 /* Eight 8-byte grid rows as one register. */
 X86_INL __m512i grid8x8(const uint64_t *g, const int i[8]) {
     return _mm512_set_epi64((long long)g[i[7]], (long long)g[i[6]], (long long)g[i[5]], (long long)g[i[4]],
@@ -490,6 +616,8 @@ X86_INL __m512i iq1z_offset(plm_type type, const void *blk, __m512i ls, const bl
 X86_INL void vec_dot_cb_zmm(plm_type type, int64_t n, float *s, const void *x, const block_q8_K *y) {
     const size_t bx = plm_type_info_get(type)->type_size;
     __m512 acc = _mm512_setzero_ps();
+    xxs_table tb;
+    if (has_xxs_codes(type)) xxs_table_load(type, &tb);
     for (int64_t i = 0; i < n / QK_K; i++) {
         const void *blk = (const char *)x + (size_t)i * bx;
         const __m256i signs = cbz_signs(type, blk);
@@ -498,14 +626,19 @@ X86_INL void vec_dot_cb_zmm(plm_type type, int64_t n, float *s, const void *x, c
                                    : _mm512_setzero_si512();
         _Alignas(64) uint16_t idx[32];
         if (is_iq1(type)) iq1z_indices(type, blk, idx);
+        __m512i codes[2];
+        if (has_xxs_codes(type)) xxs_block_codes(type, &tb, blk, codes);
+        _Alignas(32) __mmask64 neg[4]; /* qword h of signs is sub-blocks 2h, 2h+1's byte mask as it stands: a
+                                          * store and four mask loads where cbz_sign_mask takes 3 vector ops each */
+        _mm256_store_si256((__m256i *)(void *)neg, signs);
         for (int h = 0; h < 4; h++) {
             const __m512i a = _mm512_loadu_si512(y[i].qs + 64 * h);
             __m512i p;
             if (is_iq1(type)) {
                 p = _mm512_maddubs_epi16(iq1z_values(type, blk, idx, h, type == PLM_TYPE_IQ1_M), a);
             } else {
-                const __m512i as = _mm512_mask_sub_epi8(a, cbz_sign_mask(signs, h), _mm512_setzero_si512(), a);
-                p = _mm512_maddubs_epi16(cbz_grid(type, blk, h), as);
+                const __m512i as = _mm512_mask_sub_epi8(a, _load_mask64(&neg[h]), _mm512_setzero_si512(), a);
+                p = _mm512_maddubs_epi16(has_xxs_codes(type) ? xxs_grid(type, codes, h) : cbz_grid(type, blk, h), as);
             }
             const __m512i sc = _mm512_permutexvar_epi32( /* 128-bit lane l: elements 16l..16l+15 */
                 _mm512_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 2,
