@@ -651,6 +651,51 @@ X86_INL void vec_dot_cb_zmm(plm_type type, int64_t n, float *s, const void *x, c
     *s = _mm512_reduce_add_ps(acc) * plm_iq_post(type);
 }
 
+/* IQ2_XXS and IQ3_XXS: vec_dot_cb_zmm's sums with the grid codes
+ * (xxs_grid), software-pipelined: super-block i + 1's signs, scales and
+ * codes (the long dependency chains: loads, widenings, the table lookup)
+ * are computed while super-block i's dots run, so the core's vector
+ * scheduler holds independent work instead of waiting on them. */
+typedef struct {
+    __m512i codes[2], ls;
+    _Alignas(32) __mmask64 neg[4]; /* qword h of the signs: sub-blocks 2h, 2h+1's byte mask */
+} xxs_prep;
+
+X86_INL void xxs_prepare(plm_type type, const xxs_table *tb, const void *blk, xxs_prep *p) {
+    _mm256_store_si256((__m256i *)(void *)p->neg, cbz_signs(type, blk));
+    p->ls = cbz_scales(type, blk);
+    xxs_block_codes(type, tb, blk, p->codes);
+}
+
+X86_INL void vec_dot_xxs_zmm(plm_type type, int64_t n, float *s, const void *x, const block_q8_K *y) {
+    const size_t bx = plm_type_info_get(type)->type_size;
+    const int64_t nb = n / QK_K;
+    __m512 acc = _mm512_setzero_ps();
+    xxs_table tb;
+    xxs_table_load(type, &tb);
+    xxs_prep cur, next;
+    if (nb > 0) xxs_prepare(type, &tb, x, &cur);
+    for (int64_t i = 0; i < nb; i++) {
+        const void *blk = (const char *)x + (size_t)i * bx;
+        const int64_t in = i + 1 < nb ? i + 1 : i; /* the last one prepares itself again: no branch */
+        xxs_prepare(type, &tb, (const char *)x + (size_t)in * bx, &next);
+        __m512i sum = _mm512_setzero_si512();
+        for (int h = 0; h < 4; h++) {
+            const __m512i a = _mm512_loadu_si512(y[i].qs + 64 * h);
+            const __m512i as = _mm512_mask_sub_epi8(a, _load_mask64(&cur.neg[h]), _mm512_setzero_si512(), a);
+            const __m512i p = _mm512_maddubs_epi16(xxs_grid(type, cur.codes, h), as);
+            const __m512i sc = _mm512_permutexvar_epi32( /* 128-bit lane l: elements 16l..16l+15 */
+                _mm512_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 2,
+                                  4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3),
+                cur.ls);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(p, sc));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(cb_d(type, blk) * y[i].d), acc);
+        cur = next;
+    }
+    *s = _mm512_reduce_add_ps(acc) * plm_iq_post(type);
+}
+
 /* TQ2_0 on AVX-512: the 2-bit codes q (value q - 1) are unsigned, so
  * vpdpbusd takes them as they are, and the offset comes back from Q8_K's
  * sums: sum(q * a) - sum(a).  64 elements a step: elements 64c..64c+63
@@ -929,7 +974,7 @@ X86_INL void gemv_mxfp4_zmm(int64_t k, const void *w, size_t ws, int64_t n_rows,
 
 X86_TARGET static void X86_FN(vec_dot_iq2_xxs)(int64_t n, float *s, const void *w, const void *a) {
 #if X86_ZMM
-    vec_dot_cb_zmm(PLM_TYPE_IQ2_XXS, n, s, w, a);
+    vec_dot_xxs_zmm(PLM_TYPE_IQ2_XXS, n, s, w, a);
 #else
     vec_dot_cb(PLM_TYPE_IQ2_XXS, n, s, w, a);
 #endif
@@ -953,7 +998,7 @@ X86_TARGET static void X86_FN(vec_dot_iq2_s)(int64_t n, float *s, const void *w,
 
 X86_TARGET static void X86_FN(vec_dot_iq3_xxs)(int64_t n, float *s, const void *w, const void *a) {
 #if X86_ZMM
-    vec_dot_cb_zmm(PLM_TYPE_IQ3_XXS, n, s, w, a);
+    vec_dot_xxs_zmm(PLM_TYPE_IQ3_XXS, n, s, w, a);
 #else
     vec_dot_cb(PLM_TYPE_IQ3_XXS, n, s, w, a);
 #endif
