@@ -273,12 +273,14 @@ X86_INL bool has_cbz(plm_type type) {
 /* IQ1_S, IQ1_M: unsigned values q + offset, no signs (see above). */
 X86_INL bool is_iq1(plm_type type) { return type == PLM_TYPE_IQ1_S || type == PLM_TYPE_IQ1_M; }
 
-/* Bytes of 7-bit sign codes given their parity bit as bit 7. */
+/* Bytes of 7-bit sign codes given their parity bit as bit 7: the two
+ * nibbles xor-ed (one vpternlogd with the mask), then a 16-entry table of
+ * nibble parities (0x80 where odd) by vpshufb. */
 X86_INL __m256i with_parity(__m256i b) {
-    __m256i p = _mm256_xor_si256(b, _mm256_srli_epi32(b, 4)); /* bit 0 of each byte: that byte's parity */
-    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
-    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
-    return _mm256_or_si256(b, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(0x01010101)), 7));
+    const __m256i odd = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0,
+                                         -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    const __m256i n = _mm256_ternarylogic_epi32(b, _mm256_srli_epi32(b, 4), _mm256_set1_epi8(0x0f), 0x28); /* (a^b)&c */
+    return _mm256_or_si256(b, _mm256_shuffle_epi8(odd, n));
 }
 
 /* The aux words of IQ2_XXS/IQ3_XXS (four 7-bit sign codes, a 4-bit scale
