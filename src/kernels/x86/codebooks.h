@@ -719,6 +719,23 @@ X86_INL void vec_dot_xxs_zmm(plm_type type, int64_t n, float *s, const void *x, 
     *s = _mm512_reduce_add_ps(acc) * plm_iq_post(type);
 }
 
+/* TQ1_0 on AVX-512: tq1_decode's trits t - 1 made unsigned again (t in
+ * 0..2) for vpdpbusd, sum(a) from Q8_K's sums, as TQ2_0 below: no sign
+ * or widening instructions after the decode. */
+X86_INL void vec_dot_tq1_zmm(int64_t n, float *s, const block_tq1_0 *x, const block_q8_K *y) {
+    const __m256i one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i w[8];
+        tq1_decode(&x[i], w);
+        __m256i sum = _mm256_madd_epi16(loadu256(y[i].bsums), _mm256_set1_epi16(-1));
+        for (int j = 0; j < 8; j++)
+            sum = _mm256_dpbusd_epi32(sum, _mm256_add_epi8(w[j], one), loadu256(y[i].qs + 32 * j));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(h2f(x[i].d) * y[i].d), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
 /* TQ2_0 on AVX-512: the 2-bit codes q (value q - 1) are unsigned, so
  * vpdpbusd takes them as they are, and the offset comes back from Q8_K's
  * sums: sum(q * a) - sum(a).  64 elements a step: elements 64c..64c+63
@@ -1052,7 +1069,11 @@ X86_TARGET static void X86_FN(vec_dot_iq1_m)(int64_t n, float *s, const void *w,
 }
 
 X86_TARGET static void X86_FN(vec_dot_tq1_0)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_tq1_zmm(n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_TQ1_0, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_tq2_0)(int64_t n, float *s, const void *w, const void *a) {
