@@ -273,12 +273,14 @@ X86_INL bool has_cbz(plm_type type) {
 /* IQ1_S, IQ1_M: unsigned values q + offset, no signs (see above). */
 X86_INL bool is_iq1(plm_type type) { return type == PLM_TYPE_IQ1_S || type == PLM_TYPE_IQ1_M; }
 
-/* Bytes of 7-bit sign codes given their parity bit as bit 7. */
+/* Bytes of 7-bit sign codes given their parity bit as bit 7: the two
+ * nibbles xor-ed (one vpternlogd with the mask), then a 16-entry table of
+ * nibble parities (0x80 where odd) by vpshufb. */
 X86_INL __m256i with_parity(__m256i b) {
-    __m256i p = _mm256_xor_si256(b, _mm256_srli_epi32(b, 4)); /* bit 0 of each byte: that byte's parity */
-    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
-    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
-    return _mm256_or_si256(b, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(0x01010101)), 7));
+    const __m256i odd = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0,
+                                         -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    const __m256i n = _mm256_ternarylogic_epi32(b, _mm256_srli_epi32(b, 4), _mm256_set1_epi8(0x0f), 0x28); /* (a^b)&c */
+    return _mm256_or_si256(b, _mm256_shuffle_epi8(odd, n));
 }
 
 /* The aux words of IQ2_XXS/IQ3_XXS (four 7-bit sign codes, a 4-bit scale
@@ -360,6 +362,132 @@ X86_INL __m512i cbz_scales(plm_type type, const void *blk) {
     }
     s = _mm512_add_epi32(_mm512_add_epi32(s, s), _mm512_set1_epi32(1));
     return _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
+}
+
+/* ---- IQ2_XXS and IQ3_XXS grid rows from registers -------------------------
+ * Their grids have 256 rows of 3 levels (IQ2_XXS: 8 bytes of 8, 25, 43) or
+ * 8 levels (IQ3_XXS: 4 bytes of 4..62), so a row is a 16-bit code of level
+ * indices, and the 256 codes (512 bytes) fit in 8 registers: a super-block's
+ * 32 indices (IQ2_XXS; IQ3_XXS: 64, two vectors) become codes by four
+ * vpermi2w on 64-code quarters, blended by index bits 6 and 7.  A code is
+ * then spread to its row's words (vpermw), each word shifted right by its
+ * own count (vpsrlvw) so that its two bytes' low bits hold their elements'
+ * level indices, and vpshufb maps indices to levels: about 6 vector
+ * instructions per 64 weights where the loads took 8 or 16 loads and as
+ * many inserts.  All AVX-512 BW.  Element e's level index sits at bit
+ * (e & 1) * 8 + (e >> 1) * 2 (IQ2_XXS) or (e & 1) * 8 + (e >> 1) * 3
+ * (IQ3_XXS) of its row's code: word j, shifted by 2j (3j), holds elements
+ * 2j and 2j + 1 in its low and high byte.  The codes were computed from
+ * plm_iq2xxs_grid and plm_iq3xxs_grid; test_kernels holds every table's
+ * vec_dot to the reference's dot on random indices. */
+static _Alignas(64) const uint16_t cbz_iq2xxs_codes[256] = {
+    0x0000, 0x0002, 0x0101, 0x0200, 0x0202, 0x0005, 0x0104, 0x0008, 0x000a, 0x0208, 0x020a, 0x0401,
+    0x0500, 0x0404, 0x0604, 0x0409, 0x0508, 0x0800, 0x0802, 0x0a02, 0x080a, 0x0011, 0x0110, 0x0014,
+    0x0115, 0x0410, 0x0910, 0x0a14, 0x0020, 0x0022, 0x002a, 0x0822, 0x1001, 0x1100, 0x1004, 0x1009,
+    0x1108, 0x1400, 0x1402, 0x1600, 0x1408, 0x1801, 0x1900, 0x1804, 0x1908, 0x1010, 0x1012, 0x1210,
+    0x1018, 0x1512, 0x1619, 0x1810, 0x1815, 0x1221, 0x1024, 0x1420, 0x1920, 0x1928, 0x2000, 0x2101,
+    0x2200, 0x2104, 0x2208, 0x2401, 0x2500, 0x2404, 0x2406, 0x2a00, 0x2110, 0x2410, 0x2022, 0x2124,
+    0x0041, 0x0140, 0x0044, 0x0049, 0x0440, 0x0448, 0x0940, 0x0844, 0x0945, 0x0050, 0x0250, 0x0058,
+    0x0454, 0x0656, 0x0850, 0x0168, 0x0561, 0x1040, 0x1240, 0x1048, 0x1149, 0x1641, 0x1840, 0x1254,
+    0x145a, 0x1060, 0x1166, 0x2041, 0x2140, 0x2044, 0x2440, 0x2841, 0x2050, 0x2151, 0x2858, 0x2465,
+    0x0080, 0x0082, 0x0282, 0x0580, 0x0489, 0x0880, 0x0882, 0x0299, 0x0690, 0x00a0, 0x00a2, 0x1081,
+    0x1180, 0x1084, 0x1480, 0x1586, 0x1090, 0x1491, 0x1598, 0x18a4, 0x2280, 0x2088, 0x2984, 0x25a0,
+    0x4001, 0x4100, 0x4004, 0x4204, 0x4009, 0x4108, 0x4400, 0x4600, 0x4506, 0x4408, 0x4801, 0x4900,
+    0x4804, 0x4010, 0x4018, 0x4419, 0x4810, 0x4911, 0x4021, 0x4024, 0x4620, 0x4526, 0x4628, 0x5000,
+    0x5200, 0x5008, 0x5800, 0x5a05, 0x5016, 0x5118, 0x5020, 0x6001, 0x6100, 0x6004, 0x6400, 0x6501,
+    0x6010, 0x6614, 0x6419, 0x6812, 0x6521, 0x6824, 0x4040, 0x4240, 0x4045, 0x4245, 0x4048, 0x4840,
+    0x4a40, 0x4150, 0x4452, 0x4958, 0x4865, 0x5844, 0x5846, 0x5252, 0x5061, 0x5564, 0x6040, 0x6045,
+    0x6245, 0x6548, 0x6450, 0x6260, 0x4180, 0x4084, 0x4480, 0x4688, 0x4090, 0x4595, 0x42a4, 0x44a8,
+    0x5080, 0x5181, 0x5094, 0x5096, 0x5990, 0x6482, 0x8000, 0x8002, 0x8202, 0x8401, 0x8802, 0x8110,
+    0x8214, 0x8410, 0x8025, 0x9001, 0x9100, 0x9004, 0x9105, 0x9400, 0x9408, 0x9010, 0x9512, 0x9914,
+    0x9221, 0x9420, 0x9428, 0xa002, 0xa110, 0xa025, 0x8140, 0x8044, 0x8148, 0x8440, 0x8849, 0x8156,
+    0x8850, 0x8561, 0x9040, 0x904a, 0x9540, 0x9455, 0xa841, 0xa058, 0x8082, 0x8484, 0x8981, 0x8291,
+    0x80a0, 0x9284, 0xa484, 0xa190
+};
+static _Alignas(64) const uint16_t cbz_iq3xxs_codes[256] = {
+    0x0000, 0x0002, 0x0004, 0x0101, 0x0103, 0x0107, 0x0200, 0x0202, 0x0301, 0x0402, 0x0703, 0x0705,
+    0x0009, 0x000b, 0x0108, 0x010a, 0x0209, 0x020d, 0x0308, 0x030a, 0x0409, 0x050c, 0x0708, 0x0010,
+    0x0012, 0x0014, 0x0111, 0x0210, 0x0212, 0x0311, 0x0313, 0x0317, 0x0511, 0x0517, 0x0715, 0x0019,
+    0x001f, 0x0118, 0x011a, 0x021d, 0x0718, 0x0123, 0x0327, 0x0424, 0x0527, 0x0723, 0x0725, 0x0029,
+    0x002f, 0x032a, 0x052a, 0x0335, 0x0634, 0x0138, 0x013c, 0x013e, 0x043b, 0x0639, 0x0801, 0x0803,
+    0x0900, 0x0902, 0x0a01, 0x0a03, 0x0b00, 0x0b02, 0x0b04, 0x0c07, 0x0d00, 0x0808, 0x080a, 0x0909,
+    0x0a08, 0x0a0a, 0x0811, 0x0813, 0x0910, 0x0912, 0x0a11, 0x0b10, 0x0f12, 0x0818, 0x081a, 0x0a18,
+    0x0b19, 0x0c1e, 0x0e1e, 0x0821, 0x0825, 0x0d20, 0x0a28, 0x0a2c, 0x0c2e, 0x0f29, 0x0835, 0x0a3a,
+    0x0c38, 0x1000, 0x1002, 0x1101, 0x1103, 0x1200, 0x1202, 0x1206, 0x1301, 0x1402, 0x1009, 0x100b,
+    0x100d, 0x1108, 0x110a, 0x1209, 0x1308, 0x160b, 0x160f, 0x1708, 0x1010, 0x1012, 0x1111, 0x1117,
+    0x1210, 0x1212, 0x1317, 0x1410, 0x1515, 0x1019, 0x1118, 0x111c, 0x1718, 0x171c, 0x1325, 0x1523,
+    0x102b, 0x122f, 0x1429, 0x172c, 0x1039, 0x103b, 0x113e, 0x143d, 0x1801, 0x1900, 0x1902, 0x1a01,
+    0x1a03, 0x1d00, 0x1e05, 0x1f02, 0x1808, 0x180a, 0x1a08, 0x1b09, 0x1c0c, 0x1c0e, 0x1811, 0x1813,
+    0x1910, 0x1a15, 0x1d12, 0x1f12, 0x1919, 0x1b1b, 0x1b20, 0x1c27, 0x1f22, 0x1828, 0x182e, 0x1a2a,
+    0x1d2d, 0x1934, 0x1b36, 0x1e33, 0x1b3b, 0x1e38, 0x2004, 0x2107, 0x2305, 0x2307, 0x2503, 0x2507,
+    0x270c, 0x2210, 0x2317, 0x2410, 0x2610, 0x2616, 0x201f, 0x241d, 0x2024, 0x2521, 0x2624, 0x222d,
+    0x242b, 0x2728, 0x203d, 0x2138, 0x213a, 0x2338, 0x2902, 0x2c01, 0x2f00, 0x2808, 0x280e, 0x2a0e,
+    0x2d0d, 0x2914, 0x2b12, 0x2f12, 0x281a, 0x2d1b, 0x2920, 0x2a23, 0x2a27, 0x2f22, 0x282a, 0x2b29,
+    0x2d30, 0x2a3c, 0x2c3a, 0x3204, 0x3404, 0x3406, 0x3604, 0x3209, 0x3609, 0x3117, 0x3614, 0x3318,
+    0x331e, 0x3424, 0x302d, 0x352a, 0x3333, 0x303b, 0x3239, 0x3803, 0x3805, 0x3807, 0x3900, 0x3b02,
+    0x3d02, 0x3a0e, 0x3c08, 0x3912, 0x3c15, 0x3d12, 0x3818, 0x391d, 0x3b1b, 0x3e18, 0x3a21, 0x3c21,
+    0x3828, 0x382a, 0x3a2c, 0x3b30
+};
+
+X86_INL bool has_xxs_codes(plm_type type) { return type == PLM_TYPE_IQ2_XXS || type == PLM_TYPE_IQ3_XXS; }
+
+/* The code table of a format in 8 registers (quarter q: t[2q], t[2q + 1]). */
+typedef struct {
+    __m512i t[8];
+} xxs_table;
+
+X86_INL void xxs_table_load(plm_type type, xxs_table *tb) {
+    const uint16_t *c = type == PLM_TYPE_IQ2_XXS ? cbz_iq2xxs_codes : cbz_iq3xxs_codes;
+    for (int i = 0; i < 8; i++) tb->t[i] = _mm512_load_si512(c + 32 * i);
+}
+
+/* The codes of 32 grid indices (16-bit lanes, 0..255). */
+X86_INL __m512i xxs_codes(const xxs_table *tb, __m512i idx) {
+    const __m512i q0 = _mm512_permutex2var_epi16(tb->t[0], idx, tb->t[1]);
+    const __m512i q1 = _mm512_permutex2var_epi16(tb->t[2], idx, tb->t[3]);
+    const __m512i q2 = _mm512_permutex2var_epi16(tb->t[4], idx, tb->t[5]);
+    const __m512i q3 = _mm512_permutex2var_epi16(tb->t[6], idx, tb->t[7]);
+    const __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64));
+    const __mmask32 b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
+    return _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, q0, q1), _mm512_mask_blend_epi16(b6, q2, q3));
+}
+
+/* The codes of a super-block's rows: c[0] rows 0-31, c[1] rows 32-63 (IQ3_XXS). */
+X86_INL void xxs_block_codes(plm_type type, const xxs_table *tb, const void *blk, __m512i c[2]) {
+    const uint8_t *qs = (const uint8_t *)blk + 2;
+    if (type == PLM_TYPE_IQ2_XXS) { /* the even dwords of 8-byte groups */
+        c[0] = xxs_codes(tb, _mm512_cvtepu8_epi16(_mm512_cvtepi64_epi32(_mm512_loadu_si512(qs))));
+        c[1] = c[0];
+    } else {
+        c[0] = xxs_codes(tb, _mm512_cvtepu8_epi16(loadu256(qs)));
+        c[1] = xxs_codes(tb, _mm512_cvtepu8_epi16(loadu256(qs + 32)));
+    }
+}
+
+/* Magnitudes of sub-blocks 2h and 2h+1 from the codes. */
+X86_INL __m512i xxs_grid(plm_type type, const __m512i c[2], int h) {
+    __m512i spread, shift, mask, levels;
+    if (type == PLM_TYPE_IQ2_XXS) { /* row 8h + w / 4 in word w, shifted by 2 (w % 4) */
+        const int r = 8 * h;
+        spread = _mm512_set_epi16(r + 7, r + 7, r + 7, r + 7, r + 6, r + 6, r + 6, r + 6, r + 5, r + 5, r + 5, r + 5,
+                                  r + 4, r + 4, r + 4, r + 4, r + 3, r + 3, r + 3, r + 3, r + 2, r + 2, r + 2, r + 2,
+                                  r + 1, r + 1, r + 1, r + 1, r, r, r, r);
+        shift = _mm512_set_epi16(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6,
+                                 4, 2, 0);
+        mask = _mm512_set1_epi16(0x0303);
+        levels = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+    } else { /* rows 16h.. of 64: row 16 (h % 2) + w / 2 of c[h / 2] in word w, shifted by 3 (w % 2) */
+        const int r = 16 * (h % 2);
+        spread = _mm512_set_epi16(r + 15, r + 15, r + 14, r + 14, r + 13, r + 13, r + 12, r + 12, r + 11, r + 11,
+                                  r + 10, r + 10, r + 9, r + 9, r + 8, r + 8, r + 7, r + 7, r + 6, r + 6, r + 5, r + 5,
+                                  r + 4, r + 4, r + 3, r + 3, r + 2, r + 2, r + 1, r + 1, r, r);
+        shift = _mm512_set_epi16(3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3,
+                                 0, 3, 0);
+        mask = _mm512_set1_epi16(0x0707);
+        levels = _mm512_broadcast_i32x4(_mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0));
+    }
+    const __m512i w = _mm512_srlv_epi16(_mm512_permutexvar_epi16(spread, c[h / 2]), shift);
+    return _mm512_shuffle_epi8(levels, _mm512_and_si512(w, mask));
 }
 
 /* Eight 8-byte grid rows as one register. */
@@ -487,35 +615,149 @@ X86_INL __m512i iq1z_offset(plm_type type, const void *blk, __m512i ls, const bl
     return _mm512_zextsi256_si512(_mm256_madd_epi16(c, loadu256(y->bsums)));
 }
 
+/* What a super-block's dots need besides its grid rows, prepared one
+ * super-block ahead (the long dependency chains: see vec_dot_xxs_zmm). */
+typedef struct {
+    __m512i ls;                     /* cbz_scales */
+    __m512i sum0;                   /* the integer sum's start: IQ1's offset, 0 otherwise */
+    _Alignas(64) uint16_t idx[32];  /* IQ1's grid indices */
+    _Alignas(32) __mmask64 neg[4];  /* qword h of the signs: sub-blocks 2h, 2h+1's byte mask */
+} cbz_prep;
+
+X86_INL void cbz_prepare(plm_type type, const void *blk, const block_q8_K *y, cbz_prep *p) {
+    p->ls = cbz_scales(type, blk);
+    if (is_iq1(type)) {
+        p->sum0 = _mm512_sub_epi32(_mm512_setzero_si512(), iq1z_offset(type, blk, p->ls, y));
+        iq1z_indices(type, blk, p->idx);
+    } else {
+        p->sum0 = _mm512_setzero_si512();
+        _mm256_store_si256((__m256i *)(void *)p->neg, cbz_signs(type, blk));
+    }
+}
+
 X86_INL void vec_dot_cb_zmm(plm_type type, int64_t n, float *s, const void *x, const block_q8_K *y) {
     const size_t bx = plm_type_info_get(type)->type_size;
+    const int64_t nb = n / QK_K;
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
+    /* IQ1 prepares one super-block ahead (measured 1.2x); for the others,
+     * whose grid loads are not chained to the preparation, that measured
+     * slower, so they prepare the super-block at hand. */
+    const bool ahead = is_iq1(type);
+    cbz_prep prep[2]; /* super-block i's in prep[i % 2] (ahead) or prep[0] */
+    if (ahead && nb > 0) cbz_prepare(type, x, y, &prep[0]);
+    for (int64_t i = 0; i < nb; i++) {
         const void *blk = (const char *)x + (size_t)i * bx;
-        const __m256i signs = cbz_signs(type, blk);
-        const __m512i ls = cbz_scales(type, blk);
-        __m512i sum = is_iq1(type) ? _mm512_sub_epi32(_mm512_setzero_si512(), iq1z_offset(type, blk, ls, &y[i]))
-                                   : _mm512_setzero_si512();
-        _Alignas(64) uint16_t idx[32];
-        if (is_iq1(type)) iq1z_indices(type, blk, idx);
+        const int64_t in = i + 1 < nb ? i + 1 : i; /* the last one prepares itself again: no branch */
+        if (ahead)
+            cbz_prepare(type, (const char *)x + (size_t)in * bx, &y[in], &prep[(i + 1) % 2]);
+        else
+            cbz_prepare(type, blk, &y[i], &prep[0]);
+        cbz_prep *cur = &prep[ahead ? i % 2 : 0];
+        __m512i sum = cur->sum0;
         for (int h = 0; h < 4; h++) {
             const __m512i a = _mm512_loadu_si512(y[i].qs + 64 * h);
             __m512i p;
             if (is_iq1(type)) {
-                p = _mm512_maddubs_epi16(iq1z_values(type, blk, idx, h, type == PLM_TYPE_IQ1_M), a);
+                p = _mm512_maddubs_epi16(iq1z_values(type, blk, cur->idx, h, type == PLM_TYPE_IQ1_M), a);
             } else {
-                const __m512i as = _mm512_mask_sub_epi8(a, cbz_sign_mask(signs, h), _mm512_setzero_si512(), a);
+                const __m512i as = _mm512_mask_sub_epi8(a, _load_mask64(&cur->neg[h]), _mm512_setzero_si512(), a);
                 p = _mm512_maddubs_epi16(cbz_grid(type, blk, h), as);
             }
             const __m512i sc = _mm512_permutexvar_epi32( /* 128-bit lane l: elements 16l..16l+15 */
                 _mm512_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 2,
                                   4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3),
-                ls);
+                cur->ls);
             sum = _mm512_add_epi32(sum, _mm512_madd_epi16(p, sc));
         }
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(cb_d(type, blk) * y[i].d), acc);
     }
     *s = _mm512_reduce_add_ps(acc) * plm_iq_post(type);
+}
+
+/* IQ2_XXS and IQ3_XXS: vec_dot_cb_zmm's sums with the grid codes
+ * (xxs_grid), software-pipelined: super-block i + 1's signs, scales and
+ * codes (the long dependency chains: loads, widenings, the table lookup)
+ * are computed while super-block i's dots run, so the core's vector
+ * scheduler holds independent work instead of waiting on them. */
+typedef struct {
+    __m512i codes[2], ls;
+    _Alignas(32) __mmask64 neg[4]; /* qword h of the signs: sub-blocks 2h, 2h+1's byte mask */
+} xxs_prep;
+
+X86_INL void xxs_prepare(plm_type type, const xxs_table *tb, const void *blk, xxs_prep *p) {
+    _mm256_store_si256((__m256i *)(void *)p->neg, cbz_signs(type, blk));
+    p->ls = cbz_scales(type, blk);
+    xxs_block_codes(type, tb, blk, p->codes);
+}
+
+X86_INL void vec_dot_xxs_zmm(plm_type type, int64_t n, float *s, const void *x, const block_q8_K *y) {
+    const size_t bx = plm_type_info_get(type)->type_size;
+    const int64_t nb = n / QK_K;
+    __m512 acc = _mm512_setzero_ps();
+    xxs_table tb;
+    xxs_table_load(type, &tb);
+    xxs_prep cur, next;
+    if (nb > 0) xxs_prepare(type, &tb, x, &cur);
+    for (int64_t i = 0; i < nb; i++) {
+        const void *blk = (const char *)x + (size_t)i * bx;
+        const int64_t in = i + 1 < nb ? i + 1 : i; /* the last one prepares itself again: no branch */
+        xxs_prepare(type, &tb, (const char *)x + (size_t)in * bx, &next);
+        __m512i sum = _mm512_setzero_si512();
+        for (int h = 0; h < 4; h++) {
+            const __m512i a = _mm512_loadu_si512(y[i].qs + 64 * h);
+            const __m512i as = _mm512_mask_sub_epi8(a, _load_mask64(&cur.neg[h]), _mm512_setzero_si512(), a);
+            const __m512i p = _mm512_maddubs_epi16(xxs_grid(type, cur.codes, h), as);
+            const __m512i sc = _mm512_permutexvar_epi32( /* 128-bit lane l: elements 16l..16l+15 */
+                _mm512_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 2,
+                                  4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3),
+                cur.ls);
+            sum = _mm512_add_epi32(sum, _mm512_madd_epi16(p, sc));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(cb_d(type, blk) * y[i].d), acc);
+        cur = next;
+    }
+    *s = _mm512_reduce_add_ps(acc) * plm_iq_post(type);
+}
+
+/* TQ1_0 on AVX-512: tq1_decode's trits t - 1 made unsigned again (t in
+ * 0..2) for vpdpbusd, sum(a) from Q8_K's sums, as TQ2_0 below: no sign
+ * or widening instructions after the decode. */
+X86_INL void vec_dot_tq1_zmm(int64_t n, float *s, const block_tq1_0 *x, const block_q8_K *y) {
+    const __m256i one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i w[8];
+        tq1_decode(&x[i], w);
+        __m256i sum = _mm256_madd_epi16(loadu256(y[i].bsums), _mm256_set1_epi16(-1));
+        for (int j = 0; j < 8; j++)
+            sum = _mm256_dpbusd_epi32(sum, _mm256_add_epi8(w[j], one), loadu256(y[i].qs + 32 * j));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(h2f(x[i].d) * y[i].d), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+/* TQ2_0 on AVX-512: the 2-bit codes q (value q - 1) are unsigned, so
+ * vpdpbusd takes them as they are, and the offset comes back from Q8_K's
+ * sums: sum(q * a) - sum(a).  64 elements a step: elements 64c..64c+63
+ * are bits 2l and 2l + 2 (l = 2 (c % 2)) of the 32 bytes qs[32 (c / 2)..],
+ * one broadcast and a shift per 256-bit half.  No sign instruction and
+ * no 256-bit decode (vec_dot_cb: 10 -> 20 GB/s measured, one thread). */
+X86_INL void vec_dot_tq2_zmm(int64_t n, float *s, const block_tq2_0 *x, const block_q8_K *y) {
+    const __m512i three = _mm512_set1_epi8(3);
+    const __m512i sh0 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), sh1 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i sum = _mm512_zextsi256_si512(_mm256_madd_epi16(loadu256(y[i].bsums), _mm256_set1_epi16(-1)));
+        for (int h = 0; h < 2; h++) {
+            const __m512i q = _mm512_broadcast_i64x4(loadu256(x[i].qs + 32 * h));
+            const __m512i w0 = _mm512_and_si512(_mm512_srlv_epi64(q, sh0), three);
+            const __m512i w1 = _mm512_and_si512(_mm512_srlv_epi64(q, sh1), three);
+            sum = _mm512_dpbusd_epi32(sum, w0, _mm512_loadu_si512(y[i].qs + 128 * h));
+            sum = _mm512_dpbusd_epi32(sum, w1, _mm512_loadu_si512(y[i].qs + 128 * h + 64));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(x[i].d) * y[i].d), acc);
+    }
+    *s = _mm512_reduce_add_ps(acc);
 }
 #endif
 
@@ -699,11 +941,80 @@ X86_INL void tile_mxfp4(int nt, int64_t nb, const block_mxfp4 *x, const char *ac
     for (int t = 0; t < nt; t++) out[t * os] = hsum_ps(acc[t]);
 }
 
+#if X86_ZMM
+/* MXFP4 on AVX-512: IQ4_NL's four-blocks-a-step decode (blocks32.h's
+ * nibble_act4 and nibble_dot4) with MXFP4's levels + 128 as the unsigned
+ * codes and the E8M0 scales (times 1/2: plm_e8m0_half) as d. */
+X86_INL __m512i mxfp4_lut(void) {
+    return _mm512_add_epi8(_mm512_broadcast_i32x4(loadu128(kvalues_mxfp4)), _mm512_set1_epi8((char)0x80));
+}
+
+/* The codes of the four blocks at x (lane b of *lo: block b's elements
+ * 0-15, of *hi: 16-31) and their scales. */
+X86_INL __m128 mxfp4_codes4(const block_mxfp4 *x, __m512i lut, __m512i *lo, __m512i *hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i q = lanes4(x->qs, sizeof *x);
+    *lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(q, m4));
+    *hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+    return _mm_setr_ps(plm_e8m0_half(x[0].e), plm_e8m0_half(x[1].e), plm_e8m0_half(x[2].e), plm_e8m0_half(x[3].e));
+}
+
+/* A row's dot from its accumulator and its last 0-3 blocks (256-bit code). */
+X86_INL float mxfp4_row_end(__m512 acc, int64_t nb, const block_mxfp4 *x, const block_q8_0 *y) {
+    float sum = _mm512_reduce_add_ps(acc);
+    const int64_t done = nb / 4 * 4;
+    if (done < nb) {
+        float t;
+        vec_dot_mxfp4_256((nb - done) * QK_MXFP4, &t, x + done, y + done);
+        sum += t;
+    }
+    return sum;
+}
+
+X86_INL __m512 mxfp4_step4(const block_mxfp4 *x, __m512i lut, const nibble_act4 *g, __m512 acc) {
+    __m512i lo, hi;
+    const __m128 dw = mxfp4_codes4(x, lut, &lo, &hi);
+    return nibble_dot4(lo, hi, dw, g, acc);
+}
+
+X86_INL void vec_dot_mxfp4_zmm(int64_t n, float *s, const block_mxfp4 *x, const block_q8_0 *y) {
+    const int64_t nb = n / QK_MXFP4;
+    const __m512i lut = mxfp4_lut();
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i + 4 <= nb; i += 4) {
+        nibble_act4 g;
+        nibble_act4_make(PLM_TYPE_IQ4_NL, y + i, &g); /* bias 128, as IQ4_NL's codes */
+        acc = mxfp4_step4(x + i, lut, &g, acc);
+    }
+    *s = mxfp4_row_end(acc, nb, x, y);
+}
+
+/* The decode matvec: vec_dot_mxfp4_zmm with the activation groups made
+ * once per matrix (gemv_nibbles_zmm's shape); the same operations per row,
+ * so bit for bit its vec_dot. */
+X86_INL void gemv_mxfp4_zmm(int64_t k, const void *w, size_t ws, int64_t n_rows, const block_q8_0 *y, float *out) {
+    const int64_t nb = k / QK_MXFP4, groups = nb / 4;
+    if (groups > NIBBLE_ACT4_MAX) {
+        for (int64_t r = 0; r < n_rows; r++) vec_dot_mxfp4_zmm(k, &out[r], (const void *)((const char *)w + r * ws), y);
+        return;
+    }
+    nibble_act4 g[NIBBLE_ACT4_MAX];
+    for (int64_t i = 0; i < groups; i++) nibble_act4_make(PLM_TYPE_IQ4_NL, y + 4 * i, &g[i]);
+    const __m512i lut = mxfp4_lut();
+    for (int64_t r = 0; r < n_rows; r++) {
+        const block_mxfp4 *x = (const block_mxfp4 *)(const void *)((const char *)w + r * ws);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i = 0; i < groups; i++) acc = mxfp4_step4(x + 4 * i, lut, &g[i], acc);
+        out[r] = mxfp4_row_end(acc, nb, x, y);
+    }
+}
+#endif
+
 /* ---- the entries ----------------------------------------------------------- */
 
 X86_TARGET static void X86_FN(vec_dot_iq2_xxs)(int64_t n, float *s, const void *w, const void *a) {
 #if X86_ZMM
-    vec_dot_cb_zmm(PLM_TYPE_IQ2_XXS, n, s, w, a);
+    vec_dot_xxs_zmm(PLM_TYPE_IQ2_XXS, n, s, w, a);
 #else
     vec_dot_cb(PLM_TYPE_IQ2_XXS, n, s, w, a);
 #endif
@@ -727,7 +1038,7 @@ X86_TARGET static void X86_FN(vec_dot_iq2_s)(int64_t n, float *s, const void *w,
 
 X86_TARGET static void X86_FN(vec_dot_iq3_xxs)(int64_t n, float *s, const void *w, const void *a) {
 #if X86_ZMM
-    vec_dot_cb_zmm(PLM_TYPE_IQ3_XXS, n, s, w, a);
+    vec_dot_xxs_zmm(PLM_TYPE_IQ3_XXS, n, s, w, a);
 #else
     vec_dot_cb(PLM_TYPE_IQ3_XXS, n, s, w, a);
 #endif
@@ -758,13 +1069,32 @@ X86_TARGET static void X86_FN(vec_dot_iq1_m)(int64_t n, float *s, const void *w,
 }
 
 X86_TARGET static void X86_FN(vec_dot_tq1_0)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_tq1_zmm(n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_TQ1_0, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_tq2_0)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_tq2_zmm(n, s, w, a);
+#else
     vec_dot_cb(PLM_TYPE_TQ2_0, n, s, w, a);
+#endif
 }
 
 X86_TARGET static void X86_FN(vec_dot_mxfp4)(int64_t n, float *s, const void *w, const void *a) {
+#if X86_ZMM
+    vec_dot_mxfp4_zmm(n, s, w, a);
+#else
     vec_dot_mxfp4_256(n, s, w, a);
+#endif
 }
+
+#if X86_ZMM
+X86_TARGET static void X86_FN(gemv_mxfp4)(int64_t k, const void *w, size_t ws, int64_t n_rows, const void *act,
+                                          float *out) {
+    gemv_mxfp4_zmm(k, w, ws, n_rows, act, out);
+}
+#endif
