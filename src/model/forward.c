@@ -269,6 +269,8 @@ typedef struct attn_job {
     const plm_ubatch *b;  /* each token's position and sequence */
     int heads_per_unit;   /* query heads per unit of work */
     int tile_tokens;      /* > 0: units are tiles of this many tokens x one KV head's heads */
+    float *kept;          /* tiles, exact mode: kept_floats per thread for the first pass's scores */
+    size_t kept_floats;   /* (plm_attn_tile.kept); NULL: the second pass recomputes them */
     float scale;          /* of the scores: attn_scale, or 1/sqrt(head_dim) */
     float *out;           /* [n][q_dim] */
     atomic_int next;      /* next unit */
@@ -373,7 +375,7 @@ static void attend_unit(const attn_job *a, int t, int h0, int nh) {
 /* Tokens [t0, t1) of one sequence on KV head g, one tile
  * (kt->attn_f16_tile): their key ranges are runs of a full layer's
  * stream, so one run from the earliest key holds them all. */
-static void attend_tile(const attn_job *a, int t0, int t1, int g) {
+static void attend_tile(const attn_job *a, int t0, int t1, int g, float *kept) {
     const plm_forward_state *ctx = a->ctx;
     const plm_kv_cache *kv = &ctx->kv;
     const plm_hparams *hp = &ctx->model->hp;
@@ -397,32 +399,34 @@ static void attend_tile(const attn_job *a, int t0, int t1, int g) {
         .n_tok = t1 - t0, .n_q = n_q, .hd = hd, .key_begin = begin, .key_end = end,
         .k = plm_kv_keys(kv, a->il, seq, kmin) + row_offset(kv->type_k, g * hd),
         .v = plm_kv_values(kv, a->il, seq, kmin) + row_offset(kv->type_v, g * hd),
-        .k_stride = kv->k_row, .v_stride = kv->v_row, .scale = a->scale, .flash = ctx->flash_attn};
+        .k_stride = kv->k_row, .v_stride = kv->v_row, .scale = a->scale, .flash = ctx->flash_attn,
+        .kept = kept, .kept_floats = kept ? a->kept_floats : 0};
     ctx->kt->attn_f16_tile(&tile);
 }
 
 /* Unit i of a tiled pass: tokens [t0, t0 + tile_tokens) on one KV head,
  * a tile per run of one sequence; the last tokens (the most keys) first. */
-static void attend_tile_unit(const attn_job *a, int i) {
+static void attend_tile_unit(const attn_job *a, int i, float *kept) {
     const int n_kv = a->ctx->model->hp.n_head_kv, n_tiles = (a->n + a->tile_tokens - 1) / a->tile_tokens;
     const int t0 = (n_tiles - 1 - i / n_kv) * a->tile_tokens;
     const int t_end = t0 + a->tile_tokens < a->n ? t0 + a->tile_tokens : a->n;
     for (int t1 = t0; t1 < t_end;) {
         int t2 = t1 + 1;
         while (t2 < t_end && plm_ubatch_seq(a->b, t2) == plm_ubatch_seq(a->b, t1)) t2++;
-        attend_tile(a, t1, t2, i % n_kv);
+        attend_tile(a, t1, t2, i % n_kv, kept);
         t1 = t2;
     }
 }
 
 static void attn_task(void *arg, int ith, int nth) {
-    (void)ith, (void)nth;
+    (void)nth;
     attn_job *a = arg;
     const plm_hparams *hp = &a->ctx->model->hp;
     if (a->tile_tokens > 0) {
         const int units = (a->n + a->tile_tokens - 1) / a->tile_tokens * hp->n_head_kv;
+        float *kept = a->kept ? a->kept + (size_t)ith * a->kept_floats : NULL;
         for (int i; (i = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed)) < units;)
-            attend_tile_unit(a, i);
+            attend_tile_unit(a, i, kept);
         return;
     }
     const int per = a->heads_per_unit, units = hp->n_head / per;
@@ -472,8 +476,20 @@ static void attention(plm_forward_state *ctx, int il, const plm_ubatch *b, float
                   .heads_per_unit = heads_per_unit(hp, ctx->rowwise_matmul ? 1 : n, plm_pool_size(ctx->pool)),
                   .tile_tokens = attn_tile_tokens(ctx, il, n),
                   .scale = hp->attn_scale != 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim)};
+    if (a.tile_tokens > 0 && !ctx->flash_attn) {
+        /* Room for the exact mode's scores of a tile's keys (span: at most
+         * the batch's last position + 1); up to 16 MiB a thread, else the
+         * second pass recomputes them (as it does if malloc fails). */
+        uint32_t span = 0;
+        for (int t = 0; t < n; t++)
+            if (plm_ubatch_pos(b, t) + 1 > span) span = plm_ubatch_pos(b, t) + 1;
+        a.kept_floats = (size_t)PLM_ATTN_TILE_ROWS * (span + 16);
+        if (a.kept_floats <= ((size_t)4 << 20))
+            a.kept = malloc(sizeof(float) * a.kept_floats * (size_t)plm_pool_size(ctx->pool));
+    }
     atomic_init(&a.next, 0);
     plm_pool_run(ctx->pool, attn_task, &a);
+    free(a.kept);
 }
 
 /* qwen3's Q/K norms: each head of each token's q (and k) normalized on its

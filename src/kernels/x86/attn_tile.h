@@ -36,22 +36,59 @@ typedef struct attn_tile_state {
     _Alignas(32) int hi[PLM_ATTN_TILE_ROWS];
 } attn_tile_state;
 
+/* Eight rows of eight floats transposed in place: r[i]'s lane j <-> r[j]'s lane i. */
+X86_INL void transpose8(__m256 r[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 X86_INL void tile_setup(attn_tile_state *s, const plm_attn_tile *t) {
     const int real = t->n_tok * t->n_q, hd = t->hd;
     s->rows = (real + 7) & ~7, s->nv = s->rows / 8, s->hd = hd;
     s->kbeg = s->minhi = 1 << 30, s->kend = s->maxlo = 0;
     for (int r = 0; r < s->rows; r++) {
-        const int rr = r < real ? r : real - 1, tok = rr / t->n_q;
+        const int tok = (r < real ? r : real - 1) / t->n_q;
         s->lo[r] = t->key_begin[tok], s->hi[r] = t->key_end[tok];
         s->max[r] = -INFINITY, s->sum[r] = 0.0f;
         if (s->lo[r] < s->kbeg) s->kbeg = s->lo[r];
         if (s->lo[r] > s->maxlo) s->maxlo = s->lo[r];
         if (s->hi[r] > s->kend) s->kend = s->hi[r];
         if (s->hi[r] < s->minhi) s->minhi = s->hi[r];
-        const uint16_t *q = t->q + (size_t)rr * hd;
-        for (int d = 0; d < hd; d++) s->qt[(size_t)d * s->rows + r] = h2f(q[d]);
     }
+    for (int r0 = 0; r0 < s->rows; r0 += 8)
+        for (int d0 = 0; d0 < hd; d0 += 8) {
+            __m256 x[8];
+            for (int i = 0; i < 8; i++) x[i] = load_f16x8(t->q + (size_t)(r0 + i < real ? r0 + i : real - 1) * hd + d0);
+            transpose8(x);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(s->qt + (size_t)(d0 + i) * s->rows + r0, x[i]);
+        }
     memset(s->ot, 0, sizeof(float) * (size_t)hd * s->rows);
+}
+
+/* The real rows' outputs, Ot transposed back (and divided by the sums with flash). */
+X86_INL void tile_store(const attn_tile_state *s, const plm_attn_tile *t) {
+    const int real = t->n_tok * t->n_q, hd = s->hd;
+    for (int r0 = 0; r0 < real; r0 += 8)
+        for (int d0 = 0; d0 < hd; d0 += 8) {
+            __m256 x[8];
+            for (int i = 0; i < 8; i++) x[i] = _mm256_loadu_ps(s->ot + (size_t)(d0 + i) * s->rows + r0);
+            transpose8(x);
+            for (int i = 0; i < 8 && r0 + i < real; i++) {
+                const int r = r0 + i;
+                float *o = t->o + (size_t)(r / t->n_q) * t->o_stride + (size_t)(r % t->n_q) * hd + d0;
+                _mm256_storeu_ps(o, t->flash ? _mm256_mul_ps(x[i], _mm256_set1_ps(1.0f / s->sum[r])) : x[i]);
+            }
+        }
 }
 
 /* St[j][r] = scale * k_j . q_r for keys [j, j + TILE_NJ) of the staged
@@ -106,10 +143,12 @@ X86_INL void tile_mask(float *st, const attn_tile_state *s, int j0, int nbp) {
 }
 
 /* The online softmax's step for a block, row vector by row vector (as
- * softmax_run_block): St becomes exp(s - running max); with flash, the
- * rows' outputs shrink when their max rises.  A row with no key yet keeps
- * max -inf; its exponents are taken against 0 (all its scores are -inf, so
- * every exp is 0, and so is the shrink of its empty output and sum). */
+ * softmax_run_block): the runs' max and sum, and with flash St becomes
+ * exp(s - running max) and the rows' outputs shrink when their max rises
+ * (the exact mode's first pass needs only the runs).  A row with no key yet
+ * keeps max -inf; its exponents are taken against 0 (all its scores are
+ * -inf, so every exp is 0, and so is the shrink of its empty output and
+ * sum). */
 X86_INL void tile_softmax(float *st, attn_tile_state *s, int nbp, bool flash) {
     const int rows = s->rows;
     for (int v = 0; v < s->nv; v++) {
@@ -128,7 +167,7 @@ X86_INL void tile_softmax(float *st, attn_tile_state *s, int nbp, bool flash) {
         for (int j = 0; j < nbp; j++) {
             float *sj = st + (size_t)j * rows + v * 8;
             const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
-            _mm256_storeu_ps(sj, e);
+            if (flash) _mm256_storeu_ps(sj, e);
             sum = _mm256_add_ps(sum, e);
         }
         _mm256_store_ps(s->sum + v * 8, sum);
@@ -182,25 +221,34 @@ X86_INL void tile_values(attn_tile_state *s, const float *pt, const float *vb, i
     }
 }
 
-/* One pass over the tile's keys (0: flash; 1, 2: exact, as attn_pass). */
-X86_INL void tile_pass(attn_tile_state *s, const plm_attn_tile *t, int pass) {
+/* n f16 rows -> floats, and zeros up to nbp rows. */
+X86_INL void tile_stage(float *dst, const void *src, size_t stride, int j0, int nb, int nbp, int hd) {
+    stage_rows(dst, (const char *)src + (size_t)j0 * stride, stride, nb, hd);
+    memset(dst + (size_t)nb * hd, 0, sizeof(float) * (size_t)(nbp - nb) * hd);
+}
+
+/* One pass over the tile's keys (0: flash; 1, 2: exact, as attn_pass).
+ * With `kept`, the first pass leaves its scores there (block after block,
+ * rows floats per key) and the second reads them instead of recomputing. */
+X86_INL void tile_pass(attn_tile_state *s, const plm_attn_tile *t, int pass, float *kept) {
     _Alignas(32) float kst[ATTN_STAGE], vst[ATTN_STAGE], st[TILE_KEYS * PLM_ATTN_TILE_ROWS];
     const bool values = pass != 1;
     const int hd = s->hd, per = ATTN_STAGE / hd / TILE_NJ * TILE_NJ;  /* >= TILE_NJ: hd <= 512 */
     const int bk = per < TILE_KEYS ? per : TILE_KEYS;
     for (int j0 = s->kbeg; j0 < s->kend; j0 += bk) {
         const int nb = s->kend - j0 < bk ? s->kend - j0 : bk, nbp = (nb + TILE_NJ - 1) / TILE_NJ * TILE_NJ;
-        stage_rows(kst, (const char *)t->k + (size_t)j0 * t->k_stride, t->k_stride, nb, hd);
-        memset(kst + (size_t)nb * hd, 0, sizeof(float) * (size_t)(nbp - nb) * hd);
-        if (values) {
-            stage_rows(vst, (const char *)t->v + (size_t)j0 * t->v_stride, t->v_stride, nb, hd);
-            memset(vst + (size_t)nb * hd, 0, sizeof(float) * (size_t)(nbp - nb) * hd);
+        float *sb = kept ? kept + (size_t)(j0 - s->kbeg) * s->rows : st;
+        if (pass != 2 || !kept) {
+            tile_stage(kst, t->k, t->k_stride, j0, nb, nbp, hd);
+            tile_scores(sb, kst, s, nbp, t->scale);
+            if (j0 < s->maxlo || j0 + nbp > s->minhi) tile_mask(sb, s, j0, nbp);
         }
-        tile_scores(st, kst, s, nbp, t->scale);
-        if (j0 < s->maxlo || j0 + nbp > s->minhi) tile_mask(st, s, j0, nbp);
-        if (pass == 2) tile_weights(st, s, nbp);
-        else tile_softmax(st, s, nbp, pass == 0);
-        if (values) tile_values(s, st, vst, nbp);
+        if (pass == 2) tile_weights(sb, s, nbp);
+        else tile_softmax(sb, s, nbp, pass == 0);
+        if (values) {
+            tile_stage(vst, t->v, t->v_stride, j0, nb, nbp, hd);
+            tile_values(s, sb, vst, nbp);
+        }
     }
 }
 
@@ -209,14 +257,12 @@ X86_TARGET static void X86_FN(attn_f16_tile)(const plm_attn_tile *t) {
     attn_tile_state s = {.qt = qt, .ot = ot};
     tile_setup(&s, t);
     if (t->flash) {
-        tile_pass(&s, t, 0);
+        tile_pass(&s, t, 0, NULL);
     } else {
-        tile_pass(&s, t, 1);
-        tile_pass(&s, t, 2);
+        const size_t need = (size_t)(s.kend - s.kbeg + TILE_NJ) * s.rows;
+        float *kept = t->kept && need <= t->kept_floats ? t->kept : NULL;
+        tile_pass(&s, t, 1, kept);
+        tile_pass(&s, t, 2, kept);
     }
-    for (int r = 0; r < t->n_tok * t->n_q; r++) {
-        float *o = t->o + (size_t)(r / t->n_q) * t->o_stride + (size_t)(r % t->n_q) * t->hd;
-        const float inv = t->flash ? 1.0f / s.sum[r] : 1.0f;
-        for (int d = 0; d < t->hd; d++) o[d] = s.ot[(size_t)d * s.rows + r] * inv;
-    }
+    tile_store(&s, t);
 }
