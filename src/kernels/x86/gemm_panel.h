@@ -168,19 +168,35 @@ X86_INL void panel_tabulate_q8_1(const char *act, size_t as, int tn, int64_t b0,
     }
 }
 
-/* Q8_K activations, by the mode's needs: slices start at sub-block s0. */
+/* Q8_K activations, by the mode's needs: slices start at sub-block s0 (a
+ * whole super-block: ks and s0 are multiples of 8).  A super-block's 16
+ * bsums (pairs lo, hi per sub-block) in one load: the pairs summed by
+ * vpmaddwd, or split by shifts; its one scale stored for each sub-block.
+ * Scalar, this table (one load, convert and store per value, for every
+ * token of the group) was a quarter of the Q4_K gemm's own time outside the
+ * tiles. */
 X86_INL void panel_tabulate_q8_K(const char *act, size_t as, int tn, int64_t s0, int ks, enum panel_mode mode, int o,
                                  ptab *t) {
+    const __m256i neg_o = _mm256_set1_epi32(-o);
     for (int c = 0; c < tn; c++) {
         const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)c * as) + s0 / 8;
-        for (int s = 0; s < ks; s++) {
+        for (int s = 0; s < ks; s += 8) {
             const block_q8_K *q = y + s / 8;
-            const int lo = q->bsums[2 * (s % 8)], hi = q->bsums[2 * (s % 8) + 1];
-            t->d[c][s] = q->d;
-            if (mode == PANEL_K_MIN1) t->sum[c][s] = (float)(lo + hi);
-            if (mode == PANEL_K_MIN2) t->sum[c][s] = (float)lo, t->sum_hi[c][s] = (float)hi;
-            if (mode == PANEL_K_OFS2) t->init_lo[c][s] = -o * lo, t->init_hi[c][s] = -o * hi;
-            if (mode == PANEL_K_OFS1) t->init_lo[c][s] = -o * (lo + hi);
+            const __m256i b = loadu256(q->bsums);
+            const __m256i lo = _mm256_srai_epi32(_mm256_slli_epi32(b, 16), 16), hi = _mm256_srai_epi32(b, 16);
+            const __m256i both = _mm256_madd_epi16(b, _mm256_set1_epi16(1));
+            _mm256_storeu_ps(&t->d[c][s], _mm256_set1_ps(q->d));
+            if (mode == PANEL_K_MIN1) _mm256_storeu_ps(&t->sum[c][s], _mm256_cvtepi32_ps(both));
+            if (mode == PANEL_K_MIN2) {
+                _mm256_storeu_ps(&t->sum[c][s], _mm256_cvtepi32_ps(lo));
+                _mm256_storeu_ps(&t->sum_hi[c][s], _mm256_cvtepi32_ps(hi));
+            }
+            if (mode == PANEL_K_OFS2) {
+                _mm256_storeu_si256((__m256i *)(void *)&t->init_lo[c][s], _mm256_mullo_epi32(lo, neg_o));
+                _mm256_storeu_si256((__m256i *)(void *)&t->init_hi[c][s], _mm256_mullo_epi32(hi, neg_o));
+            }
+            if (mode == PANEL_K_OFS1)
+                _mm256_storeu_si256((__m256i *)(void *)&t->init_lo[c][s], _mm256_mullo_epi32(both, neg_o));
         }
     }
 }
