@@ -561,19 +561,21 @@ static void test_attention_f16(const plm_kernels *kt) {
 
 /* Prefill attention by tiles (attn_f16_tile, tables that have it) against
  * the same double-precision softmax, row by row over each token's own key
- * range: causal runs (token t sees one key more than t - 1), with and
- * without a window (ranges that start at different keys), tiles of one
- * token up to the most that fit, rows that are and are not whole vectors,
- * ranges that cross the tile's key blocks (its running max rises). */
+ * range, and where the ranges all begin at key 0 bit for bit against the
+ * table's own attn_f16 of each token (kernels.h): causal runs (token t sees
+ * one key more than t - 1), with and without a window (ranges that start
+ * at different keys), tiles of one token up to the most that fit, rows that
+ * are and are not whole vectors, ranges that cross the key blocks (the
+ * running max rises) and end anywhere in a group of 8 keys. */
 static void test_attention_tile(const plm_kernels *kt) {
     if (!kt->attn_f16_tile) return;
     const int dims[] = {8, 64, 128, 200};
     const int nqs[] = {1, 3, 8};
-    const int lasts[] = {1, 40, 97, 299};  /* the last token's last key */
+    const int lasts[] = {1, 40, 97, 131, 299};  /* the last token's last key */
     static uint8_t kc[AT_MAXK * AT_STRIDE], vc[AT_MAXK * AT_STRIDE];
-    static float x[PLM_ATTN_TILE_ELEMS], o[16 * AT_MAXQ * AT_MAXD];
+    static float x[PLM_ATTN_TILE_ELEMS], o[16 * AT_MAXQ * AT_MAXD], own[AT_MAXQ * AT_MAXD];
     static uint16_t q[PLM_ATTN_TILE_ELEMS];
-    int bad = 0, tiles = 0;
+    int bad = 0, tiles = 0, unequal = 0;
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
         for (size_t qq = 0; qq < sizeof nqs / sizeof nqs[0]; qq++)
             for (size_t l = 0; l < sizeof lasts / sizeof lasts[0]; l++)
@@ -604,6 +606,14 @@ static void test_attention_tile(const plm_kernels *kt) {
                                                     .flash = flash};
                         kt->attn_f16_tile(&tile);
                         tiles++;
+                        for (int t = 0; t < n_tok && !window; t++) {
+                            kt->attn_f16(own, q + t * nq * hd, nq, kc, vc, AT_STRIDE, AT_STRIDE, end[t], hd, scale,
+                                         flash);
+                            if (memcmp(own, o + t * o_stride, sizeof(float) * (size_t)(nq * hd)) != 0 &&
+                                unequal++ < 5)
+                                fprintf(stderr, "  %s attn_f16_tile %s hd=%d heads=%d tokens=%d keys %d: not attn_f16's\n",
+                                        kt->name, flash ? "flash" : "exact", hd, nq, n_tok, end[t]);
+                        }
                         for (int t = 0; t < n_tok; t++)
                             for (int h = 0; h < nq; h++)
                                 for (int i = 0; i < hd; i++) {
@@ -623,6 +633,7 @@ static void test_attention_tile(const plm_kernels *kt) {
                     }
     CHECK(tiles > 50, "%s attn_f16_tile: only %d tiles tried", kt->name, tiles);
     CHECK(bad == 0, "%s attn_f16_tile: %d outputs off the double-precision softmax", kt->name, bad);
+    CHECK(unequal == 0, "%s attn_f16_tile: %d tokens not bit for bit attn_f16's", kt->name, unequal);
 }
 
 /* Attention over a quantized cache (attn_quant) against a softmax written

@@ -46,10 +46,11 @@ typedef void (*plm_attn_f16_fn)(float *o, const uint16_t *q, int n_q, const void
  * KV head of an f16 cache, over a run of cached keys and values.  Row
  * (t, h) is query q[(t * n_q + h) * hd ...] and attends to the keys
  * [key_begin[t], key_end[t]) of k / v (k_stride / v_stride bytes apart; a
- * non-empty range); its output goes to o + t * o_stride + h * hd.  Each
- * row's numbers are plm_attn_f16's for that query and key range up to float
- * summation order (the same online softmax, exact or flash), but NOT bit for
- * bit: passes that must match single-token decoding do not use it.  Sizes:
+ * non-empty range); its output goes to o + t * o_stride + h * hd.  When
+ * every row's range begins at the same key, each row's output is bit for bit
+ * the same table's attn_f16 of that query over its range (x86: the same
+ * blocks, sums and orders); otherwise the same online softmax up to float
+ * summation order.  Sizes:
  * PLM_ATTN_TILE_ROWS rows at most, rows rounded up to 8 times hd at most
  * PLM_ATTN_TILE_ELEMS, hd a multiple of 8 and at most PLM_ATTN_TILE_MAX_HD
  * (plm_attn_tile_tokens picks n_tok). */
@@ -130,9 +131,10 @@ typedef struct plm_kernels {
      * vec_dot, so never filled from another table.  NULL: the caller loops
      * vec_dot. */
     plm_gemv_fn gemv[PLM_TYPE_COUNT];
-    /* Optional: prefill attention by tiles of tokens (plm_attn_tile), for
-     * batches that need not match single-token decoding bit for bit.  Never
-     * filled from another table; NULL: attention goes token by token. */
+    /* Optional: prefill attention by tiles of tokens (plm_attn_tile): the
+     * table's attn_f16 arithmetic, reading each block of keys and values
+     * once for several tokens.  Never filled from another table (another
+     * table's attn_f16 rounds differently); NULL: token by token. */
     plm_attn_f16_tile_fn attn_f16_tile;
 } plm_kernels;
 

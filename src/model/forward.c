@@ -270,7 +270,7 @@ typedef struct attn_job {
     int heads_per_unit;   /* query heads per unit of work */
     int tile_tokens;      /* > 0: units are tiles of this many tokens x one KV head's heads */
     float *kept;          /* tiles, exact mode: kept_floats per thread for the first pass's scores */
-    size_t kept_floats;   /* (plm_attn_tile.kept); NULL: the second pass recomputes them */
+    size_t kept_floats;   /* (plm_attn_tile.kept), in scratch; NULL: the second pass recomputes them */
     float scale;          /* of the scores: attn_scale, or 1/sqrt(head_dim) */
     float *out;           /* [n][q_dim] */
     atomic_int next;      /* next unit */
@@ -373,8 +373,8 @@ static void attend_unit(const attn_job *a, int t, int h0, int nh) {
 }
 
 /* Tokens [t0, t1) of one sequence on KV head g, one tile
- * (kt->attn_f16_tile): their key ranges are runs of a full layer's
- * stream, so one run from the earliest key holds them all. */
+ * (kt->attn_f16_tile): their keys are runs of a full layer's stream from
+ * its first position. */
 static void attend_tile(const attn_job *a, int t0, int t1, int g, float *kept) {
     const plm_forward_state *ctx = a->ctx;
     const plm_kv_cache *kv = &ctx->kv;
@@ -437,22 +437,29 @@ static void attn_task(void *arg, int ith, int nth) {
     }
 }
 
+/* Batches from this size may go by tiles: a tile's stack (its queries and
+ * outputs in f32, the staged keys, values and scores: ~125 KiB) fits in the
+ * pages the panel gemm's stack touched, which the memory plan counts from
+ * the same batch size (plan.c: GEMM_STACK_MIN_BATCH). */
+#define ATTN_TILE_MIN_BATCH 16
+
 /* Tokens of a tile when layer il's attention of this batch goes by tiles,
- * else 0.  Tiles sum in another order than the single-token kernel, so
- * never when rows must match decoding (rowwise_matmul: speculative
- * verification, batch-invariant serving); only over an f16 cache, without
- * soft-capping, on layers whose positions have cells of their own (no
- * ring), and when there are enough tiles for every thread. */
+ * else 0: only over an f16 cache, without soft-capping, on layers without a
+ * window (every token's keys begin at position 0, so a tile's rows are bit
+ * for bit attn_f16's: kernels.h), and when there are enough tiles for every
+ * thread; not in the passes that must match decoding (rowwise_matmul:
+ * speculative verification, batch-invariant serving), which keep the
+ * single-token units. */
 static int attn_tile_tokens(const plm_forward_state *ctx, int il, int n) {
     const plm_hparams *hp = &ctx->model->hp;
     const plm_kv_cache *kv = &ctx->kv;
-    if (!ctx->kt->attn_f16_tile || ctx->rowwise_matmul || hp->attn_softcap != 0.0f || kv->ring[il] ||
+    if (!ctx->kt->attn_f16_tile || ctx->rowwise_matmul || hp->attn_softcap != 0.0f || kv->window[il] ||
         kv->type_k != PLM_TYPE_F16 || kv->type_v != PLM_TYPE_F16)
         return 0;
     const int n_q = hp->n_head / hp->n_head_kv, tokens = plm_attn_tile_tokens(n_q, hp->head_dim);
     if (tokens == 0 || n_q > PLM_ATTN_MAX_Q) return 0;
     const int units = (n + tokens - 1) / tokens * hp->n_head_kv;
-    return n >= 2 * tokens && units >= 2 * plm_pool_size(ctx->pool) ? tokens : 0;
+    return n >= 2 * tokens && n >= ATTN_TILE_MIN_BATCH && units >= 2 * plm_pool_size(ctx->pool) ? tokens : 0;
 }
 
 /* The largest divisor of the group size that fits a unit (PLM_ATTN_MAX_Q
@@ -476,20 +483,20 @@ static void attention(plm_forward_state *ctx, int il, const plm_ubatch *b, float
                   .heads_per_unit = heads_per_unit(hp, ctx->rowwise_matmul ? 1 : n, plm_pool_size(ctx->pool)),
                   .tile_tokens = attn_tile_tokens(ctx, il, n),
                   .scale = hp->attn_scale != 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim)};
-    if (a.tile_tokens > 0 && !ctx->flash_attn) {
-        /* Room for the exact mode's scores of a tile's keys (span: at most
-         * the batch's last position + 1); up to 16 MiB a thread, else the
-         * second pass recomputes them (as it does if malloc fails). */
+    if (a.tile_tokens > 0 && !ctx->flash_attn && hp->n_expert == 0) {
+        /* The exact mode keeps a tile's scores (span: at most the batch's
+         * last position + 1) in `up`, free until the FFN, when the rows of
+         * it this batch's FFN writes anyway hold every thread's share (so
+         * no page the memory plan does not count is touched); else the
+         * second pass recomputes them. */
         uint32_t span = 0;
         for (int t = 0; t < n; t++)
             if (plm_ubatch_pos(b, t) + 1 > span) span = plm_ubatch_pos(b, t) + 1;
         a.kept_floats = (size_t)PLM_ATTN_TILE_ROWS * (span + 16);
-        if (a.kept_floats <= ((size_t)4 << 20))
-            a.kept = malloc(sizeof(float) * a.kept_floats * (size_t)plm_pool_size(ctx->pool));
+        if (a.kept_floats * (size_t)plm_pool_size(ctx->pool) <= (size_t)n * (size_t)hp->n_ff) a.kept = ctx->s.up;
     }
     atomic_init(&a.next, 0);
     plm_pool_run(ctx->pool, attn_task, &a);
-    free(a.kept);
 }
 
 /* qwen3's Q/K norms: each head of each token's q (and k) normalized on its
