@@ -64,9 +64,12 @@ typedef struct plm_attn_tile {
     size_t k_stride, v_stride;
     float scale;
     bool flash;
-    float *kept;                   /* optional scratch (NULL: none) where the exact mode keeps its first */
-    size_t kept_floats;            /* pass's scores for the second: PLM_ATTN_TILE_ROWS x (span + 16) */
-} plm_attn_tile;                   /* floats suffice, span = max key_end - min key_begin */
+    /* Optional scratch (NULL: none) where the exact mode keeps its first
+     * pass's scores for the second; PLM_ATTN_TILE_ROWS x (span + 16) floats
+     * suffice, span = max key_end - min key_begin. */
+    float *kept;
+    size_t kept_floats;
+} plm_attn_tile;
 enum { PLM_ATTN_TILE_ROWS = 64, PLM_ATTN_TILE_ELEMS = 8192, PLM_ATTN_TILE_MAX_HD = 512 };
 typedef void (*plm_attn_f16_tile_fn)(const plm_attn_tile *t);
 

@@ -438,9 +438,10 @@ static void attn_task(void *arg, int ith, int nth) {
 }
 
 /* Batches from this size may go by tiles: a tile's stack (its queries and
- * outputs in f32, the staged keys, values and scores: ~125 KiB) fits in the
- * pages the panel gemm's stack touched, which the memory plan counts from
- * the same batch size (plan.c: GEMM_STACK_MIN_BATCH). */
+ * outputs in f32, the staged keys, values and scores: ~90 KiB touched for
+ * TinyLlama's 64 rows of 64) reuses the pages the panel gemm's stack
+ * touched, which the memory plan counts from the same batch size (plan.c:
+ * GEMM_STACK_MIN_BATCH, 128 KiB a thread). */
 #define ATTN_TILE_MIN_BATCH 16
 
 /* Tokens of a tile when layer il's attention of this batch goes by tiles,
