@@ -265,7 +265,10 @@ X86_INL void tile_softmax(float *st, attn_tile_state *s, int nbp, bool flash) {
         for (int h = 0; h < 2; h++) {
             const __m128 shh = h ? _mm256_extractf128_ps(sh, 1) : _mm256_castps256_ps128(sh);
             const __m128 bs = h ? _mm256_extractf128_ps(sum, 1) : _mm256_castps256_ps128(sum);
-            const __m256d r = _mm256_mul_pd(_mm256_load_pd(run + 4 * h), _mm256_cvtps_pd(shh));
+            __m256d r = _mm256_mul_pd(_mm256_load_pd(run + 4 * h), _mm256_cvtps_pd(shh));
+            /* two roundings, as the run's (its product is stored first):
+             * keep the compiler from fusing the multiply into the add */
+            __asm__("" : "+x"(r));
             _mm256_store_pd(run + 4 * h, _mm256_add_pd(r, _mm256_cvtps_pd(bs)));
         }
     }
