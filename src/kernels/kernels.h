@@ -49,8 +49,8 @@ typedef void (*plm_attn_f16_fn)(float *o, const uint16_t *q, int n_q, const void
  * non-empty range); its output goes to o + t * o_stride + h * hd.  When
  * every row's range begins at the same key, each row's output is bit for bit
  * the same table's attn_f16 of that query over its range (x86: the same
- * blocks, sums and orders); otherwise the same online softmax up to float
- * summation order.  Sizes:
+ * blocks, sums and orders; test_kernels checks the exact mode), otherwise
+ * the same online softmax up to float summation order.  Sizes:
  * PLM_ATTN_TILE_ROWS rows at most, rows rounded up to 8 times hd at most
  * PLM_ATTN_TILE_ELEMS, hd a multiple of 8 and at most PLM_ATTN_TILE_MAX_HD
  * (plm_attn_tile_tokens picks n_tok). */
