@@ -559,6 +559,85 @@ static void test_attention_f16(const plm_kernels *kt) {
     CHECK(bad == 0, "%s attn_f16: %d outputs off the double-precision softmax", kt->name, bad);
 }
 
+/* Prefill attention by tiles (attn_f16_tile, tables that have it) against
+ * the same double-precision softmax, row by row over each token's own key
+ * range, and in the exact mode where the ranges all begin at key 0 bit for
+ * bit against the table's own attn_f16 of each token (kernels.h; flash is
+ * not checked bit for bit: a -O0 sanitizer build differed from attn_f16 in
+ * some avx2 flash cases, not yet explained): causal runs (token t sees
+ * one key more than t - 1), with and without a window (ranges that start
+ * at different keys), tiles of one token up to the most that fit, rows that
+ * are and are not whole vectors, ranges that cross the key blocks (the
+ * running max rises) and end anywhere in a group of 8 keys. */
+static void test_attention_tile(const plm_kernels *kt) {
+    if (!kt->attn_f16_tile) return;
+    const int dims[] = {8, 64, 128, 200};
+    const int nqs[] = {1, 3, 8};
+    const int lasts[] = {1, 40, 97, 131, 299};  /* the last token's last key */
+    static uint8_t kc[AT_MAXK * AT_STRIDE], vc[AT_MAXK * AT_STRIDE];
+    static float x[PLM_ATTN_TILE_ELEMS], o[16 * AT_MAXQ * AT_MAXD], own[AT_MAXQ * AT_MAXD];
+    static uint16_t q[PLM_ATTN_TILE_ELEMS];
+    int bad = 0, tiles = 0, unequal = 0;
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (size_t qq = 0; qq < sizeof nqs / sizeof nqs[0]; qq++)
+            for (size_t l = 0; l < sizeof lasts / sizeof lasts[0]; l++)
+                for (int window = 0; window < 2; window++)
+                    for (int flash = 0; flash < 2; flash++) {
+                        const int hd = dims[d], nq = nqs[qq], max_tok = plm_attn_tile_tokens(nq, hd);
+                        const int n_tok = 1 + (int)(l + d + (size_t)flash) % max_tok, nk = lasts[l] + 1;
+                        if (n_tok > nk) continue;
+                        const float scale = 1.0f / sqrtf((float)hd);
+                        int begin[16], end[16];
+                        for (int t = 0; t < n_tok; t++) {
+                            end[t] = nk - (n_tok - 1 - t);
+                            begin[t] = window && end[t] > 37 ? end[t] - 37 : 0;
+                        }
+                        for (int e = 0; e < n_tok * nq * hd; e++) x[e] = rng_sym();
+                        plm_fp32_to_fp16_row(x, q, n_tok * nq * hd);
+                        for (int j = 0; j < nk; j++) {
+                            const float grow = 1.0f + 3.0f * (float)j / (float)nk;
+                            for (int e = 0; e < hd; e++) x[e] = rng_sym() * grow;
+                            plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(kc + j * AT_STRIDE), hd);
+                            for (int e = 0; e < hd; e++) x[e] = rng_sym();
+                            plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(vc + j * AT_STRIDE), hd);
+                        }
+                        const size_t o_stride = (size_t)nq * hd + 5;  /* tokens' outputs need not touch */
+                        const plm_attn_tile tile = {.o = o, .o_stride = o_stride, .q = q, .n_tok = n_tok, .n_q = nq,
+                                                    .hd = hd, .key_begin = begin, .key_end = end, .k = kc, .v = vc,
+                                                    .k_stride = AT_STRIDE, .v_stride = AT_STRIDE, .scale = scale,
+                                                    .flash = flash};
+                        kt->attn_f16_tile(&tile);
+                        tiles++;
+                        for (int t = 0; t < n_tok && !window && !flash; t++) {
+                            kt->attn_f16(own, q + t * nq * hd, nq, kc, vc, AT_STRIDE, AT_STRIDE, end[t], hd, scale,
+                                         flash);
+                            if (memcmp(own, o + t * o_stride, sizeof(float) * (size_t)(nq * hd)) != 0 &&
+                                unequal++ < 5)
+                                fprintf(stderr, "  %s attn_f16_tile %s hd=%d heads=%d tokens=%d keys %d: not attn_f16's\n",
+                                        kt->name, flash ? "flash" : "exact", hd, nq, n_tok, end[t]);
+                        }
+                        for (int t = 0; t < n_tok; t++)
+                            for (int h = 0; h < nq; h++)
+                                for (int i = 0; i < hd; i++) {
+                                    double tol;
+                                    const double want = softmax_attention(
+                                        q + (t * nq + h) * hd, kc + begin[t] * AT_STRIDE, vc + begin[t] * AT_STRIDE,
+                                        end[t] - begin[t], hd, scale, i, flash, &tol);
+                                    const float got = o[t * o_stride + (size_t)h * hd + i];
+                                    if (fabs(got - want) <= tol) continue;
+                                    if (bad++ < 5)
+                                        fprintf(stderr,
+                                                "  %s attn_f16_tile %s hd=%d heads=%d tokens=%d keys [%d, %d) [%d][%d]: "
+                                                "%.7g want %.7g\n",
+                                                kt->name, flash ? "flash" : "exact", hd, nq, n_tok, begin[t], end[t],
+                                                h, i, got, want);
+                                }
+                    }
+    CHECK(tiles > 50, "%s attn_f16_tile: only %d tiles tried", kt->name, tiles);
+    CHECK(bad == 0, "%s attn_f16_tile: %d outputs off the double-precision softmax", kt->name, bad);
+    CHECK(unequal == 0, "%s attn_f16_tile: %d tokens not bit for bit attn_f16's", kt->name, unequal);
+}
+
 /* Attention over a quantized cache (attn_quant) against a softmax written
  * out here in double: each key is the dequantized cache row, the query is
  * what the keys' vec_dot meets (the query rounded to Q8_0 for a Q8_0 or
@@ -749,6 +828,7 @@ int main(void) {
         test_repacked(list[i], PLM_TYPE_Q5_K);
         test_repacked(list[i], PLM_TYPE_Q6_K);
         test_repacked(list[i], PLM_TYPE_IQ4_XS);
+        test_attention_tile(list[i]);
     }
     return test_summary();
 }

@@ -42,6 +42,50 @@ typedef void (*plm_gemv_fn)(int64_t k, const void *w, size_t w_stride, int64_t n
  * an online softmax, exact or flash (plm_attn_f16 in ops.h is the arithmetic). */
 typedef void (*plm_attn_f16_fn)(float *o, const uint16_t *q, int n_q, const void *k, const void *v,
                                 size_t k_stride, size_t v_stride, int n_keys, int hd, float scale, bool flash);
+/* A tile of prefill attention: n_tok tokens' n_q query heads, all on one
+ * KV head of an f16 cache, over a run of cached keys and values.  Row
+ * (t, h) is query q[(t * n_q + h) * hd ...] and attends to the keys
+ * [key_begin[t], key_end[t]) of k / v (k_stride / v_stride bytes apart; a
+ * non-empty range); its output goes to o + t * o_stride + h * hd.  When
+ * every row's range begins at the same key, each row's output is bit for bit
+ * the same table's attn_f16 of that query over its range (x86: the same
+ * blocks, sums and orders; test_kernels checks the exact mode), otherwise
+ * the same online softmax up to float summation order.  Sizes:
+ * PLM_ATTN_TILE_ROWS rows at most, rows rounded up to 8 times hd at most
+ * PLM_ATTN_TILE_ELEMS, hd a multiple of 8 and at most PLM_ATTN_TILE_MAX_HD
+ * (plm_attn_tile_tokens picks n_tok). */
+typedef struct plm_attn_tile {
+    float *o;
+    size_t o_stride;               /* floats from one token's output to the next */
+    const uint16_t *q;             /* [n_tok][n_q][hd] f16 */
+    int n_tok, n_q, hd;
+    const int *key_begin, *key_end; /* [n_tok], key indices from k / v */
+    const void *k, *v;
+    size_t k_stride, v_stride;
+    float scale;
+    bool flash;
+    /* Optional scratch (NULL: none) where the exact mode keeps its first
+     * pass's scores for the second; PLM_ATTN_TILE_ROWS x (span + 16) floats
+     * suffice, span = max key_end - min key_begin. */
+    float *kept;
+    size_t kept_floats;
+} plm_attn_tile;
+enum { PLM_ATTN_TILE_ROWS = 64, PLM_ATTN_TILE_ELEMS = 8192, PLM_ATTN_TILE_MAX_HD = 512 };
+typedef void (*plm_attn_f16_tile_fn)(const plm_attn_tile *t);
+
+/* Tokens a tile of n_q heads of hd values can hold (0: such heads do not fit
+ * a tile at all). */
+static inline int plm_attn_tile_tokens(int n_q, int hd) {
+    if (hd % 8 != 0 || hd > PLM_ATTN_TILE_MAX_HD) return 0;
+    int n = 0;
+    while (n < 16) {
+        const int rows = ((n + 1) * n_q + 7) & ~7;
+        if (rows > PLM_ATTN_TILE_ROWS || rows * hd > PLM_ATTN_TILE_ELEMS) break;
+        n++;
+    }
+    return n;
+}
+
 /* g[i] = act(g[i]) * u[i]: SiLU (swiglu) or GELU (geglu, ops.h) */
 typedef void (*plm_swiglu_fn)(float *g, const float *u, int n);
 
@@ -90,6 +134,11 @@ typedef struct plm_kernels {
      * vec_dot, so never filled from another table.  NULL: the caller loops
      * vec_dot. */
     plm_gemv_fn gemv[PLM_TYPE_COUNT];
+    /* Optional: prefill attention by tiles of tokens (plm_attn_tile): the
+     * table's attn_f16 arithmetic, reading each block of keys and values
+     * once for several tokens.  Never filled from another table (another
+     * table's attn_f16 rounds differently); NULL: token by token. */
+    plm_attn_f16_tile_fn attn_f16_tile;
 } plm_kernels;
 
 /* Points every entry t has no function for at base's: a SIMD table lists

@@ -268,6 +268,9 @@ typedef struct attn_job {
     int il, n;
     const plm_ubatch *b;  /* each token's position and sequence */
     int heads_per_unit;   /* query heads per unit of work */
+    int tile_tokens;      /* > 0: units are tiles of this many tokens x one KV head's heads */
+    float *kept;          /* tiles, exact mode: kept_floats per thread for the first pass's scores */
+    size_t kept_floats;   /* (plm_attn_tile.kept), in scratch; NULL: the second pass recomputes them */
     float scale;          /* of the scores: attn_scale, or 1/sqrt(head_dim) */
     float *out;           /* [n][q_dim] */
     atomic_int next;      /* next unit */
@@ -369,15 +372,95 @@ static void attend_unit(const attn_job *a, int t, int h0, int nh) {
                         a->scale, ctx->flash_attn);
 }
 
+/* Tokens [t0, t1) of one sequence on KV head g, one tile
+ * (kt->attn_f16_tile): their keys are runs of a full layer's stream from
+ * its first position. */
+static void attend_tile(const attn_job *a, int t0, int t1, int g, float *kept) {
+    const plm_forward_state *ctx = a->ctx;
+    const plm_kv_cache *kv = &ctx->kv;
+    const plm_hparams *hp = &ctx->model->hp;
+    const int hd = hp->head_dim, q_dim = hp->n_head * hd, n_q = hp->n_head / hp->n_head_kv;
+    const plm_kv_seq seq = plm_ubatch_seq(a->b, t0);
+    uint32_t first[PLM_ATTN_TILE_ROWS], kmin = UINT32_MAX;
+    int begin[PLM_ATTN_TILE_ROWS], end[PLM_ATTN_TILE_ROWS];
+    uint16_t qh[PLM_ATTN_TILE_ELEMS];
+    for (int t = t0; t < t1; t++) {
+        first[t - t0] = plm_kv_first_seen(kv, a->il, plm_ubatch_pos(a->b, t));
+        if (first[t - t0] < kmin) kmin = first[t - t0];
+        ctx->kt->quantize_row[PLM_TYPE_F16](ctx->s.q + (int64_t)t * q_dim + g * n_q * hd, qh + (t - t0) * n_q * hd,
+                                            (int64_t)n_q * hd);
+    }
+    for (int t = t0; t < t1; t++) {
+        begin[t - t0] = (int)(first[t - t0] - kmin);
+        end[t - t0] = (int)(plm_ubatch_pos(a->b, t) + 1 - kmin);
+    }
+    const plm_attn_tile tile = {
+        .o = a->out + (int64_t)t0 * q_dim + g * n_q * hd, .o_stride = (size_t)q_dim, .q = qh,
+        .n_tok = t1 - t0, .n_q = n_q, .hd = hd, .key_begin = begin, .key_end = end,
+        .k = plm_kv_keys(kv, a->il, seq, kmin) + row_offset(kv->type_k, g * hd),
+        .v = plm_kv_values(kv, a->il, seq, kmin) + row_offset(kv->type_v, g * hd),
+        .k_stride = kv->k_row, .v_stride = kv->v_row, .scale = a->scale, .flash = ctx->flash_attn,
+        .kept = kept, .kept_floats = kept ? a->kept_floats : 0};
+    ctx->kt->attn_f16_tile(&tile);
+}
+
+/* Unit i of a tiled pass: tokens [t0, t0 + tile_tokens) on one KV head,
+ * a tile per run of one sequence; the last tokens (the most keys) first. */
+static void attend_tile_unit(const attn_job *a, int i, float *kept) {
+    const int n_kv = a->ctx->model->hp.n_head_kv, n_tiles = (a->n + a->tile_tokens - 1) / a->tile_tokens;
+    const int t0 = (n_tiles - 1 - i / n_kv) * a->tile_tokens;
+    const int t_end = t0 + a->tile_tokens < a->n ? t0 + a->tile_tokens : a->n;
+    for (int t1 = t0; t1 < t_end;) {
+        int t2 = t1 + 1;
+        while (t2 < t_end && plm_ubatch_seq(a->b, t2) == plm_ubatch_seq(a->b, t1)) t2++;
+        attend_tile(a, t1, t2, i % n_kv, kept);
+        t1 = t2;
+    }
+}
+
 static void attn_task(void *arg, int ith, int nth) {
-    (void)ith, (void)nth;
+    (void)nth;
     attn_job *a = arg;
-    const int n_head = a->ctx->model->hp.n_head, per = a->heads_per_unit, units = n_head / per;
+    const plm_hparams *hp = &a->ctx->model->hp;
+    if (a->tile_tokens > 0) {
+        const int units = (a->n + a->tile_tokens - 1) / a->tile_tokens * hp->n_head_kv;
+        float *kept = a->kept ? a->kept + (size_t)ith * a->kept_floats : NULL;
+        for (int i; (i = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed)) < units;)
+            attend_tile_unit(a, i, kept);
+        return;
+    }
+    const int per = a->heads_per_unit, units = hp->n_head / per;
     for (;;) {
         const int i = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
         if (i >= a->n * units) return;
         attend_unit(a, i / units, (i % units) * per, per);
     }
+}
+
+/* Batches from this size may go by tiles: a tile's stack (its queries and
+ * outputs in f32, the staged keys, values and scores: ~90 KiB touched for
+ * TinyLlama's 64 rows of 64) reuses the pages the panel gemm's stack
+ * touched, which the memory plan counts from the same batch size (plan.c:
+ * GEMM_STACK_MIN_BATCH, 128 KiB a thread). */
+#define ATTN_TILE_MIN_BATCH 16
+
+/* Tokens of a tile when layer il's attention of this batch goes by tiles,
+ * else 0: only over an f16 cache, without soft-capping, on layers without a
+ * window (every token's keys begin at position 0, so a tile's rows are bit
+ * for bit attn_f16's: kernels.h), and when there are enough tiles for every
+ * thread; not in the passes that must match decoding (rowwise_matmul:
+ * speculative verification, batch-invariant serving), which keep the
+ * single-token units. */
+static int attn_tile_tokens(const plm_forward_state *ctx, int il, int n) {
+    const plm_hparams *hp = &ctx->model->hp;
+    const plm_kv_cache *kv = &ctx->kv;
+    if (!ctx->kt->attn_f16_tile || ctx->rowwise_matmul || hp->attn_softcap != 0.0f || kv->window[il] ||
+        kv->type_k != PLM_TYPE_F16 || kv->type_v != PLM_TYPE_F16)
+        return 0;
+    const int n_q = hp->n_head / hp->n_head_kv, tokens = plm_attn_tile_tokens(n_q, hp->head_dim);
+    if (tokens == 0 || n_q > PLM_ATTN_MAX_Q) return 0;
+    const int units = (n + tokens - 1) / tokens * hp->n_head_kv;
+    return n >= 2 * tokens && n >= ATTN_TILE_MIN_BATCH && units >= 2 * plm_pool_size(ctx->pool) ? tokens : 0;
 }
 
 /* The largest divisor of the group size that fits a unit (PLM_ATTN_MAX_Q
@@ -399,7 +482,20 @@ static void attention(plm_forward_state *ctx, int il, const plm_ubatch *b, float
      * in another order), so a token's result does not depend on the batch. */
     attn_job a = {.ctx = ctx, .il = il, .n = n, .b = b, .out = out,
                   .heads_per_unit = heads_per_unit(hp, ctx->rowwise_matmul ? 1 : n, plm_pool_size(ctx->pool)),
+                  .tile_tokens = attn_tile_tokens(ctx, il, n),
                   .scale = hp->attn_scale != 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim)};
+    if (a.tile_tokens > 0 && !ctx->flash_attn && hp->n_expert == 0) {
+        /* The exact mode keeps a tile's scores (span: at most the batch's
+         * last position + 1) in `up`, free until the FFN, when the rows of
+         * it this batch's FFN writes anyway hold every thread's share (so
+         * no page the memory plan does not count is touched); else the
+         * second pass recomputes them. */
+        uint32_t span = 0;
+        for (int t = 0; t < n; t++)
+            if (plm_ubatch_pos(b, t) + 1 > span) span = plm_ubatch_pos(b, t) + 1;
+        a.kept_floats = (size_t)PLM_ATTN_TILE_ROWS * (span + 16);
+        if (a.kept_floats * (size_t)plm_pool_size(ctx->pool) <= (size_t)n * (size_t)hp->n_ff) a.kept = ctx->s.up;
+    }
     atomic_init(&a.next, 0);
     plm_pool_run(ctx->pool, attn_task, &a);
 }

@@ -168,19 +168,35 @@ X86_INL void panel_tabulate_q8_1(const char *act, size_t as, int tn, int64_t b0,
     }
 }
 
-/* Q8_K activations, by the mode's needs: slices start at sub-block s0. */
+/* Q8_K activations, by the mode's needs: slices start at sub-block s0 (a
+ * whole super-block: ks and s0 are multiples of 8).  A super-block's 16
+ * bsums (pairs lo, hi per sub-block) in one load: the pairs summed by
+ * vpmaddwd, or split by shifts; its one scale stored for each sub-block.
+ * Scalar, this table (one load, convert and store per value, for every
+ * token of the group) was a quarter of the Q4_K gemm's own time outside the
+ * tiles. */
 X86_INL void panel_tabulate_q8_K(const char *act, size_t as, int tn, int64_t s0, int ks, enum panel_mode mode, int o,
                                  ptab *t) {
+    const __m256i neg_o = _mm256_set1_epi32(-o);
     for (int c = 0; c < tn; c++) {
         const block_q8_K *y = (const block_q8_K *)(const void *)(act + (size_t)c * as) + s0 / 8;
-        for (int s = 0; s < ks; s++) {
+        for (int s = 0; s < ks; s += 8) {
             const block_q8_K *q = y + s / 8;
-            const int lo = q->bsums[2 * (s % 8)], hi = q->bsums[2 * (s % 8) + 1];
-            t->d[c][s] = q->d;
-            if (mode == PANEL_K_MIN1) t->sum[c][s] = (float)(lo + hi);
-            if (mode == PANEL_K_MIN2) t->sum[c][s] = (float)lo, t->sum_hi[c][s] = (float)hi;
-            if (mode == PANEL_K_OFS2) t->init_lo[c][s] = -o * lo, t->init_hi[c][s] = -o * hi;
-            if (mode == PANEL_K_OFS1) t->init_lo[c][s] = -o * (lo + hi);
+            const __m256i b = loadu256(q->bsums);
+            const __m256i lo = _mm256_srai_epi32(_mm256_slli_epi32(b, 16), 16), hi = _mm256_srai_epi32(b, 16);
+            const __m256i both = _mm256_madd_epi16(b, _mm256_set1_epi16(1));
+            _mm256_storeu_ps(&t->d[c][s], _mm256_set1_ps(q->d));
+            if (mode == PANEL_K_MIN1) _mm256_storeu_ps(&t->sum[c][s], _mm256_cvtepi32_ps(both));
+            if (mode == PANEL_K_MIN2) {
+                _mm256_storeu_ps(&t->sum[c][s], _mm256_cvtepi32_ps(lo));
+                _mm256_storeu_ps(&t->sum_hi[c][s], _mm256_cvtepi32_ps(hi));
+            }
+            if (mode == PANEL_K_OFS2) {
+                _mm256_storeu_si256((__m256i *)(void *)&t->init_lo[c][s], _mm256_mullo_epi32(lo, neg_o));
+                _mm256_storeu_si256((__m256i *)(void *)&t->init_hi[c][s], _mm256_mullo_epi32(hi, neg_o));
+            }
+            if (mode == PANEL_K_OFS1)
+                _mm256_storeu_si256((__m256i *)(void *)&t->init_lo[c][s], _mm256_mullo_epi32(both, neg_o));
         }
     }
 }
@@ -211,39 +227,73 @@ X86_INL void panel_pack_32(plm_type type, const char *w, size_t ws, int rn, int6
     }
 }
 
-/* Scales and mins of sub-block s of a decoded super-block: lanes 0 and 8 of
- * sc[s] scale elements 0-15 and 16-31; off has one lane per 16 elements. */
-X86_INL void kdec_sub(const kdec *u, int s, float *S_lo, float *S_hi, float *M_lo, float *M_hi) {
-    int16_t sc[16], off[16];
-    _mm256_storeu_si256((__m256i *)sc, u->sc[s]);
-    _mm256_storeu_si256((__m256i *)off, u->off);
-    *S_lo = u->d * sc[0];
-    *S_hi = u->d * sc[8];
-    *M_lo = u->dm * off[2 * s];
-    *M_hi = u->dm * off[2 * s + 1];
+/* lane c of in[j] -> lane j of out[c]: 16 vectors of 16 floats transposed
+ * as four 8 x 8 blocks of dwords. */
+X86_INL void transpose16_ps(const __m512 in[PANEL_R], __m512 out[PANEL_R]) {
+    __m256i a[8], b[8], c[8], d[8]; /* rows 0-7 / 8-15 x columns 0-7 (a, b) and 8-15 (c, d) */
+    for (int j = 0; j < 8; j++) {
+        a[j] = _mm512_castsi512_si256(_mm512_castps_si512(in[j]));
+        c[j] = _mm512_extracti64x4_epi64(_mm512_castps_si512(in[j]), 1);
+        b[j] = _mm512_castsi512_si256(_mm512_castps_si512(in[8 + j]));
+        d[j] = _mm512_extracti64x4_epi64(_mm512_castps_si512(in[8 + j]), 1);
+    }
+    transpose8x8(a);
+    transpose8x8(b);
+    transpose8x8(c);
+    transpose8x8(d);
+    for (int k = 0; k < 8; k++) {
+        out[k] = _mm512_castsi512_ps(zmm_halves(a[k], b[k]));
+        out[8 + k] = _mm512_castsi512_ps(zmm_halves(c[k], d[k]));
+    }
+}
+
+/* A decoded super-block's 16 scales as floats: lane s scales sub-block s's
+ * elements 0-15, lane 8 + s its elements 16-31 (sc[s] holds them in lanes
+ * 0-7 and 8-15, so word s of each half comes from sc[s]). */
+X86_INL __m512 kdec_half_scales(const kdec *u) {
+    __m256i h = u->sc[0];
+    h = _mm256_blend_epi16(h, u->sc[1], 0x02);
+    h = _mm256_blend_epi16(h, u->sc[2], 0x04);
+    h = _mm256_blend_epi16(h, u->sc[3], 0x08);
+    h = _mm256_blend_epi16(h, u->sc[4], 0x10);
+    h = _mm256_blend_epi16(h, u->sc[5], 0x20);
+    h = _mm256_blend_epi16(h, u->sc[6], 0x40);
+    h = _mm256_blend_epi16(h, u->sc[7], 0x80);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(h)), _mm512_set1_ps(u->d));
+}
+
+/* Its 16 mins (or offsets) as floats, one per 16 elements: lane 2s and 2s + 1 for sub-block s. */
+X86_INL __m512 kdec_half_mins(const kdec *u) {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(u->off)), _mm512_set1_ps(u->dm));
 }
 
 /* K-quants: 16 rows' super-blocks decoded (kdec), then transposed a
- * sub-block at a time. */
+ * sub-block at a time; the scales and mins (S = d * sc, M = dm * min) of
+ * all 16 rows and halves as one 16 x 16 float transpose each (scalar, per
+ * row and sub-block, they cost a third of the packing). */
 X86_INL void panel_pack_k(plm_type type, const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p) {
+    const enum panel_mode mode = panel_mode_of(type);
+    const bool has_min = mode == PANEL_K_MIN1 || mode == PANEL_K_MIN2;
     kdec u[PANEL_R];
     for (int sb = 0; sb < ks; sb += 8) {
-        for (int j = 0; j < PANEL_R; j++)
+        __m512 S[PANEL_R], M[PANEL_R], rows[PANEL_R];
+        for (int j = 0; j < PANEL_R; j++) {
             kdec_decode(type, block_at(type, w + (size_t)(j < rn ? j : 0) * ws, (s0 + sb) / 8), &u[j]);
+            rows[j] = j < rn ? kdec_half_scales(&u[j]) : _mm512_setzero_ps(); /* rows past the end: scale 0 */
+        }
+        transpose16_ps(rows, S);
+        if (has_min) {
+            for (int j = 0; j < PANEL_R; j++) rows[j] = j < rn ? kdec_half_mins(&u[j]) : _mm512_setzero_ps();
+            transpose16_ps(rows, M);
+        }
         for (int s = 0; s < 8; s++) {
             __m256i r[PANEL_R];
-            _Alignas(64) float S_lo[PANEL_R], S_hi[PANEL_R], M_lo[PANEL_R], M_hi[PANEL_R];
-            for (int j = 0; j < PANEL_R; j++) {
-                r[j] = load256(u[j].q + 32 * s);
-                kdec_sub(&u[j], s, &S_lo[j], &S_hi[j], &M_lo[j], &M_hi[j]);
-                if (j >= rn) S_lo[j] = S_hi[j] = M_lo[j] = M_hi[j] = 0.0f;
-            }
+            for (int j = 0; j < PANEL_R; j++) r[j] = load256(u[j].q + 32 * s);
             pblk *b = &p[sb + s];
             panel_transpose(r, b);
-            b->d = _mm512_load_ps(S_lo);
-            b->d_hi = _mm512_load_ps(S_hi);
-            b->m = _mm512_load_ps(M_lo);
-            b->m_hi = _mm512_load_ps(M_hi);
+            b->d = S[s];
+            b->d_hi = S[8 + s];
+            if (has_min) b->m = M[2 * s], b->m_hi = M[2 * s + 1];
         }
     }
 }

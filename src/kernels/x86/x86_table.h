@@ -15,6 +15,7 @@
 #include "kernels/x86/act_quant.h"
 #include "kernels/x86/dequantize.h"
 #include "kernels/x86/attention.h"
+#include "kernels/x86/attn_tile.h"
 #if X86_ZMM
 #include "kernels/x86/gemm_panel.h"
 #endif
@@ -31,6 +32,7 @@
 static const plm_kernels X86_FN(simd) = {
     .attn_f16 = X86_FN(attn_f16),
     .attn_quant = X86_FN(attn_quant),
+    .attn_f16_tile = X86_FN(attn_f16_tile),
     .swiglu = X86_FN(swiglu),
     .geglu = X86_FN(geglu),
     .vec_dot = {
