@@ -233,12 +233,13 @@ PLM_API plm_status plm_plan_add_draft(plm_plan *target, const plm_plan *draft, i
 /* Plans `path` from its header (the tensor data is never read). */
 /* Whether the row-interleaved layout (plm_model_params.repack) measured no
  * slower end to end for the plan's main format (most weight bytes) with the
- * kernels this process runs (PLM_KERNELS counts): Q4_0 everywhere; Q8_0
- * with the AVX-512 VNNI kernels (decode equal, batches of 4-8 tokens
- * 1.3-2x: serve's slots, speculative verification; AVX2's Q8_0 decode
- * measured slower).  Q4_K_M's decode measured slower (docs/BENCHMARKS.md,
- * 2026-12-01): repacked only on request.  The tools repack by default when
- * this holds and the bill allows. */
+ * kernels this process runs (PLM_KERNELS counts): Q4_0 everywhere; with the
+ * AVX-512 VNNI kernels, every format they repack (Q8_0, Q4_K, Q5_K, Q6_K,
+ * IQ4_NL, IQ4_XS): since the copies sit in huge pages, decode of Q4_K_M
+ * files measured 1.3-2x the file layout, Q8_0 equal or better, batches of
+ * 4-8 tokens 1.3-2x (docs/BENCHMARKS.md, 2026-12-02).  AVX2's Q4_K_M and
+ * Q8_0 measured no gain: repacked only on request.  The tools repack by
+ * default when this holds and the bill allows. */
 PLM_API bool plm_plan_repack_pays(const plm_plan *plan);
 
 PLM_API plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *out,

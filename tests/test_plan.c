@@ -189,8 +189,8 @@ static void test_fixtures(void) {
           "head size 8 cannot hold q8_0 blocks");
 }
 
-/* The default repack decision: by the file's main format and, for Q8_0,
- * the kernel table in use (PLM_KERNELS forces another). */
+/* The default repack decision: by the file's main format and, but for
+ * Q4_0, the kernel table in use (PLM_KERNELS forces another). */
 static bool repack_pays_for(const char *fixture) {
     plm_plan_params pp = plm_plan_default_params();
     plm_plan p;
@@ -209,15 +209,20 @@ static void test_repack_pays(void) {
     char keep[32] = "";
     if (saved) snprintf(keep, sizeof keep, "%s", saved);
     CHECK(repack_pays_for("fixture-llama-pure-Q4_0.gguf"), "Q4_0: repacking pays");
-    CHECK(!repack_pays_for("fixture-llama-Q4_K_M.gguf"), "Q4_K_M: repacked only on request");
     CHECK(!repack_pays_for("fixture-llama-f16.gguf"), "F16: nothing to repack by default");
     setenv("PLM_KERNELS", "ref", 1);
     CHECK(!repack_pays_for("fixture-llama-pure-Q8_0.gguf"), "Q8_0 off the AVX-512 kernels: not by default");
+    CHECK(!repack_pays_for("fixture-llama-Q4_K_M.gguf"), "Q4_K_M off the AVX-512 kernels: only on request");
     CHECK(repack_pays_for("fixture-llama-pure-Q4_0.gguf"), "Q4_0 with any kernels");
 #if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+        setenv("PLM_KERNELS", "avx2", 1);
+        CHECK(!repack_pays_for("fixture-llama-Q4_K_M.gguf"), "Q4_K_M with the AVX2 kernels: only on request");
+    }
     if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) {
         setenv("PLM_KERNELS", "avx512", 1);
         CHECK(repack_pays_for("fixture-llama-pure-Q8_0.gguf"), "Q8_0 with the AVX-512 VNNI kernels");
+        CHECK(repack_pays_for("fixture-llama-Q4_K_M.gguf"), "Q4_K_M with the AVX-512 VNNI kernels");
     }
 #endif
     if (saved) setenv("PLM_KERNELS", keep, 1);

@@ -482,7 +482,9 @@ bool plm_plan_repack_pays(const plm_plan *p) {
     const char *type = p->types[best].type;
     if (strcmp(type, "Q4_0") == 0) return true;
     const plm_kernels *kt = plm_kernels_select(NULL);
-    return strcmp(type, "Q8_0") == 0 && kt && strcmp(kt->name, "avx512") == 0;
+    if (!kt || strcmp(kt->name, "avx512") != 0) return false;
+    const int t = plm_type_from_name(type);
+    return t >= 0 && plm_kernels_repacks(kt, (plm_type)t);
 }
 
 plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_plan *p, plm_error *err) {
