@@ -197,12 +197,128 @@ X86_INL void rk_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int k
         for (int h = 0; h < RK_H; h++) rk_store(out + c * os + RK_N * h, acc[h][c], add);
 }
 
+#if X86_ZMM
+
+/* A batch's path (AVX-512).  rk_tile decodes a super-block's codes and
+ * integer scales again for every tile of 8 tokens, and its vpmulld and
+ * per-token mins cost as much as the decode: with 16+ tokens the
+ * group's slice of super-blocks is decoded once, into the layout below,
+ * and every token tile reads it.  Per sub-block and token that leaves the
+ * 8 byte dots, one convert and one fma against the float scale d * sc
+ * (the row's sum of the super-block stays in floats, times the
+ * activation's scale once per super-block), and one vpdpwssd for the
+ * mins: m times the two 16-element activation sums, in integers. */
+enum { RKD_KS = 4, RKD_MIN_TOK = 16 }; /* super-blocks per slice (22 KiB decoded); tokens that pay for it */
+
+typedef struct {
+    __m512i q[8][8];          /* [sub-block][group]: lane j, row j's unsigned codes 4g..4g+3 */
+    __m512 d_lo[8], d_hi[8];  /* d * sub-block scale (Q6_K: of elements 0..15, 16..31) */
+    __m512i m[8];             /* Q4_K/Q5_K: the sub-block's min in both int16 halves of lane j */
+    __m512 dmin;
+} rk_dec;
+
+X86_INL void rk_decode(plm_type type, const uint8_t *blk, rk_dec *o) {
+    const plm_repack_k_layout L = plm_repack_k(type);
+    _Alignas(16) int8_t sc[8][16], mn[8][16];
+    if (rk_mins(type)) rk_scales_k4(blk + L.scales, sc, mn);
+    else if (type == PLM_TYPE_IQ4_XS) rk_scales_xs(blk + L.scales, sc);
+    const int8_t *q6sc = (const int8_t *)(blk + L.scales);
+    const __m512 d = rk_f16(blk);
+    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+        for (int g = 0; g < 8; g++) o->q[s][g] = rk_codes(type, blk, s, g, 0);
+        const rk_vi scA = rk_i8(type == PLM_TYPE_Q6_K ? q6sc + 32 * s : sc[s]);
+        o->d_lo[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(scA));
+        if (type == PLM_TYPE_Q6_K) o->d_hi[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(rk_i8(q6sc + 32 * s + 16)));
+        if (!rk_mins(type)) continue;
+        const __m512i m = rk_i8(mn[s]);
+        o->m[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+    }
+    if (rk_mins(type)) o->dmin = rk_f16(blk + L.dmin);
+}
+
+/* C tokens x 16 rows over kb decoded super-blocks. */
+X86_INL void rk_tile_dec(plm_type type, int C, const rk_dec *dec, int64_t b0, int kb, const char *act, size_t as,
+                         float *out, int64_t os, bool add) {
+    const int o = rk_offset(type);
+    __m512 acc[RP_C];
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < kb; b++) {
+        const rk_dec *p = dec + b;
+        const block_q8_K *y[RP_C];
+        __m512 sum[RP_C];
+        for (int c = 0; c < C; c++) {
+            y[c] = (const block_q8_K *)(const void *)(act + (size_t)c * as) + b0 + b;
+            sum[c] = _mm512_setzero_ps();
+        }
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+            __m512i q[8];
+            for (int g = 0; g < 8; g++) q[g] = p->q[s][g];
+            for (int c = 0; c < C; c++) {
+                const int8_t *qs = y[c]->qs + 32 * s;
+                __m512i s0 = _mm512_set1_epi32(-o * y[c]->bsums[2 * s]);
+                __m512i s1 = _mm512_set1_epi32(-o * y[c]->bsums[2 * s + 1]);
+                for (int g = 0; g < 4; g++) {
+                    s0 = _mm512_dpbusd_epi32(s0, q[g], bcast4(qs + 4 * g));
+                    s1 = _mm512_dpbusd_epi32(s1, q[g + 4], bcast4(qs + 16 + 4 * g));
+                }
+                if (type == PLM_TYPE_Q6_K)
+                    sum[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), p->d_hi[s],
+                                             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), p->d_lo[s], sum[c]));
+                else sum[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), p->d_lo[s], sum[c]);
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            const __m512 da = _mm512_set1_ps(y[c]->d);
+            acc[c] = _mm512_fmadd_ps(sum[c], da, acc[c]);
+            if (!rk_mins(type)) continue;
+            __m512i imin = _mm512_setzero_si512();
+            for (int s = 0; s < 8; s++) imin = _mm512_dpwssd_epi32(imin, p->m[s], bcast4(y[c]->bsums + 2 * s));
+            acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(p->dmin, da), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) rk_store(out + c * os, acc[c], add);
+}
+
+/* The batch path of gemm_repacked_k: per token group, k slice and row
+ * group, decode once, then every token tile. */
+X86_INL void gemm_repacked_k_dec(plm_type type, int64_t nb, const void *w, size_t ws, int64_t nr, const void *act,
+                                 size_t as, int nt, float *out, int64_t os) {
+    _Alignas(64) rk_dec dec[RKD_KS];
+    const size_t sb = RP_R * block_bytes(type);
+    for (int t0 = 0; t0 < nt; t0 += RP_TG) {
+        const int tn = nt - t0 < RP_TG ? nt - t0 : RP_TG;
+        const char *at = (const char *)act + (size_t)t0 * as;
+        for (int64_t b0 = 0; b0 < nb; b0 += RKD_KS) {
+            const int kb = (int)(nb - b0 < RKD_KS ? nb - b0 : RKD_KS);
+            for (int64_t r = 0; r < nr; r += RP_R) {
+                const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
+                for (int b = 0; b < kb; b++) rk_decode(type, grp + (size_t)(b0 + b) * sb, &dec[b]);
+                for (int c0 = 0; c0 < tn; c0 += RP_C) {
+                    const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
+                    const char *ac = at + (size_t)c0 * as;
+                    float *o = out + (int64_t)(t0 + c0) * os + r;
+                    if (cn == RP_C) rk_tile_dec(type, RP_C, dec, b0, kb, ac, as, o, os, b0 > 0);
+                    else rk_tile_dec(type, cn, dec, b0, kb, ac, as, o, os, b0 > 0);
+                }
+            }
+        }
+    }
+}
+
+#endif
+
 /* As gemm_repacked: tokens in groups, k in slices short enough for a
  * batch to find the group's slice in cache, then row groups and token
  * tiles. */
 X86_INL void gemm_repacked_k(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                              size_t as, int nt, float *out, int64_t os) {
     const int64_t nb = k / QK_K;
+#if X86_ZMM
+    if (nt >= RKD_MIN_TOK) {
+        gemm_repacked_k_dec(type, nb, w, ws, nr, act, as, nt, out, os);
+        return;
+    }
+#endif
     int tg, ks;
     rp_split(nt, RK_TAB, RK_KS, &tg, &ks);
     for (int t0 = 0; t0 < nt; t0 += tg) {
