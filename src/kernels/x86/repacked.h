@@ -82,6 +82,16 @@ X86_INL void rp_tabulate(plm_type type, const char *act, size_t as, int tn, int6
     }
 }
 
+/* Tokens per group and blocks per k slice: the table holds tg x ks
+ * entries.  Decode (one token) takes whole rows in one slice, one pass over
+ * the weights in memory order; a batch takes slices short enough that a
+ * row group's slice (16 rows x ks blocks, ~17 KiB) stays in L1 while every
+ * token tile of the group passes over it. */
+X86_INL void rp_split(int nt, int tab, int ks_max, int *tg, int *ks) {
+    *tg = nt < RP_TG ? nt : RP_TG;
+    *ks = tab / *tg < ks_max ? tab / *tg : ks_max;
+}
+
 /* Four activation bytes in every 32-bit lane. */
 X86_INL __m256i bcast4_ymm(const void *p) { return _mm256_broadcastd_epi32(_mm_loadu_si32(p)); }
 
@@ -175,6 +185,74 @@ X86_INL void rp_tile_zmm(plm_type type, int C, const uint8_t *grp, int64_t b0, i
     }
 }
 
+/* A batch's path: with 16+ tokens the group's slice is decoded once (the
+ * nibbles split, IQ4_NL looked up, the scales widened) for every token
+ * tile, and each token's block sum is one chain of 8 byte dots: the tile's
+ * 8 tokens are the independent chains, and the add joining two is saved. */
+enum { RPD_KS = 32, RPD_MIN_TOK = 16 }; /* blocks per slice (18 KiB decoded); tokens that pay for it */
+
+typedef struct {
+    __m512i q[8]; /* group g: lane j, row j's unsigned codes 4g..4g+3 */
+    __m512 d;     /* lane j: row j's scale */
+} rp_dec;
+
+X86_INL void rp_tile_dec(int C, const rp_dec *dec, int64_t b0, int kb, const rp_tab *t, int c0, const char *act,
+                         size_t as, float *out, int64_t os, bool add) {
+    __m512 acc[RP_C];
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < kb; b++) {
+        __m512i q[8];
+        for (int g = 0; g < 8; g++) q[g] = dec[b].q[g];
+        for (int c = 0; c < C; c++) {
+            const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b0 + b].qs;
+            __m512i s = _mm512_set1_epi32(t->init[(c0 + c) * kb + b]);
+            for (int g = 0; g < 8; g++) s = _mm512_dpbusd_epi32(s, q[g], bcast4(qs + 4 * g));
+            const __m512 scale = _mm512_mul_ps(dec[b].d, _mm512_set1_ps(t->d[(c0 + c) * kb + b]));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        float *o = out + c * os;
+        _mm512_storeu_ps(o, add ? _mm512_add_ps(_mm512_loadu_ps(o), acc[c]) : acc[c]);
+    }
+}
+
+/* gemm_repacked's loops for a batch: per token group, k slice and row
+ * group, decode once (prefetching the next group's slice into L2), then
+ * every token tile. */
+X86_INL void gemm_repacked_dec(plm_type type, int64_t nb, const void *w, size_t ws, int64_t nr, const void *act,
+                               size_t as, int nt, float *out, int64_t os) {
+    _Alignas(64) rp_tab tab;
+    _Alignas(64) rp_dec dec[RPD_KS];
+    const size_t sb = RP_R * block_bytes(type);
+    int tg, ks;
+    rp_split(nt, RP_TAB, RPD_KS, &tg, &ks);
+    for (int t0 = 0; t0 < nt; t0 += tg) {
+        const int tn = nt - t0 < tg ? nt - t0 : tg;
+        const char *at = (const char *)act + (size_t)t0 * as;
+        for (int64_t b0 = 0; b0 < nb; b0 += ks) {
+            const int kb = (int)(nb - b0 < ks ? nb - b0 : ks);
+            rp_tabulate(type, at, as, tn, b0, kb, &tab);
+            for (int64_t r = 0; r < nr; r += RP_R) {
+                const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
+                for (int b = 0; b < kb; b++) {
+                    const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
+                    rp_prefetch_l2(blk, sb, (size_t)nb * sb);
+                    dec[b].d = _mm512_cvtph_ps(loadu256(blk));
+                    for (int g = 0; g < 8; g++) dec[b].q[g] = rp_codes_zmm(type, blk + RP_R * sizeof(plm_fp16_t), g);
+                }
+                for (int c0 = 0; c0 < tn; c0 += RP_C) {
+                    const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
+                    const char *ac = at + (size_t)c0 * as;
+                    float *o = out + (int64_t)(t0 + c0) * os + r;
+                    if (cn == RP_C) rp_tile_dec(RP_C, dec, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                    else rp_tile_dec(cn, dec, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                }
+            }
+        }
+    }
+}
+
 #endif
 
 /* `ahead`: bytes from each block to the one to prefetch (0: none). */
@@ -187,23 +265,19 @@ X86_INL void rp_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int k
 #endif
 }
 
-/* Tokens per group and blocks per k slice: the table holds tg x ks
- * entries.  Decode (one token) takes whole rows in one slice, one pass over
- * the weights in memory order; a batch takes slices short enough that a
- * row group's slice (16 rows x ks blocks, ~17 KiB) stays in L1 while every
- * token tile of the group passes over it. */
-X86_INL void rp_split(int nt, int tab, int ks_max, int *tg, int *ks) {
-    *tg = nt < RP_TG ? nt : RP_TG;
-    *ks = tab / *tg < ks_max ? tab / *tg : ks_max;
-}
-
 /* Tokens in groups (the table), k in slices, then row groups, then token
  * tiles of RP_C; the first slice writes the output, later ones add.  Whole
  * tiles and single tokens (decode) get code for their constant size. */
 X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
                            int nt, float *out, int64_t os) {
-    _Alignas(64) rp_tab tab;
     const int64_t nb = k / 32;
+#if X86_ZMM
+    if (nt >= RPD_MIN_TOK) {
+        gemm_repacked_dec(type, nb, w, ws, nr, act, as, nt, out, os);
+        return;
+    }
+#endif
+    _Alignas(64) rp_tab tab;
     int tg, ks;
     rp_split(nt, RP_TAB, RP_KS, &tg, &ks);
     for (int t0 = 0; t0 < nt; t0 += tg) {
