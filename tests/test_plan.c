@@ -279,6 +279,19 @@ static double measure(const char *model, int n_ctx, bool mmap, const char *kv, c
     return kb > 0 ? kb * 1024 : mib * 1048576;
 }
 
+/* Whether a plan's peak RSS matches the measured one: within 5%, or within
+ * the swing of the binary's own resident text, whichever is larger.  How
+ * many of the executable's and libraries' pages a run maps depends on how
+ * the page cache holds those files (fault-around maps whole folios), not on
+ * the code: the same pocketlm binary started at 3.19 MiB or 3.90 MiB
+ * resident depending on whether it was freshly linked, copied, or read back
+ * after a cache drop (2026-12-02), which on stories260K's 6 MiB bill is
+ * +-8% with no change in what the planner counts. */
+enum { TEXT_SWING = 768 * 1024 };
+static bool within_bill(double predicted, double measured) {
+    return fabs(predicted - measured) <= fmax(0.05 * measured, TEXT_SWING);
+}
+
 static void check_accuracy(const char *model, int n_ctx, bool mmap, plm_kv_type kv, const char *prompt, int n_runs) {
     plm_plan_params pp = plm_plan_default_params();
     pp.n_ctx = (uint32_t)n_ctx;
@@ -309,8 +322,8 @@ static void check_accuracy(const char *model, int n_ctx, bool mmap, plm_kv_type 
     double diff = ((double)p.peak_rss - got) / got;
     printf("  %-30s -c %-5d %-9s KV %-5s predicted %8.2f MiB  measured %8.2f MiB  %+5.2f%%\n", name, n_ctx,
            mmap ? "mmap" : "--no-mmap", plm_kv_type_name(kv), p.peak_rss / 1048576.0, got / 1048576.0, diff * 100);
-    CHECK(fabs(diff) <= 0.05, "%s -c %d %s: predicted %.2f MiB, measured %.2f MiB (%+.2f%%)", name, n_ctx,
-          mmap ? "mmap" : "no-mmap", p.peak_rss / 1048576.0, got / 1048576.0, diff * 100);
+    CHECK(within_bill((double)p.peak_rss, got), "%s -c %d %s: predicted %.2f MiB, measured %.2f MiB (%+.2f%%)", name,
+          n_ctx, mmap ? "mmap" : "no-mmap", p.peak_rss / 1048576.0, got / 1048576.0, diff * 100);
 }
 
 /* A Mixture-of-Experts model, written into a temporary directory:
@@ -506,8 +519,8 @@ static void check_accuracy_draft(const char *model, const char *draft, bool mmap
     double diff = ((double)p.peak_rss - got) / got;
     printf("  %-30s + draft %-26s %-9s predicted %8.2f MiB  measured %8.2f MiB  %+5.2f%%\n", name, dname,
            mmap ? "mmap" : "--no-mmap", p.peak_rss / 1048576.0, got / 1048576.0, diff * 100);
-    CHECK(fabs(diff) <= 0.05, "%s + draft %s: predicted %.2f MiB, measured %.2f MiB (%+.2f%%)", name, dname,
-          p.peak_rss / 1048576.0, got / 1048576.0, diff * 100);
+    CHECK(within_bill((double)p.peak_rss, got), "%s + draft %s: predicted %.2f MiB, measured %.2f MiB (%+.2f%%)", name,
+          dname, p.peak_rss / 1048576.0, got / 1048576.0, diff * 100);
     /* without the draft the same run is measurably smaller: the test can tell */
     double plain = measure(model, 512, mmap, "f16", prompt, &refused, "");
     CHECK(plain > 0 && got - plain > 0.5 * (double)p.draft_bytes, "the draft's share shows in the measured RSS: "
