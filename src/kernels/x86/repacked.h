@@ -217,39 +217,15 @@ X86_INL void rp_tile_dec(int C, const rp_dec *dec, int64_t b0, int kb, const rp_
     }
 }
 
-/* gemm_repacked's loops for a batch: per token group, k slice and row
- * group, decode once (prefetching the next group's slice into L2), then
- * every token tile. */
-X86_INL void gemm_repacked_dec(plm_type type, int64_t nb, const void *w, size_t ws, int64_t nr, const void *act,
-                               size_t as, int nt, float *out, int64_t os) {
-    _Alignas(64) rp_tab tab;
-    _Alignas(64) rp_dec dec[RPD_KS];
+/* Decodes blocks b0..b0+kb-1 of a row group for a batch's token tiles,
+ * prefetching the next group's slice (`ahead` bytes on) into L2. */
+X86_INL void rp_decode(plm_type type, const uint8_t *grp, int64_t b0, int kb, size_t ahead, rp_dec *dec) {
     const size_t sb = RP_R * block_bytes(type);
-    int tg, ks;
-    rp_split(nt, RP_TAB, RPD_KS, &tg, &ks);
-    for (int t0 = 0; t0 < nt; t0 += tg) {
-        const int tn = nt - t0 < tg ? nt - t0 : tg;
-        const char *at = (const char *)act + (size_t)t0 * as;
-        for (int64_t b0 = 0; b0 < nb; b0 += ks) {
-            const int kb = (int)(nb - b0 < ks ? nb - b0 : ks);
-            rp_tabulate(type, at, as, tn, b0, kb, &tab);
-            for (int64_t r = 0; r < nr; r += RP_R) {
-                const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
-                for (int b = 0; b < kb; b++) {
-                    const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
-                    rp_prefetch_l2(blk, sb, (size_t)nb * sb);
-                    dec[b].d = _mm512_cvtph_ps(loadu256(blk));
-                    for (int g = 0; g < 8; g++) dec[b].q[g] = rp_codes_zmm(type, blk + RP_R * sizeof(plm_fp16_t), g);
-                }
-                for (int c0 = 0; c0 < tn; c0 += RP_C) {
-                    const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
-                    const char *ac = at + (size_t)c0 * as;
-                    float *o = out + (int64_t)(t0 + c0) * os + r;
-                    if (cn == RP_C) rp_tile_dec(RP_C, dec, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
-                    else rp_tile_dec(cn, dec, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
-                }
-            }
-        }
+    for (int b = 0; b < kb; b++) {
+        const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
+        rp_prefetch_l2(blk, sb, ahead);
+        dec[b].d = _mm512_cvtph_ps(loadu256(blk));
+        for (int g = 0; g < 8; g++) dec[b].q[g] = rp_codes_zmm(type, blk + RP_R * sizeof(plm_fp16_t), g);
     }
 }
 
@@ -267,19 +243,23 @@ X86_INL void rp_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int k
 
 /* Tokens in groups (the table), k in slices, then row groups, then token
  * tiles of RP_C; the first slice writes the output, later ones add.  Whole
- * tiles and single tokens (decode) get code for their constant size. */
+ * tiles and single tokens (decode) get code for their constant size.  On
+ * AVX-512 a batch of RPD_MIN_TOK+ tokens decodes each row group's slice
+ * once (rp_decode) and its tiles read that. */
 X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
                            int nt, float *out, int64_t os) {
-    const int64_t nb = k / 32;
-#if X86_ZMM
-    if (nt >= RPD_MIN_TOK) {
-        gemm_repacked_dec(type, nb, w, ws, nr, act, as, nt, out, os);
-        return;
-    }
-#endif
     _Alignas(64) rp_tab tab;
+#if X86_ZMM
+    _Alignas(64) rp_dec dec[RPD_KS];
+    const bool decoded = nt >= RPD_MIN_TOK;
+    const int ks_max = decoded ? RPD_KS : RP_KS;
+#else
+    const int ks_max = RP_KS;
+#endif
+    const int64_t nb = k / 32;
+    const size_t group_slice = (size_t)nb * RP_R * block_bytes(type); /* bytes to the next group's slice */
     int tg, ks;
-    rp_split(nt, RP_TAB, RP_KS, &tg, &ks);
+    rp_split(nt, RP_TAB, ks_max, &tg, &ks);
     for (int t0 = 0; t0 < nt; t0 += tg) {
         const int tn = nt - t0 < tg ? nt - t0 : tg;
         const char *at = (const char *)act + (size_t)t0 * as;
@@ -290,13 +270,23 @@ X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, i
              * next: with whole rows, RP_FAR on in memory order; with
              * slices, the next group's slice, read once the other tiles of
              * this group are done with the slice in L1. */
-            const size_t next = kb == nb ? RP_FAR : (size_t)nb * RP_R * block_bytes(type);
+            const size_t next = kb == nb ? RP_FAR : group_slice;
             for (int64_t r = 0; r < nr; r += RP_R) {
                 const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
+#if X86_ZMM
+                if (decoded) rp_decode(type, grp, b0, kb, group_slice, dec);
+#endif
                 for (int c0 = 0; c0 < tn; c0 += RP_C) {
                     const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
                     const char *ac = at + (size_t)c0 * as;
                     float *o = out + (int64_t)(t0 + c0) * os + r;
+#if X86_ZMM
+                    if (decoded) {
+                        if (cn == RP_C) rp_tile_dec(RP_C, dec, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                        else rp_tile_dec(cn, dec, b0, kb, &tab, c0, ac, as, o, os, b0 > 0);
+                        continue;
+                    }
+#endif
                     const size_t ahead = tn > 1 && c0 == 0 ? next : 0;
                     if (cn == RP_C) rp_tile(type, RP_C, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0, ahead);
                     else if (cn == 1) rp_tile(type, 1, grp, b0, kb, &tab, c0, ac, as, o, os, b0 > 0, ahead);

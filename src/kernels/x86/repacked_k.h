@@ -279,32 +279,6 @@ X86_INL void rk_tile_dec(plm_type type, int C, const rk_dec *dec, int64_t b0, in
     for (int c = 0; c < C; c++) rk_store(out + c * os, acc[c], add);
 }
 
-/* The batch path of gemm_repacked_k: per token group, k slice and row
- * group, decode once, then every token tile. */
-X86_INL void gemm_repacked_k_dec(plm_type type, int64_t nb, const void *w, size_t ws, int64_t nr, const void *act,
-                                 size_t as, int nt, float *out, int64_t os) {
-    _Alignas(64) rk_dec dec[RKD_KS];
-    const size_t sb = RP_R * block_bytes(type);
-    for (int t0 = 0; t0 < nt; t0 += RP_TG) {
-        const int tn = nt - t0 < RP_TG ? nt - t0 : RP_TG;
-        const char *at = (const char *)act + (size_t)t0 * as;
-        for (int64_t b0 = 0; b0 < nb; b0 += RKD_KS) {
-            const int kb = (int)(nb - b0 < RKD_KS ? nb - b0 : RKD_KS);
-            for (int64_t r = 0; r < nr; r += RP_R) {
-                const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
-                for (int b = 0; b < kb; b++) rk_decode(type, grp + (size_t)(b0 + b) * sb, &dec[b]);
-                for (int c0 = 0; c0 < tn; c0 += RP_C) {
-                    const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
-                    const char *ac = at + (size_t)c0 * as;
-                    float *o = out + (int64_t)(t0 + c0) * os + r;
-                    if (cn == RP_C) rk_tile_dec(type, RP_C, dec, b0, kb, ac, as, o, os, b0 > 0);
-                    else rk_tile_dec(type, cn, dec, b0, kb, ac, as, o, os, b0 > 0);
-                }
-            }
-        }
-    }
-}
-
 #endif
 
 /* As gemm_repacked: tokens in groups, k in slices short enough for a
@@ -312,15 +286,17 @@ X86_INL void gemm_repacked_k_dec(plm_type type, int64_t nb, const void *w, size_
  * tiles. */
 X86_INL void gemm_repacked_k(plm_type type, int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                              size_t as, int nt, float *out, int64_t os) {
-    const int64_t nb = k / QK_K;
 #if X86_ZMM
-    if (nt >= RKD_MIN_TOK) {
-        gemm_repacked_k_dec(type, nb, w, ws, nr, act, as, nt, out, os);
-        return;
-    }
+    _Alignas(64) rk_dec dec[RKD_KS];
+    const bool decoded = nt >= RKD_MIN_TOK;
+    const int ks_max = decoded ? RKD_KS : RK_KS;
+    const size_t sb = RP_R * block_bytes(type);
+#else
+    const int ks_max = RK_KS;
 #endif
+    const int64_t nb = k / QK_K;
     int tg, ks;
-    rp_split(nt, RK_TAB, RK_KS, &tg, &ks);
+    rp_split(nt, RK_TAB, ks_max, &tg, &ks);
     for (int t0 = 0; t0 < nt; t0 += tg) {
         const int tn = nt - t0 < tg ? nt - t0 : tg;
         const char *at = (const char *)act + (size_t)t0 * as;
@@ -328,10 +304,20 @@ X86_INL void gemm_repacked_k(plm_type type, int64_t k, const void *w, size_t ws,
             const int kb = (int)(nb - b0 < ks ? nb - b0 : ks);
             for (int64_t r = 0; r < nr; r += RP_R) {
                 const uint8_t *grp = (const uint8_t *)w + (size_t)r * ws;
+#if X86_ZMM
+                for (int b = 0; decoded && b < kb; b++) rk_decode(type, grp + (size_t)(b0 + b) * sb, &dec[b]);
+#endif
                 for (int c0 = 0; c0 < tn; c0 += RP_C) {
                     const int cn = tn - c0 < RP_C ? tn - c0 : RP_C;
                     const char *ac = at + (size_t)c0 * as;
                     float *o = out + (int64_t)(t0 + c0) * os + r;
+#if X86_ZMM
+                    if (decoded) {
+                        if (cn == RP_C) rk_tile_dec(type, RP_C, dec, b0, kb, ac, as, o, os, b0 > 0);
+                        else rk_tile_dec(type, cn, dec, b0, kb, ac, as, o, os, b0 > 0);
+                        continue;
+                    }
+#endif
                     if (cn == RP_C) rk_tile(type, RP_C, grp, b0, kb, ac, as, o, os, b0 > 0);
                     else if (cn == 1) rk_tile(type, 1, grp, b0, kb, ac, as, o, os, b0 > 0);
                     else rk_tile(type, cn, grp, b0, kb, ac, as, o, os, b0 > 0);
