@@ -27,7 +27,10 @@
  *            and for those also the loop with the reference's scalar block
  *            functions on the same table's dots ("scalar blocks", about
  *            what model code did before attn_quant was a table entry);
- *            reported as microseconds a call.
+ *            reported as microseconds a call.  For f16 also "tile": the
+ *            prefill tile (attn_f16_tile) of AT_TILE tokens of that group
+ *            over the same keys (the i-th token's last key 2048 - AT_TILE + i),
+ *            as microseconds a token, against attn_f16's microseconds a call.
  *
  *   repacked  the same decode and prefill on the row-interleaved layout
  *            (quant/repack.h, `--repack`), for the formats the table has
@@ -209,7 +212,7 @@ enum { K = 4096, PF_ROWS = 5632, PF_K = 2048, PF_TOK = 64 };
 #define BIG ((size_t)256 << 20)
 
 /* Best time of a few calls of one attention over the cache (see the top). */
-enum { AT_HD = 64, AT_NQ = 8, AT_KEYS = 2048 };
+enum { AT_HD = 64, AT_NQ = 8, AT_KEYS = 2048, AT_TILE = 8 };
 
 static double time_attention(const plm_kernels *kt, plm_type type, bool scalar_blocks, const float *q, const void *k,
                              const void *v, size_t row, float *o) {
@@ -227,13 +230,37 @@ static double time_attention(const plm_kernels *kt, plm_type type, bool scalar_b
     return best;
 }
 
+/* Best time of a few prefill tiles of AT_TILE tokens (f16 cache), per token. */
+static double time_attention_tile(const plm_kernels *kt, const float *q, const void *k, const void *v, size_t row,
+                                  float *o) {
+    static uint16_t qh[AT_TILE * AT_NQ * AT_HD];
+    static int begin[AT_TILE], end[AT_TILE];
+    static float kept[PLM_ATTN_TILE_ROWS * (AT_KEYS + 16)];
+    for (int t = 0; t < AT_TILE; t++) {
+        plm_fp32_to_fp16_row(q, qh + t * AT_NQ * AT_HD, AT_NQ * AT_HD);
+        begin[t] = 0, end[t] = AT_KEYS - AT_TILE + 1 + t;
+    }
+    const plm_attn_tile tile = {.o = o, .o_stride = AT_NQ * AT_HD, .q = qh, .n_tok = AT_TILE, .n_q = AT_NQ,
+                                .hd = AT_HD, .key_begin = begin, .key_end = end, .k = k, .v = v, .k_stride = row,
+                                .v_stride = row, .scale = 0.125f, .kept = kept,
+                                .kept_floats = sizeof kept / sizeof kept[0]};
+    double best = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        const double t0 = now();
+        kt->attn_f16_tile(&tile);
+        const double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    return best / AT_TILE;
+}
+
 static void bench_attention(const plm_kernels *const *list, int nk) {
     static const plm_type types[] = {PLM_TYPE_F16, PLM_TYPE_Q8_0, PLM_TYPE_Q4_0};
-    static float x[AT_KEYS * AT_HD], q[AT_NQ * AT_HD], o[AT_NQ * AT_HD];
+    static float x[AT_KEYS * AT_HD], q[AT_NQ * AT_HD], o[AT_TILE * AT_NQ * AT_HD];
     static uint8_t k[AT_KEYS * AT_HD * 2], v[AT_KEYS * AT_HD * 2];
     for (int i = 0; i < AT_NQ * AT_HD; i++) q[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
-    printf("%-7s %-7s %12s %15s\n", "table", "cache", "attention", "scalar blocks");
-    printf("%-7s %-7s %12s %15s\n", "", "", "us/call", "us/call");
+    printf("%-7s %-7s %12s %15s %12s\n", "table", "cache", "attention", "scalar blocks", "tile");
+    printf("%-7s %-7s %12s %15s %12s\n", "", "", "us/call", "us/call", "us/token");
     for (size_t c = 0; c < sizeof types / sizeof types[0]; c++) {
         const plm_type t = types[c];
         const size_t row = plm_row_size(t, AT_HD);
@@ -243,8 +270,11 @@ static void bench_attention(const plm_kernels *const *list, int nk) {
         for (int i = 0; i < nk; i++) {
             const double us = 1e6 * time_attention(list[i], t, false, q, k, v, row, o);
             char sb[32] = "-";
+            char tl[32] = "-";
             if (t != PLM_TYPE_F16) snprintf(sb, sizeof sb, "%.0f", 1e6 * time_attention(list[i], t, true, q, k, v, row, o));
-            printf("%-7s %-7s %12.0f %15s\n", list[i]->name, plm_type_name(t), us, sb);
+            else if (list[i]->attn_f16_tile)
+                snprintf(tl, sizeof tl, "%.0f", 1e6 * time_attention_tile(list[i], q, k, v, row, o));
+            printf("%-7s %-7s %12.0f %15s %12s\n", list[i]->name, plm_type_name(t), us, sb, tl);
         }
     }
 }

@@ -51,8 +51,8 @@ typedef void (*plm_attn_f16_fn)(float *o, const uint16_t *q, int n_q, const void
  * the same table's attn_f16 of that query over its range (x86: the same
  * blocks, sums and orders; test_kernels checks the exact mode), otherwise
  * the same online softmax up to float summation order.  Sizes:
- * PLM_ATTN_TILE_ROWS rows at most, rows rounded up to 8 times hd at most
- * PLM_ATTN_TILE_ELEMS, hd a multiple of 8 and at most PLM_ATTN_TILE_MAX_HD
+ * PLM_ATTN_TILE_ROWS rows at most, rows rounded up to PLM_ATTN_TILE_ROUND
+ * (the widest row vector) times hd at most PLM_ATTN_TILE_ELEMS, hd a multiple of 8 and at most PLM_ATTN_TILE_MAX_HD
  * (plm_attn_tile_tokens picks n_tok). */
 typedef struct plm_attn_tile {
     float *o;
@@ -70,7 +70,7 @@ typedef struct plm_attn_tile {
     float *kept;
     size_t kept_floats;
 } plm_attn_tile;
-enum { PLM_ATTN_TILE_ROWS = 64, PLM_ATTN_TILE_ELEMS = 8192, PLM_ATTN_TILE_MAX_HD = 512 };
+enum { PLM_ATTN_TILE_ROWS = 64, PLM_ATTN_TILE_ROUND = 16, PLM_ATTN_TILE_ELEMS = 8192, PLM_ATTN_TILE_MAX_HD = 512 };
 typedef void (*plm_attn_f16_tile_fn)(const plm_attn_tile *t);
 
 /* Tokens a tile of n_q heads of hd values can hold (0: such heads do not fit
@@ -79,7 +79,7 @@ static inline int plm_attn_tile_tokens(int n_q, int hd) {
     if (hd % 8 != 0 || hd > PLM_ATTN_TILE_MAX_HD) return 0;
     int n = 0;
     while (n < 16) {
-        const int rows = ((n + 1) * n_q + 7) & ~7;
+        const int rows = ((n + 1) * n_q + PLM_ATTN_TILE_ROUND - 1) / PLM_ATTN_TILE_ROUND * PLM_ATTN_TILE_ROUND;
         if (rows > PLM_ATTN_TILE_ROWS || rows * hd > PLM_ATTN_TILE_ELEMS) break;
         n++;
     }

@@ -20,27 +20,108 @@
  * summed in softmax_run_block's lanes (key mod 8) and order, the running
  * max's shrink by expf; the values in key order.  Rows whose keys end
  * inside a block see -inf past their end (weight 0, adding +0).
+ *
+ * A row vector holds TILE_W rows: 16 in a zmm on AVX-512 tables, 8 in a
+ * ymm otherwise.  Every operation on it is lane by lane, so the width
+ * changes how many rows one instruction serves, not any row's arithmetic:
+ * the rv_* functions below are the only place the two widths differ.
  */
 
+#if X86_ZMM
+enum { TILE_W = 16 };
+typedef __m512 rowv;       /* one float per row */
+typedef __m512i rowvi;     /* one int per row */
+typedef __mmask16 rowmask; /* one bit per row */
+X86_INL rowv rv_load(const float *p) { return _mm512_loadu_ps(p); }
+X86_INL void rv_store(float *p, rowv x) { _mm512_storeu_ps(p, x); }
+X86_INL rowv rv_set1(float x) { return _mm512_set1_ps(x); }
+X86_INL rowv rv_add(rowv a, rowv b) { return _mm512_add_ps(a, b); }
+X86_INL rowv rv_sub(rowv a, rowv b) { return _mm512_sub_ps(a, b); }
+X86_INL rowv rv_mul(rowv a, rowv b) { return _mm512_mul_ps(a, b); }
+X86_INL rowv rv_max(rowv a, rowv b) { return _mm512_max_ps(a, b); }
+X86_INL rowv rv_fmadd(rowv a, rowv b, rowv c) { return _mm512_fmadd_ps(a, b, c); }
+X86_INL rowv rv_blend(rowv a, rowv b, rowmask take_b) { return _mm512_mask_blend_ps(take_b, a, b); }
+X86_INL rowmask rv_eq(rowv a, rowv b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
+X86_INL rowv rv_f16_round(rowv x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+X86_INL rowvi rvi_load(const int *p) { return _mm512_loadu_si512(p); }
+X86_INL rowvi rvi_set1(int x) { return _mm512_set1_epi32(x); }
+X86_INL rowvi rvi_sub(rowvi a, rowvi b) { return _mm512_sub_epi32(a, b); }
+X86_INL rowvi rvi_min(rowvi a, rowvi b) { return _mm512_min_epi32(a, b); }
+X86_INL rowvi rvi_and(rowvi a, rowvi b) { return _mm512_and_si512(a, b); }
+X86_INL rowmask rvi_gt(rowvi a, rowvi b) { return _mm512_cmpgt_epi32_mask(a, b); }
+X86_INL rowmask mask_or(rowmask a, rowmask b) { return a | b; }
+X86_INL rowmask mask_not(rowmask a) { return (rowmask)~a; }
+
+/* exp_ps (attention.h) on 16 lanes: the same operations lane by lane. */
+X86_INL rowv rv_exp(rowv x) {
+    const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.37626f);
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    const __m512 y = _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
+    return _mm512_mask_blend_ps(over, y, _mm512_set1_ps(INFINITY));
+}
+#else
+enum { TILE_W = 8 };
+typedef __m256 rowv;
+typedef __m256i rowvi;
+typedef __m256 rowmask; /* all ones or zeros per lane */
+X86_INL rowv rv_load(const float *p) { return _mm256_loadu_ps(p); }
+X86_INL void rv_store(float *p, rowv x) { _mm256_storeu_ps(p, x); }
+X86_INL rowv rv_set1(float x) { return _mm256_set1_ps(x); }
+X86_INL rowv rv_add(rowv a, rowv b) { return _mm256_add_ps(a, b); }
+X86_INL rowv rv_sub(rowv a, rowv b) { return _mm256_sub_ps(a, b); }
+X86_INL rowv rv_mul(rowv a, rowv b) { return _mm256_mul_ps(a, b); }
+X86_INL rowv rv_max(rowv a, rowv b) { return _mm256_max_ps(a, b); }
+X86_INL rowv rv_fmadd(rowv a, rowv b, rowv c) { return _mm256_fmadd_ps(a, b, c); }
+X86_INL rowv rv_blend(rowv a, rowv b, rowmask take_b) { return _mm256_blendv_ps(a, b, take_b); }
+X86_INL rowmask rv_eq(rowv a, rowv b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+X86_INL rowv rv_f16_round(rowv x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+X86_INL rowvi rvi_load(const int *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+X86_INL rowvi rvi_set1(int x) { return _mm256_set1_epi32(x); }
+X86_INL rowvi rvi_sub(rowvi a, rowvi b) { return _mm256_sub_epi32(a, b); }
+X86_INL rowvi rvi_min(rowvi a, rowvi b) { return _mm256_min_epi32(a, b); }
+X86_INL rowvi rvi_and(rowvi a, rowvi b) { return _mm256_and_si256(a, b); }
+X86_INL rowmask rvi_gt(rowvi a, rowvi b) { return _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, b)); }
+X86_INL rowmask mask_or(rowmask a, rowmask b) { return _mm256_or_ps(a, b); }
+X86_INL rowmask mask_not(rowmask a) { return _mm256_xor_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(-1))); }
+X86_INL rowv rv_exp(rowv x) { return exp_ps(x); }
+#endif
+
 enum {
-    TILE_RV = X86_ZMM ? 4 : 2, /* row vectors (8 rows each) of a value register tile: 32 or 16 registers */
+    TILE_RV = X86_ZMM ? 4 : 2, /* row vectors of a value register tile: 16 or 8 accumulators */
     TILE_ND = 4,               /* head elements of a value register tile */
     TILE_SRV = 2,              /* row vectors of a score register tile ... */
     TILE_SNJ = 2,              /* ... and keys: four lane chains of it live at once */
 };
 
+_Static_assert(PLM_ATTN_TILE_ROWS % TILE_W == 0 && PLM_ATTN_TILE_ROUND % TILE_W == 0,
+               "a tile's rows are whole row vectors");
+
 /* One tile in flight: rows padded to whole vectors (the padding rows repeat
  * the last real row, so they need no mask of their own), each with its key
  * range and softmax run. */
 typedef struct attn_tile_state {
-    int rows, nv, hd;        /* rows: a multiple of 8; nv = rows / 8 */
+    int rows, nv, hd;        /* rows: a multiple of TILE_W; nv = rows / TILE_W */
     int kbeg, kend;          /* every row's keys lie in [kbeg, kend) */
     int maxlo, minhi;        /* a block inside [maxlo, minhi) needs no mask */
     float *qt, *ot;          /* [hd][rows] */
-    _Alignas(32) float max[PLM_ATTN_TILE_ROWS];
-    _Alignas(32) double sum[PLM_ATTN_TILE_ROWS]; /* as plm_softmax_run's: block sums added in double */
-    _Alignas(32) int lo[PLM_ATTN_TILE_ROWS];
-    _Alignas(32) int hi[PLM_ATTN_TILE_ROWS];
+    _Alignas(64) float max[PLM_ATTN_TILE_ROWS];
+    _Alignas(64) double sum[PLM_ATTN_TILE_ROWS]; /* as plm_softmax_run's: block sums added in double */
+    _Alignas(64) int lo[PLM_ATTN_TILE_ROWS];
+    _Alignas(64) int hi[PLM_ATTN_TILE_ROWS];
 } attn_tile_state;
 
 /* Eight rows of eight floats transposed in place: r[i]'s lane j <-> r[j]'s lane i. */
@@ -61,7 +142,7 @@ X86_INL void transpose8(__m256 r[8]) {
 
 X86_INL void tile_setup(attn_tile_state *s, const plm_attn_tile *t) {
     const int real = t->n_tok * t->n_q, hd = t->hd;
-    s->rows = (real + 7) & ~7, s->nv = s->rows / 8, s->hd = hd;
+    s->rows = (real + TILE_W - 1) / TILE_W * TILE_W, s->nv = s->rows / TILE_W, s->hd = hd;
     s->kbeg = s->minhi = 1 << 30, s->kend = s->maxlo = 0;
     for (int r = 0; r < s->rows; r++) {
         const int tok = (r < real ? r : real - 1) / t->n_q;
@@ -101,31 +182,32 @@ X86_INL void tile_store(const attn_tile_state *s, const plm_attn_tile *t) {
 /* Two of the eight lane chains of block_scores for keys [j, j + TILE_SNJ)
  * and row vectors [v, v + RV): A over d = la mod 8, B over d = lb mod 8,
  * for d < h8, each in d order. */
-X86_INL void lane_chains(__m256 A[TILE_SNJ][TILE_SRV], __m256 B[TILE_SNJ][TILE_SRV], const float *kb,
+X86_INL void lane_chains(rowv A[TILE_SNJ][TILE_SRV], rowv B[TILE_SNJ][TILE_SRV], const float *kb,
                          const attn_tile_state *s, int h8, int la, int lb, int j, int v, const int RV) {
     const int rows = s->rows, hd = s->hd;
     _Pragma("GCC unroll 4") for (int a = 0; a < TILE_SNJ; a++)
-        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) A[a][x] = B[a][x] = _mm256_setzero_ps();
+        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) A[a][x] = B[a][x] = rv_set1(0.0f);
     for (int d0 = 0; d0 < h8; d0 += 8) {
-        const float *qa = s->qt + (size_t)(d0 + la) * rows + v * 8, *qb = s->qt + (size_t)(d0 + lb) * rows + v * 8;
-        __m256 va[TILE_SRV], vb[TILE_SRV];
-        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) va[x] = _mm256_loadu_ps(qa + x * 8), vb[x] = _mm256_loadu_ps(qb + x * 8);
+        const float *qa = s->qt + (size_t)(d0 + la) * rows + v * TILE_W;
+        const float *qb = s->qt + (size_t)(d0 + lb) * rows + v * TILE_W;
+        rowv va[TILE_SRV], vb[TILE_SRV];
+        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) va[x] = rv_load(qa + x * TILE_W), vb[x] = rv_load(qb + x * TILE_W);
         _Pragma("GCC unroll 4") for (int a = 0; a < TILE_SNJ; a++) {
             const float *k = kb + (size_t)(j + a) * hd + d0;
-            const __m256 ka = _mm256_broadcast_ss(k + la), kbb = _mm256_broadcast_ss(k + lb);
+            const rowv ka = rv_set1(k[la]), kbb = rv_set1(k[lb]);
             _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) {
-                A[a][x] = _mm256_fmadd_ps(ka, va[x], A[a][x]);
-                B[a][x] = _mm256_fmadd_ps(kbb, vb[x], B[a][x]);
+                A[a][x] = rv_fmadd(ka, va[x], A[a][x]);
+                B[a][x] = rv_fmadd(kbb, vb[x], B[a][x]);
             }
         }
     }
 }
 
 /* X = (A + B) + (C + D), the register tiles summed lane by lane (C, D: another pair). */
-X86_INL void pair_sum(__m256 X[TILE_SNJ][TILE_SRV], __m256 A[TILE_SNJ][TILE_SRV], __m256 B[TILE_SNJ][TILE_SRV],
+X86_INL void pair_sum(rowv X[TILE_SNJ][TILE_SRV], rowv A[TILE_SNJ][TILE_SRV], rowv B[TILE_SNJ][TILE_SRV],
                       const int RV) {
     _Pragma("GCC unroll 4") for (int a = 0; a < TILE_SNJ; a++)
-        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) X[a][x] = _mm256_add_ps(A[a][x], B[a][x]);
+        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) X[a][x] = rv_add(A[a][x], B[a][x]);
 }
 
 /* St for keys [j, j + TILE_SNJ) and row vectors [v, v + RV), summed as
@@ -137,7 +219,7 @@ X86_INL void tile_scores_rv(float *st, const float *kb, const attn_tile_state *s
     const int rows = s->rows, hd = s->hd, h8 = hd & ~31;
     const int o[8] = {0, 1, 2, 3, 4, 5, 6, 7}, h[8] = {0, 4, 2, 6, 1, 5, 3, 7};
     const int *l = single ? h : o;
-    __m256 A[TILE_SNJ][TILE_SRV], B[TILE_SNJ][TILE_SRV], P[TILE_SNJ][TILE_SRV], Q[TILE_SNJ][TILE_SRV];
+    rowv A[TILE_SNJ][TILE_SRV], B[TILE_SNJ][TILE_SRV], P[TILE_SNJ][TILE_SRV], Q[TILE_SNJ][TILE_SRV];
     lane_chains(A, B, kb, s, h8, l[0], l[1], j, v, RV);
     pair_sum(P, A, B, RV);
     lane_chains(A, B, kb, s, h8, l[2], l[3], j, v, RV);
@@ -151,20 +233,19 @@ X86_INL void tile_scores_rv(float *st, const float *kb, const attn_tile_state *s
     pair_sum(Q, Q, P, RV);
     /* the tail, one chain from 0 in d order (dot_tail) */
     _Pragma("GCC unroll 4") for (int a = 0; a < TILE_SNJ; a++)
-        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) A[a][x] = _mm256_setzero_ps();
+        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) A[a][x] = rv_set1(0.0f);
     for (int d = h8; d < hd; d++) {
-        const float *q = s->qt + (size_t)d * rows + v * 8;
+        const float *q = s->qt + (size_t)d * rows + v * TILE_W;
         _Pragma("GCC unroll 4") for (int a = 0; a < TILE_SNJ; a++) {
-            const __m256 k = _mm256_broadcast_ss(kb + (size_t)(j + a) * hd + d);
-            _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++)
-                A[a][x] = _mm256_fmadd_ps(k, _mm256_loadu_ps(q + x * 8), A[a][x]);
+            const rowv k = rv_set1(kb[(size_t)(j + a) * hd + d]);
+            _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) A[a][x] = rv_fmadd(k, rv_load(q + x * TILE_W), A[a][x]);
         }
     }
-    const __m256 sc = _mm256_set1_ps(scale);
+    const rowv sc = rv_set1(scale);
     _Pragma("GCC unroll 4") for (int a = 0; a < TILE_SNJ; a++)
         _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) {
-            const __m256 t = h8 < hd ? _mm256_add_ps(Q[a][x], A[a][x]) : Q[a][x];
-            _mm256_storeu_ps(st + (size_t)(j + a) * rows + (v + x) * 8, _mm256_mul_ps(t, sc));
+            const rowv t = h8 < hd ? rv_add(Q[a][x], A[a][x]) : Q[a][x];
+            rv_store(st + (size_t)(j + a) * rows + (v + x) * TILE_W, rv_mul(t, sc));
         }
 }
 
@@ -192,33 +273,29 @@ X86_INL void tile_scores(float *st, float *single, const float *kb, const attn_t
     from &= ~(TILE_SNJ - 1);
     for (int j = from; j < to; j += TILE_SNJ) tile_scores_keys(single, kb, s, j, scale, true);
     for (int v = 0; v < s->nv; v++) {
-        __m256i nb = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)(const void *)(s->hi + v * 8)),
-                                      _mm256_set1_epi32(j0));
-        nb = _mm256_min_epi32(nb, _mm256_set1_epi32(bk));
-        const __m256i grouped = _mm256_and_si256(nb, _mm256_set1_epi32(~7));
+        const rowvi nb = rvi_min(rvi_sub(rvi_load(s->hi + v * TILE_W), rvi_set1(j0)), rvi_set1(bk));
+        const rowvi grouped = rvi_and(nb, rvi_set1(~7));
         for (int j = from; j < to; j++) {
             /* the row sums key j alone when grouped <= j (past nb: masked later) */
-            const __m256 alone = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(j + 1), grouped));
-            float *sj = st + (size_t)j * s->rows + v * 8;
-            const float *aj = single + (size_t)j * s->rows + v * 8;
-            _mm256_storeu_ps(sj, _mm256_blendv_ps(_mm256_loadu_ps(sj), _mm256_loadu_ps(aj), alone));
+            const rowmask alone = rvi_gt(rvi_set1(j + 1), grouped);
+            float *sj = st + (size_t)j * s->rows + v * TILE_W;
+            const float *aj = single + (size_t)j * s->rows + v * TILE_W;
+            rv_store(sj, rv_blend(rv_load(sj), rv_load(aj), alone));
         }
     }
 }
 
 /* Scores of keys outside a row's range (block keys from j0 on) -> -inf. */
 X86_INL void tile_mask(float *st, const attn_tile_state *s, int j0, int nbp) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    const rowv ninf = rv_set1(-INFINITY);
     for (int v = 0; v < s->nv; v++) {
-        const __m256i lo = _mm256_load_si256((const __m256i *)(const void *)(s->lo + v * 8));
-        const __m256i hi = _mm256_load_si256((const __m256i *)(const void *)(s->hi + v * 8));
+        const rowvi lo = rvi_load(s->lo + v * TILE_W), hi = rvi_load(s->hi + v * TILE_W);
         for (int j = 0; j < nbp; j++) {
-            const __m256i p = _mm256_set1_epi32(j0 + j);
+            const rowvi p = rvi_set1(j0 + j);
             /* outside: lo > p or p >= hi, i.e. not (hi > p) */
-            const __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(lo, p),
-                                                _mm256_xor_si256(_mm256_cmpgt_epi32(hi, p), _mm256_set1_epi32(-1)));
-            float *sj = st + (size_t)j * s->rows + v * 8;
-            _mm256_storeu_ps(sj, _mm256_blendv_ps(_mm256_loadu_ps(sj), ninf, _mm256_castsi256_ps(out)));
+            const rowmask out = mask_or(rvi_gt(lo, p), mask_not(rvi_gt(hi, p)));
+            float *sj = st + (size_t)j * s->rows + v * TILE_W;
+            rv_store(sj, rv_blend(rv_load(sj), ninf, out));
         }
     }
 }
@@ -234,42 +311,39 @@ X86_INL void tile_mask(float *st, const attn_tile_state *s, int j0, int nbp) {
 X86_INL void tile_softmax(float *st, attn_tile_state *s, int nbp, bool flash) {
     const int rows = s->rows;
     for (int v = 0; v < s->nv; v++) {
-        float *mx = s->max + v * 8;
-        __m256 m = _mm256_load_ps(mx);
-        for (int j = 0; j < nbp; j++) m = _mm256_max_ps(m, _mm256_loadu_ps(st + (size_t)j * rows + v * 8));
-        _Alignas(32) float shrink[8], nm[8];
-        _mm256_store_ps(nm, m);
-        for (int i = 0; i < 8; i++) { /* plm_softmax_run_raise */
+        float *mx = s->max + v * TILE_W;
+        rowv m = rv_load(mx);
+        for (int j = 0; j < nbp; j++) m = rv_max(m, rv_load(st + (size_t)j * rows + v * TILE_W));
+        _Alignas(64) float shrink[TILE_W], nm[TILE_W], bs[TILE_W];
+        rv_store(nm, m);
+        for (int i = 0; i < TILE_W; i++) { /* plm_softmax_run_raise */
             shrink[i] = !(nm[i] > mx[i]) ? 1.0f : mx[i] == -INFINITY ? 0.0f : expf(mx[i] - nm[i]);
             mx[i] = nm[i] > mx[i] ? nm[i] : mx[i];
         }
-        const __m256 sh = _mm256_load_ps(shrink);
+        const rowv sh = rv_load(shrink);
         if (flash)
             for (int d = 0; d < s->hd; d++) {
-                float *o = s->ot + (size_t)d * rows + v * 8;
-                _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_loadu_ps(o), sh));
+                float *o = s->ot + (size_t)d * rows + v * TILE_W;
+                rv_store(o, rv_mul(rv_load(o), sh));
             }
-        m = _mm256_blendv_ps(m, _mm256_setzero_ps(), _mm256_cmp_ps(m, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
-        __m256 lane[8];
-        for (int i = 0; i < 8; i++) lane[i] = _mm256_setzero_ps();
+        m = rv_blend(m, rv_set1(0.0f), rv_eq(m, rv_set1(-INFINITY)));
+        rowv lane[8];
+        for (int i = 0; i < 8; i++) lane[i] = rv_set1(0.0f);
         for (int j = 0; j < nbp; j++) {
-            float *sj = st + (size_t)j * rows + v * 8;
-            const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
-            if (flash) _mm256_storeu_ps(sj, e);
-            lane[j & 7] = _mm256_add_ps(lane[j & 7], e);
+            float *sj = st + (size_t)j * rows + v * TILE_W;
+            const rowv e = rv_exp(rv_sub(rv_load(sj), m));
+            if (flash) rv_store(sj, e);
+            lane[j & 7] = rv_add(lane[j & 7], e);
         }
-        const __m256 sum = _mm256_add_ps(
-            _mm256_add_ps(_mm256_add_ps(lane[0], lane[4]), _mm256_add_ps(lane[2], lane[6])),
-            _mm256_add_ps(_mm256_add_ps(lane[1], lane[5]), _mm256_add_ps(lane[3], lane[7])));
-        double *run = s->sum + v * 8;
-        for (int h = 0; h < 2; h++) {
-            const __m128 shh = h ? _mm256_extractf128_ps(sh, 1) : _mm256_castps256_ps128(sh);
-            const __m128 bs = h ? _mm256_extractf128_ps(sum, 1) : _mm256_castps256_ps128(sum);
-            __m256d r = _mm256_mul_pd(_mm256_load_pd(run + 4 * h), _mm256_cvtps_pd(shh));
+        rv_store(bs, rv_add(rv_add(rv_add(lane[0], lane[4]), rv_add(lane[2], lane[6])),
+                            rv_add(rv_add(lane[1], lane[5]), rv_add(lane[3], lane[7]))));
+        double *run = s->sum + v * TILE_W;
+        for (int h = 0; h < TILE_W; h += 4) {
+            __m256d r = _mm256_mul_pd(_mm256_load_pd(run + h), _mm256_cvtps_pd(_mm_load_ps(shrink + h)));
             /* two roundings, as the run's (its product is stored first):
              * keep the compiler from fusing the multiply into the add */
             __asm__("" : "+x"(r));
-            _mm256_store_pd(run + 4 * h, _mm256_add_pd(r, _mm256_cvtps_pd(bs)));
+            _mm256_store_pd(run + h, _mm256_add_pd(r, _mm256_cvtps_pd(_mm_load_ps(bs + h))));
         }
     }
 }
@@ -279,14 +353,14 @@ X86_INL void tile_softmax(float *st, attn_tile_state *s, int nbp, bool flash) {
 X86_INL void tile_weights(float *st, const attn_tile_state *s, int nbp) {
     const int rows = s->rows;
     for (int v = 0; v < s->nv; v++) {
-        const __m256 m = _mm256_load_ps(s->max + v * 8);
-        const __m256d one = _mm256_set1_pd(1.0);
-        const __m256 inv = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(one, _mm256_load_pd(s->sum + v * 8 + 4))),
-                                           _mm256_cvtpd_ps(_mm256_div_pd(one, _mm256_load_pd(s->sum + v * 8))));
+        const rowv m = rv_load(s->max + v * TILE_W);
+        _Alignas(64) float inv_sum[TILE_W];
+        for (int h = 0; h < TILE_W; h += 4)
+            _mm_store_ps(inv_sum + h, _mm256_cvtpd_ps(_mm256_div_pd(_mm256_set1_pd(1.0), _mm256_load_pd(s->sum + v * TILE_W + h))));
+        const rowv inv = rv_load(inv_sum);
         for (int j = 0; j < nbp; j++) {
-            float *sj = st + (size_t)j * rows + v * 8;
-            const __m256 w = _mm256_mul_ps(exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m)), inv);
-            _mm256_storeu_ps(sj, _mm256_cvtph_ps(_mm256_cvtps_ph(w, _MM_FROUND_TO_NEAREST_INT)));
+            float *sj = st + (size_t)j * rows + v * TILE_W;
+            rv_store(sj, rv_f16_round(rv_mul(rv_exp(rv_sub(rv_load(sj), m)), inv)));
         }
     }
 }
@@ -296,21 +370,21 @@ X86_INL void tile_weights(float *st, const attn_tile_state *s, int nbp) {
 X86_INL void tile_values_rv(attn_tile_state *s, const float *pt, const float *vb, int nbp, int d0, int v,
                             const int RV) {
     const int rows = s->rows, hd = s->hd;
-    __m256 acc[TILE_ND][TILE_RV];
-    float *o = s->ot + (size_t)d0 * rows + v * 8;
+    rowv acc[TILE_ND][TILE_RV];
+    float *o = s->ot + (size_t)d0 * rows + v * TILE_W;
     _Pragma("GCC unroll 8") for (int a = 0; a < TILE_ND; a++)
-        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) acc[a][x] = _mm256_loadu_ps(o + (size_t)a * rows + x * 8);
-    const float *p = pt + v * 8, *vj = vb + d0;
+        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) acc[a][x] = rv_load(o + (size_t)a * rows + x * TILE_W);
+    const float *p = pt + v * TILE_W, *vj = vb + d0;
     for (int j = 0; j < nbp; j++, p += rows, vj += hd) {
-        __m256 pv[TILE_RV];
-        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) pv[x] = _mm256_loadu_ps(p + x * 8);
+        rowv pv[TILE_RV];
+        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) pv[x] = rv_load(p + x * TILE_W);
         _Pragma("GCC unroll 8") for (int a = 0; a < TILE_ND; a++) {
-            const __m256 e = _mm256_broadcast_ss(vj + a);
-            _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) acc[a][x] = _mm256_fmadd_ps(e, pv[x], acc[a][x]);
+            const rowv e = rv_set1(vj[a]);
+            _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) acc[a][x] = rv_fmadd(e, pv[x], acc[a][x]);
         }
     }
     _Pragma("GCC unroll 8") for (int a = 0; a < TILE_ND; a++)
-        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) _mm256_storeu_ps(o + (size_t)a * rows + x * 8, acc[a][x]);
+        _Pragma("GCC unroll 4") for (int x = 0; x < RV; x++) rv_store(o + (size_t)a * rows + x * TILE_W, acc[a][x]);
 }
 
 X86_INL void tile_values(attn_tile_state *s, const float *pt, const float *vb, int nbp) {
