@@ -258,16 +258,15 @@ X86_INL void rp_rows_decoded(plm_type type, const uint8_t *w, size_t ws, int64_t
                              size_t group_slice, const rp_tab *tab, const char *at, size_t as, int tn, float *out,
                              int64_t os, rp_dec *dec) {
     for (int64_t r = 0; r < nr;) {
-        const int R = nr - r >= 2 * RP_R ? 2 : 1;
+        const int R = nr - r >= RPD_R * RP_R ? RPD_R : 1;
         for (int h = 0; h < R; h++)
-            rp_decode(type, (const uint8_t *)w + (size_t)(r + RP_R * h) * ws, b0, kb, (size_t)R * group_slice,
-                      dec + h * RPD_KS);
+            rp_decode(type, w + (size_t)(r + RP_R * h) * ws, b0, kb, (size_t)R * group_slice, dec + h * RPD_KS);
         for (int c0 = 0; c0 < tn; c0 += RPD_C) {
             const int cn = tn - c0 < RPD_C ? tn - c0 : RPD_C;
             const char *ac = at + (size_t)c0 * as;
             float *o = out + (int64_t)c0 * os + r;
-            if (R == 2 && cn == RPD_C) rp_tile_dec(2, RPD_C, dec, b0, kb, tab, c0, ac, as, o, os, b0 > 0);
-            else if (R == 2) rp_tile_dec(2, cn, dec, b0, kb, tab, c0, ac, as, o, os, b0 > 0);
+            if (R == RPD_R && cn == RPD_C) rp_tile_dec(RPD_R, RPD_C, dec, b0, kb, tab, c0, ac, as, o, os, b0 > 0);
+            else if (R == RPD_R) rp_tile_dec(RPD_R, cn, dec, b0, kb, tab, c0, ac, as, o, os, b0 > 0);
             else rp_tile_dec(1, cn, dec, b0, kb, tab, c0, ac, as, o, os, b0 > 0);
         }
         r += R * RP_R;
