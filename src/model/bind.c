@@ -43,8 +43,8 @@ static plm_status bind_matrix(plm_model *m, const plm_gguf_tensor *t, const char
     return PLM_OK;
 }
 
-/* A 1-D tensor as f32: points into the file when stored as F32, else is
- * converted into `spare` (n floats the caller owns). */
+/* A 1-D tensor as f32: points into the file when stored as F32 (unless
+ * m->own_vectors), else is converted into `spare` (n floats the caller owns). */
 static plm_status bind_vector(plm_model *m, const plm_gguf_tensor *t, const char *name, int64_t n, const float **out,
                               float *spare, plm_error *err) {
     if (t->n_dims != 1 || t->ne[0] != (uint64_t)n)
@@ -54,8 +54,13 @@ static plm_status bind_vector(plm_model *m, const plm_gguf_tensor *t, const char
     m->weight_bytes += t->nbytes;
     m->n_params_active += (uint64_t)n;
     m->weight_bytes_active += t->nbytes;
-    if (t->type == PLM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+    if (t->type == PLM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0 && !m->own_vectors) {
         *out = t->data;
+        return PLM_OK;
+    }
+    if (t->type == PLM_TYPE_F32) {
+        memcpy(spare, t->data, (size_t)n * sizeof(float));
+        *out = spare;
         return PLM_OK;
     }
     const plm_type_info *ti = plm_type_info_get(t->type);

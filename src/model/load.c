@@ -126,6 +126,7 @@ static plm_status load_source(plm_gguf_source *src, const plm_model_params *para
         if (!m->vocab) st = err->code;
     }
     if (!st) st = step(&pr, 0.8f, src->name, err);
+    m->own_vectors = p.repack && p.use_mmap; /* plm_model_repack will drop the file's pages */
     if (!st && !p.vocab_only) st = load_weights(m, src->name, err);
     if (!st) st = step(&pr, 0.95f, src->name, err);
     if (st) {

@@ -64,6 +64,11 @@ struct plm_model {
     const float *rope_long, *rope_short; /* [n_rot / 2] or NULL: LongRoPE's factors (phi3), by context length */
     plm_layer *layers;
     float *owned_f32;  /* norms/biases converted to f32 at load, if stored otherwise */
+    /* Copy f32 vectors into owned_f32 too: set when repacking drops the
+     * file's pages, so that the forward pass reads nothing from the file
+     * but embedding rows (a read maps the page cache's whole folio, up to
+     * 2 MiB on some kernels: a few norms would map tens of MiB). */
+    bool own_vectors;
     uint64_t n_params, weight_bytes;
     /* Read per generated token: all of it but the share of the experts a
      * token does not select (n_expert - n_expert_used of n_expert). */

@@ -506,7 +506,7 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
     /* Weights by type; a 3-D tensor holds n_expert experts, of which a
      * token reads n_expert_used. */
     const plm_kernels *kt = plm_kernels_select(NULL);
-    uint64_t non_f32_vectors = 0, non_f32_matrices = 0;
+    uint64_t non_f32_vectors = 0, non_f32_matrices = 0, vectors = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const plm_gguf_tensor *t = &f->tensors[i];
         uint64_t n = 1;
@@ -523,6 +523,7 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
         if (experts && plm_type_info_get(t->type) && plm_type_info_get(t->type)->vec_dot_type != PLM_TYPE_F32)
             p->moe_quantized = true;
         if (t->n_dims == 1 && (t->type != PLM_TYPE_F32 || ((uintptr_t)t->data % 4))) non_f32_vectors++;
+        vectors += t->n_dims == 1;
         if (t->n_dims >= 2 && t->type != PLM_TYPE_F32) non_f32_matrices++;
         /* what model/repack.c copies: every repackable matrix but the embedding */
         if (t->n_dims == 2 && t != te && plm_repack_fits((plm_type)t->type, (int64_t)t->ne[1], (int64_t)t->ne[0]) &&
@@ -536,10 +537,12 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
     p->vocab_bytes = vocab_bill(f);
     /* model.c: layer table, vectors converted to f32 (only those touched). */
     const uint64_t slot = max_u64(p->n_embd, (uint64_t)p->n_head * p->head_dim);
-    const uint64_t owned = plm_model_owned_f32_floats(arch, &hp) * 4;
-    p->model_bytes = round_up((uint64_t)p->n_layer * sizeof(plm_layer) + sizeof(plm_model), 16) +
-                     alloc_touched(owned, min_u64(owned, non_f32_vectors * slot * 4));
     resolve_params(p, params);
+    /* Repacking with mmap copies every vector too (plm_model.own_vectors). */
+    const uint64_t owned = plm_model_owned_f32_floats(arch, &hp) * 4;
+    const uint64_t copied = p->params.repack && p->params.use_mmap ? vectors : non_f32_vectors;
+    p->model_bytes = round_up((uint64_t)p->n_layer * sizeof(plm_layer) + sizeof(plm_model), 16) +
+                     alloc_touched(owned, min_u64(owned, copied * slot * 4));
     p->model_bytes += (uint64_t)(p->params.n_threads - 1) * PLAN_THREAD_BYTES;
     p->overhead_bytes = PLAN_OVERHEAD_BYTES + (non_f32_matrices ? PLAN_KERNEL_CODE_BYTES : 0);
 
