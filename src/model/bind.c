@@ -54,11 +54,11 @@ static plm_status bind_vector(plm_model *m, const plm_gguf_tensor *t, const char
     m->weight_bytes += t->nbytes;
     m->n_params_active += (uint64_t)n;
     m->weight_bytes_active += t->nbytes;
-    if (t->type == PLM_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0 && !m->own_vectors) {
-        *out = t->data;
-        return PLM_OK;
-    }
     if (t->type == PLM_TYPE_F32) {
+        if (((uintptr_t)t->data % sizeof(float)) == 0 && !m->own_vectors) {
+            *out = t->data;
+            return PLM_OK;
+        }
         memcpy(spare, t->data, (size_t)n * sizeof(float));
         *out = spare;
         return PLM_OK;

@@ -73,22 +73,23 @@ X86_INL void block_scores(float *scores, const uint16_t *q, const float *kb, int
  * of [-87, 88] checked against exp in double); 0 below -87.3 (where expf
  * turns subnormal), so padding lanes of -inf give 0; +inf above 88.37
  * (2^127), a little early. */
+/* exp_ps's constants, shared with its 16-lane twin (attn_tile.h, rv_exp):
+ * the range, log2(e), ln2 in two parts, e^r's Taylor coefficients from
+ * r^7 down (Horner's order). */
+static const float exp_lo = -87.33654f, exp_hi = 88.37626f, exp_log2e = 1.44269504f;
+static const float exp_ln2_hi = 0.693359375f, exp_ln2_lo = -2.12194440e-4f;
+static const float exp_taylor[8] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+
 X86_INL __m256 exp_ps(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.37626f);
+    const __m256 lo = _mm256_set1_ps(exp_lo), hi = _mm256_set1_ps(exp_hi);
     const __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ), over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
     x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(exp_log2e)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(exp_ln2_hi), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(exp_ln2_lo), r);
+    __m256 p = _mm256_set1_ps(exp_taylor[0]);
+    for (int i = 1; i < 8; i++) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_taylor[i]));
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     const __m256 y = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
     return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);

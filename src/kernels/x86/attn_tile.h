@@ -52,23 +52,18 @@ X86_INL rowmask rvi_gt(rowvi a, rowvi b) { return _mm512_cmpgt_epi32_mask(a, b);
 X86_INL rowmask mask_or(rowmask a, rowmask b) { return a | b; }
 X86_INL rowmask mask_not(rowmask a) { return (rowmask)~a; }
 
-/* exp_ps (attention.h) on 16 lanes: the same operations lane by lane. */
+/* exp_ps (attention.h) on 16 lanes: its constants and operations, lane by
+ * lane (splitting into two exp_ps calls measured 15% slower tiles). */
 X86_INL rowv rv_exp(rowv x) {
-    const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.37626f);
+    const __m512 lo = _mm512_set1_ps(exp_lo), hi = _mm512_set1_ps(exp_hi);
     const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
     x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(exp_log2e)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(exp_ln2_hi), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(exp_ln2_lo), r);
+    __m512 p = _mm512_set1_ps(exp_taylor[0]);
+    for (int i = 1; i < 8; i++) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_taylor[i]));
     const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     const __m512 y = _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
     return _mm512_mask_blend_ps(over, y, _mm512_set1_ps(INFINITY));
