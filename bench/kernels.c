@@ -32,7 +32,7 @@
  *            over the same keys (the i-th token's last key 2048 - AT_TILE + i),
  *            as microseconds a token, against attn_f16's microseconds a call.
  *
- *   repacked  the same decode and prefill on the row-interleaved layout
+ *   repacked  the same decode (also from L2: rp L2) and prefill on the row-interleaved layout
  *            (quant/repack.h, `--repack`), for the formats the table has
  *            interleaved kernels for ("-" otherwise).
  *
@@ -360,10 +360,10 @@ int main(int argc, char **argv) {
     const double sweep_gbs = BIG / best / 1e9;
     printf("memory sweep: %.1f GB/s (best of 5, %zu MiB, 1 thread)\n", sweep_gbs, BIG >> 20);
     int8_peak();
-    printf("%-7s %-7s %9s %7s %8s %12s %12s %11s %11s\n", "table", "format", "decode", "of mem", "dec L2", "prefill",
-           "(no gemm)", "rp decode", "rp prefill");
-    printf("%-7s %-7s %9s %7s %8s %12s %12s %11s %11s\n", "", "", "GB/s", "", "GB/s", "GMAC/s", "GMAC/s", "GB/s",
-           "GMAC/s");
+    printf("%-7s %-7s %9s %7s %8s %12s %12s %11s %8s %11s\n", "table", "format", "decode", "of mem", "dec L2",
+           "prefill", "(no gemm)", "rp decode", "rp L2", "rp prefill");
+    printf("%-7s %-7s %9s %7s %8s %12s %12s %11s %8s %11s\n", "", "", "GB/s", "", "GB/s", "GMAC/s", "GMAC/s", "GB/s",
+           "GB/s", "GMAC/s");
     char *packed = aligned_alloc(64, BIG);
     if (!packed) return 1;
 
@@ -425,7 +425,7 @@ int main(int argc, char **argv) {
                 if (dt < bn) bn = dt;
             }
             const double macs = (double)PF_K * PF_ROWS * PF_TOK;
-            char nog[32] = "-", rpd[32] = "-", rpp[32] = "-";
+            char nog[32] = "-", rpd[32] = "-", rpl2[32] = "-", rpp[32] = "-";
             if (kt->gemm[t]) snprintf(nog, sizeof nog, "%.1f", macs / bn / 1e9);
             if (kt != plm_kernels_ref() && plm_kernels_repacks(kt, t)) {
                 const int64_t rrows = rows / PLM_REPACK_ROWS * PLM_REPACK_ROWS;
@@ -439,6 +439,16 @@ int main(int argc, char **argv) {
                     if (dt < brd) brd = dt;
                 }
                 snprintf(rpd, sizeof rpd, "%.1f", (double)rrows * row / brd / 1e9);
+                /* and from L2, as dec L2 above: the kernel's own speed */
+                const int64_t rl2 = l2_rows < PLM_REPACK_ROWS ? PLM_REPACK_ROWS : l2_rows / PLM_REPACK_ROWS * PLM_REPACK_ROWS;
+                double brl = 1e9;
+                for (int rep = 0; rep < reps; rep++) {
+                    const double t0 = now();
+                    for (int pass = 0; pass < 50; pass++) plm_matmul_repacked(kt, t, packed, K, 0, rl2, act, 0, 1, out, 0);
+                    const double dt = (now() - t0) / 50;
+                    if (dt < brl) brl = dt;
+                }
+                snprintf(rpl2, sizeof rpl2, "%.1f", (double)rl2 * row / brl / 1e9);
                 for (int tk = 0; tk < PF_TOK; tk++)
                     kt->quantize_row[at](x + (size_t)tk * PF_K, (char *)act + tk * arow, PF_K);
                 plm_repack_rows(t, PF_K, PF_ROWS, big, packed);
@@ -450,8 +460,8 @@ int main(int argc, char **argv) {
                 }
                 snprintf(rpp, sizeof rpp, "%.1f", macs / brp / 1e9);
             }
-            printf("%-7s %-7s %9.1f %6.0f%% %8.1f %12.1f %12s %11s %11s\n", kt->name, plm_type_name(t), gbs,
-                   100 * gbs / sweep_gbs, l2_gbs, macs / bp / 1e9, nog, rpd, rpp);
+            printf("%-7s %-7s %9.1f %6.0f%% %8.1f %12.1f %12s %11s %8s %11s\n", kt->name, plm_type_name(t), gbs,
+                   100 * gbs / sweep_gbs, l2_gbs, macs / bp / 1e9, nog, rpd, rpl2, rpp);
             fflush(stdout);
         }
     }

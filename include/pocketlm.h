@@ -101,9 +101,11 @@ typedef struct plm_model_params {
      * the load (PLM_ERR_ABORTED, nothing leaked).  Optional. */
     bool (*progress)(void *user, float fraction);
     void *progress_user;
-    bool repack;     /* default false: copy Q4_0/Q8_0/Q4_K matrices into a row-interleaved
-                        layout in anonymous memory (faster kernels; the file pages
-                        copied are released): see plm_plan_params.repack */
+    bool repack;     /* default false: copy the matrices (MoE experts too) of the formats
+                        the CPU has interleaved kernels for (Q4_0, Q5_0, Q8_0, Q4_K, ...)
+                        into a row-interleaved layout in anonymous memory (faster
+                        kernels; the file pages copied are released; every expert
+                        becomes resident): see plm_plan_params.repack */
 } plm_model_params;
 
 PLM_API void plm_model_params_init(plm_model_params *p, size_t struct_size);

@@ -17,7 +17,7 @@
  *  - gemm at prefill size: k = 4352 and 137 tokens, so a blocked gemm must
  *    cross k slices and token groups (the AVX-512 panels cut k every 1024
  *    elements and tokens every 128), on 21 rows (a ragged 16-row panel).
- *  - gemm_repacked (row-interleaved Q4_0/Q8_0/IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS,
+ *  - gemm_repacked (row-interleaved Q4_0/Q5_0/Q8_0/IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS,
  *    quant/repack.h): the reference on repacked rows (plm_repack_gather
  *    for the newer types) must equal the reference vec_dot on the
  *    original rows bit for bit (which checks the layout too), and every
@@ -429,12 +429,20 @@ static void test_repacked(const plm_kernels *kt, plm_type wt) {
     static uint8_t w[RP_ROWS * RP_MAXK * 34 / 32], wr[RP_ROWS * RP_MAXK * 34 / 32], a[MAX_TOK * RP_MAXK / 256 * 292]; /* Q8_K rows are the longest */
     static float x[RP_MAXK], out[MAX_TOK * RP_OUT], want[MAX_TOK * RP_OUT];
     static double mag[MAX_TOK * RP_OUT];
-    int bad = 0, inexact = 0, runs = 0;
+    int bad = 0, inexact = 0, runs = 0, gathered = 0;
     for (int ib = 0; ib < 4; ib++) {
         const int64_t k = (int64_t)ti->block_size * nbs[ib];
         const size_t wrow = plm_row_size(wt, k), arow = plm_row_size(at, k);
         for (int r = 0; r < RP_ROWS; r++) random_weights(wt, k, w + r * wrow);
         plm_repack_rows(wt, k, RP_ROWS, w, wr);
+        for (int r = 0; r < RP_ROWS; r++) /* the layout gives every block back as it was */
+            for (int b = 0; b < nbs[ib]; b++) {
+                uint8_t back[sizeof(block_q6_K)];
+                const size_t sb = PLM_REPACK_ROWS * ti->type_size;
+                plm_repack_gather(wt, wr + (size_t)(r / PLM_REPACK_ROWS) * PLM_REPACK_ROWS * wrow + (size_t)b * sb,
+                                  r % PLM_REPACK_ROWS, back);
+                gathered += memcmp(back, w + r * wrow + (size_t)b * ti->type_size, ti->type_size) != 0;
+            }
         for (int t = 0; t < MAX_TOK; t++) {
             random_floats(x, k);
             ref->quantize_row[at](x, a + t * arow, k);
@@ -466,6 +474,7 @@ static void test_repacked(const plm_kernels *kt, plm_type wt) {
             }
         }
     }
+    CHECK(gathered == 0, "repacked %s: %d blocks not given back by plm_repack_gather", ti->name, gathered);
     CHECK(inexact == 0, "ref repacked %s differs from the plain rows' vec_dot", ti->name);
     CHECK(bad == 0, "%s repacked %s: %d of %d outputs wrong", kt->name, ti->name, bad, runs);
 }
@@ -828,6 +837,7 @@ int main(void) {
         test_repacked(list[i], PLM_TYPE_Q5_K);
         test_repacked(list[i], PLM_TYPE_Q6_K);
         test_repacked(list[i], PLM_TYPE_IQ4_XS);
+        test_repacked(list[i], PLM_TYPE_Q5_0);
         test_attention_tile(list[i]);
     }
     return test_summary();

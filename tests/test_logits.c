@@ -83,6 +83,7 @@ static const fixture fixtures[] = {
     {"fixture-llama-pure-Q6_K", "fixtures/fixture-llama-pure-Q6_K.gguf", 0.15f, PLM_KV_F16, false, true},
     {"fixture-qwen2-pure-Q6_K", "fixtures/fixture-qwen2-pure-Q6_K.gguf", 0.15f, PLM_KV_F16, false, true},
     {"fixture-llama-pure-IQ4_NL", "fixtures/fixture-llama-pure-IQ4_NL.gguf", 0.15f, PLM_KV_F16, false, true},
+    {"fixture-llama-pure-Q5_0", "fixtures/fixture-llama-pure-Q5_0.gguf", 0.15f, PLM_KV_F16, false, true},
     {"fixture-llama-pure-IQ4_XS", "fixtures/fixture-llama-pure-IQ4_XS.gguf", 0.15f, PLM_KV_F16, false, true},
     {"fixture-llama-Q5_K_M", "fixtures/fixture-llama-Q5_K_M.gguf", 0.15f, PLM_KV_F16, false, true},
 };
@@ -92,7 +93,7 @@ static const fixture fixtures[] = {
 static bool expect_repack(const fixture *fx) {
     static const struct { const char *tag; plm_type type; } mains[] = {
         {"Q8_0", PLM_TYPE_Q8_0},   {"Q4_0", PLM_TYPE_Q4_0},     {"IQ4_NL", PLM_TYPE_IQ4_NL}, {"IQ4_XS", PLM_TYPE_IQ4_XS},
-        {"Q5_K", PLM_TYPE_Q5_K},   {"Q6_K", PLM_TYPE_Q6_K},     {"Q4_K", PLM_TYPE_Q4_K},
+        {"Q5_K", PLM_TYPE_Q5_K},   {"Q6_K", PLM_TYPE_Q6_K},     {"Q4_K", PLM_TYPE_Q4_K},     {"Q5_0", PLM_TYPE_Q5_0},
     };
     for (size_t i = 0; fx->repack && i < sizeof mains / sizeof mains[0]; i++)
         if (strstr(fx->name, mains[i].tag)) return plm_kernels_repacks(plm_kernels_select(NULL), mains[i].type);

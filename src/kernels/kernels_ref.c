@@ -391,6 +391,11 @@ static void ref_gemm_repacked_q4_0(int64_t k, const void *w, size_t ws, int64_t 
     ref_gemm_repacked(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
 }
 
+static void ref_gemm_repacked_q5_0(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                                   int nt, float *out, int64_t os) {
+    ref_gemm_repacked(PLM_TYPE_Q5_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
 static void ref_gemm_repacked_q8_0(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
                                    int nt, float *out, int64_t os) {
     ref_gemm_repacked(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
@@ -511,6 +516,7 @@ static const plm_kernels ref_kernels = {
     },
     .gemm_repacked = {
         [PLM_TYPE_Q4_0] = ref_gemm_repacked_q4_0,
+        [PLM_TYPE_Q5_0] = ref_gemm_repacked_q5_0,
         [PLM_TYPE_Q8_0] = ref_gemm_repacked_q8_0,
         [PLM_TYPE_Q4_K] = ref_gemm_repacked_q4_K,
         [PLM_TYPE_IQ4_NL] = ref_gemm_repacked_iq4_nl,

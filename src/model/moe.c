@@ -205,6 +205,10 @@ static void expert_rows(const expert_job *j, int i, const moe_item *it, int64_t 
     const plm_weight m = plm_weight_expert(j->w[i], it->expert);
     const char *act = (const char *)j->act[i] + (size_t)it->g0 * j->act_stride[i];
     float *out = j->out[i] + (int64_t)it->g0 * j->rows;
+    if (m.repacked) {
+        plm_matmul_repacked(j->kt, m.type, m.data, m.cols, r0, r1, act, j->act_stride[i], it->n_tok, out, j->rows);
+        return;
+    }
     if (!j->rowwise) {
         plm_matmul(j->kt, m.type, m.data, m.cols, r0, r1, act, j->act_stride[i], it->n_tok, out, j->rows);
         return;

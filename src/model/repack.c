@@ -41,11 +41,12 @@ typedef struct {
 } repack_walk;
 
 static void repack_one(repack_walk *s, plm_weight *w) {
+    const int64_t rows = w->rows * (w->experts ? w->experts : 1); /* experts: rows % 16 == 0 keeps groups inside one */
     if (!w->data || w->repacked || !plm_repack_fits(w->type, w->rows, w->cols) || !plm_kernels_repacks(s->kt, w->type))
         return;
-    const size_t size = (size_t)w->rows * w->row_bytes;
+    const size_t size = (size_t)rows * w->row_bytes;
     if (s->to) {
-        plm_repack_rows(w->type, w->cols, w->rows, w->data, s->to + s->bytes);
+        plm_repack_rows(w->type, w->cols, rows, w->data, s->to + s->bytes);
         if (s->release) release_file_pages(w->data, size);
         w->data = s->to + s->bytes;
         w->repacked = true;
@@ -57,8 +58,9 @@ static void repack_one(repack_walk *s, plm_weight *w) {
 static void repack_walk_model(plm_model *m, repack_walk *s) {
     for (int l = 0; l < m->hp.n_layer; l++) {
         plm_layer *y = &m->layers[l];
-        plm_weight *w[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
-        for (int i = 0; i < 7; i++) repack_one(s, w[i]);
+        plm_weight *w[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down,
+                           &y->ffn_gate_exps, &y->ffn_up_exps, &y->ffn_down_exps};
+        for (int i = 0; i < 10; i++) repack_one(s, w[i]);
     }
     if (m->output.data != m->tok_embd.data) repack_one(s, &m->output);
 }

@@ -4,6 +4,7 @@
  */
 #include "quant/repack.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "quant/blocks.h"
@@ -11,6 +12,7 @@
 bool plm_repack_type(plm_type type) {
     switch (type) {
     case PLM_TYPE_Q4_0:
+    case PLM_TYPE_Q5_0:
     case PLM_TYPE_Q8_0:
     case PLM_TYPE_IQ4_NL:
     case PLM_TYPE_Q4_K:
@@ -25,38 +27,45 @@ bool plm_repack_fits(plm_type type, int64_t rows, int64_t cols) {
     return plm_repack_type(type) && rows > 0 && rows % PLM_REPACK_ROWS == 0 && plm_row_size(type, cols) > 0;
 }
 
-int plm_repack_offset(plm_type type) { return type == PLM_TYPE_Q4_0 ? 8 : 128; }
+int plm_repack_offset(plm_type type) {
+    return type == PLM_TYPE_Q4_0 ? 8 : type == PLM_TYPE_Q5_0 ? 16 : 128;
+}
 
 static bool super_block(plm_type type) { return plm_type_info_get(type)->block_size == QK_K; }
 
-/* ---- 32-element blocks (Q4_0, IQ4_NL, Q8_0) ------------------------------
- * A Q4_0/IQ4_NL byte holds elements e and e + 16 in its low and high nibble,
- * exactly the slots s and s + 256 of the layout, so its 4-byte groups move
- * unchanged; Q8_0 bytes gain the offset 128 (a flip of the top bit).  d is
- * first in all three blocks, qs follows. */
+/* ---- 32-element blocks (Q4_0, Q5_0, IQ4_NL, Q8_0) -------------------------
+ * A Q4_0/Q5_0/IQ4_NL byte holds elements e and e + 16 in its low and high
+ * nibble, exactly the slots s and s + 256 of the layout, so its 4-byte
+ * groups move unchanged; Q8_0 bytes gain the offset 128 (a flip of the top
+ * bit).  d is first in every block, qs last; Q5_0's qh (bit e: element e's
+ * fifth bit) sits between them and goes to the bitmap after the codes.
+ * One function for both directions keeps the two in step: `to_layout`
+ * copies row j's block x into the super-block, otherwise back. */
 
-static void put_block32(plm_type type, const uint8_t *x, int j, uint8_t *out) {
+static void move_block32(plm_type type, bool to_layout, uint8_t *sblk, int j, uint8_t *x) {
     const int groups = type == PLM_TYPE_Q8_0 ? 8 : 4;
-    uint8_t *codes = out + PLM_REPACK_ROWS * sizeof(plm_fp16_t);
-    memcpy(out + j * sizeof(plm_fp16_t), x, sizeof(plm_fp16_t));
+    const size_t qs_at = type == PLM_TYPE_Q5_0 ? offsetof(block_q5_0, qs) : sizeof(plm_fp16_t);
+    uint8_t *codes = sblk + PLM_REPACK_ROWS * sizeof(plm_fp16_t);
+    const uint32_t flip = type == PLM_TYPE_Q8_0 ? 0x80808080u : 0;
+    uint32_t v;
     for (int g = 0; g < groups; g++) {
-        uint32_t v;
-        memcpy(&v, x + sizeof(plm_fp16_t) + 4 * g, 4);
-        if (type == PLM_TYPE_Q8_0) v ^= 0x80808080u;
-        memcpy(codes + 64 * g + 4 * j, &v, 4);
+        uint8_t *layout = codes + 64 * g + 4 * j, *block = x + qs_at + 4 * g;
+        memcpy(&v, to_layout ? block : layout, 4);
+        v ^= flip;
+        memcpy(to_layout ? layout : block, &v, 4);
     }
-}
-
-static void get_block32(plm_type type, const uint8_t *sblk, int j, uint8_t *x) {
-    const int groups = type == PLM_TYPE_Q8_0 ? 8 : 4;
-    const uint8_t *codes = sblk + PLM_REPACK_ROWS * sizeof(plm_fp16_t);
-    memcpy(x, sblk + j * sizeof(plm_fp16_t), sizeof(plm_fp16_t));
-    for (int g = 0; g < groups; g++) {
-        uint32_t v;
-        memcpy(&v, codes + 64 * g + 4 * j, 4);
-        if (type == PLM_TYPE_Q8_0) v ^= 0x80808080u;
-        memcpy(x + sizeof(plm_fp16_t) + 4 * g, &v, 4);
+    if (to_layout) memcpy(sblk + j * sizeof(plm_fp16_t), x, sizeof(plm_fp16_t));
+    else memcpy(x, sblk + j * sizeof(plm_fp16_t), sizeof(plm_fp16_t));
+    if (type != PLM_TYPE_Q5_0) return;
+    uint8_t *high = codes + 256;
+    uint32_t qh = 0;
+    if (to_layout) memcpy(&qh, x + offsetof(block_q5_0, qh), 4);
+    for (int e = 0; e < 32; e++) {
+        const int s = plm_repack_slot(j, e);
+        if (to_layout) high[s / 8] = (uint8_t)((high[s / 8] & ~(1u << s % 8)) | ((qh >> e) & 1u) << s % 8);
+        else qh |= (uint32_t)((high[s / 8] >> s % 8) & 1) << e;
     }
+    if (!to_layout) memcpy(x + offsetof(block_q5_0, qh), &qh, 4);
 }
 
 /* ---- super-blocks: the low 4 bits of every element -----------------------
@@ -161,7 +170,7 @@ static void get_super_block(plm_type type, const uint8_t *sb, int j, void *x) {
 
 void plm_repack_gather(plm_type type, const uint8_t *sblk, int j, void *block) {
     if (super_block(type)) get_super_block(type, sblk, j, block);
-    else get_block32(type, sblk, j, block);
+    else move_block32(type, false, (uint8_t *)(uintptr_t)sblk, j, block);
 }
 
 void plm_repack_rows(plm_type type, int64_t cols, int64_t rows, const void *src, void *dst) {
@@ -176,7 +185,7 @@ void plm_repack_rows(plm_type type, int64_t cols, int64_t rows, const void *src,
             for (int j = 0; j < PLM_REPACK_ROWS; j++) {
                 const uint8_t *x = in + (size_t)j * row_bytes + (size_t)b * bb;
                 if (super_block(type)) put_super_block(type, x, j, o);
-                else put_block32(type, x, j, o);
+                else move_block32(type, true, o, j, (uint8_t *)(uintptr_t)x);
             }
         }
     }

@@ -1,7 +1,7 @@
 /*
  * Row-interleaved ("repacked") weights: groups of PLM_REPACK_ROWS
- * consecutive rows of a Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K or IQ4_XS
- * matrix stored block by block, so that
+ * consecutive rows of a Q4_0, Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K or
+ * IQ4_XS matrix stored block by block, so that
  * one sequential pass over memory feeds 16 rows' dot products from one
  * activation load, and the rows' scales sit together.  Built at load
  * (plm_model_load with repack) into anonymous memory; same byte size as
@@ -12,7 +12,7 @@
  *
  *   d[16]      the rows' f16 scales, row j at d[j]
  *   codes      element e of row j is the unsigned code u = w + o
- *              (o = 8 for Q4_0, 128 for Q8_0), at "slot"
+ *              (o = 8 for Q4_0, 16 for Q5_0, 128 for Q8_0), at "slot"
  *                  s = (e / 4) * 64 + j * 4 + e % 4
  *              i.e. 4-element groups of the 16 rows side by side, as one
  *              vpdpbusd / sdot lane per row wants them.  Q8_0 stores slot
@@ -20,6 +20,11 @@
  *              (256 bytes): slot s < 256 in the low nibble of byte s,
  *              slot s + 256 (elements 16..31) in its high nibble.
  *              IQ4_NL is stored as Q4_0 (its nibbles index the levels).
+ *   high[64]   Q5_0 only, after its codes (stored as Q4_0's, the low 4
+ *              bits): the fifth bit of slot s is bit s % 8 of byte s / 8,
+ *              so each 64-byte run of slots has its fifth bits in one
+ *              64-bit word, a byte mask for the run (AVX-512: one masked
+ *              add of 16).
  *
  * Q4_K, per super-block of 256 (16 * 144 bytes):
  *
@@ -109,7 +114,9 @@ enum { PLM_RQ4K_DMIN = 32, PLM_RQ4K_PLANES = 64, PLM_RQ4K_CODES = 256 };
 static inline int plm_repack_code(plm_type type, const uint8_t *codes, int j, int e) {
     const int s = (e / 4) * 64 + j * 4 + e % 4;
     if (type == PLM_TYPE_Q8_0) return codes[s];
-    return s < 256 ? codes[s] & 0x0f : codes[s - 256] >> 4;
+    const int low4 = s < 256 ? codes[s] & 0x0f : codes[s - 256] >> 4;
+    if (type != PLM_TYPE_Q5_0) return low4;
+    return low4 | ((codes[256 + s / 8] >> s % 8) & 1) << 4;
 }
 
 #endif

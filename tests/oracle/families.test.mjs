@@ -41,7 +41,7 @@
 // for Q8_0 and 0.15 for Q4_K_M, where activations are quantized too and an
 // int8 rounding of a last-bit difference can flip.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { SHARED, BIN, pocketlm, llama, llamaLogProbs, logSoftmax, top2, check, finish } from "./lib.mjs";
@@ -64,7 +64,12 @@ const runs = {
   "test-phi3-longrope-tiny": [{ ctx: 64 }, { ctx: 1024 }],
 };
 // Every shape also one token at a time (decode; a MoE groups a batch by expert).
-const runsOf = (shape) => [...(runs[shape] ?? [{ ctx: 64 }]), { ctx: 64, batch: 1 }];
+// A MoE's quantized files also with the matrices repacked, experts too
+// (quant/repack.h; the bytes dump_logits reports must cover the experts).
+const REPACKED = [{ ctx: 64, repack: true, formats: ["Q8_0", "Q4_K_M"] },
+                  { ctx: 64, batch: 1, repack: true, formats: ["Q8_0", "Q4_K_M"] }];
+const runsOf = (shape) => [...(runs[shape] ?? [{ ctx: 64 }]), { ctx: 64, batch: 1 },
+                           ...(MOE.has(shape) ? REPACKED : [])];
 // The gemma3 shapes are deep enough (7 and 6 layers) that a global layer
 // (5; 2 and 5 with the pattern 3) reads past the 8-token window, in every
 // format.  Their quantized files get 2.5 times the tolerance: gemma's
@@ -144,9 +149,13 @@ async function theirsShifted(file, tokens, ctx, [at, keep, drop]) {
 function dumpOurs(file, tokens, nv, run) {
   const out = path.join(dir, "ours.f32");
   const opts = ["-c", String(run.ctx), ...(run.batch ? ["-b", String(run.batch)] : []),
-                ...(run.shift ? ["-s", run.shift.join(",")] : [])];
+                ...(run.shift ? ["-s", run.shift.join(",")] : []), ...(run.repack ? ["-r"] : [])];
   const r = spawnSync(DUMP, [file, out, ...opts, ...tokens.map(String)], { encoding: "utf8" });
   if (r.error || r.status !== 0) return { err: r.error?.message ?? r.stderr };
+  if (run.repack) {  // most of a MoE's bytes are its experts: repacked, they are most of the file
+    const bytes = Number(/repacked (\d+) bytes/.exec(r.stderr)?.[1] ?? 0);
+    if (bytes < 0.5 * statSync(file).size) return { err: `only ${bytes} of ${statSync(file).size} bytes repacked` };
+  }
   const buf = readFileSync(out);
   const all = new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4);
   if (all.length !== tokens.length * nv) return { err: `${all.length} logits, want ${tokens.length * nv}` };
@@ -177,6 +186,7 @@ try {
       const nv = want[0].length;
       const got = dumpOurs(files[f.name], toks, nv, run);
       const what = `${shape} ${f.name} (context ${run.ctx}${run.batch ? `, batches of ${run.batch}` : ""}` +
+                   `${run.repack ? ", repacked" : ""}` +
                    `${run.shift ? `, shift ${run.shift.join(",")}` : ""})`;
       check(!got.err, `${what}: dump_logits: ${got.err}`);
       if (got.err) continue;

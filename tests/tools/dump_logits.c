@@ -1,11 +1,12 @@
 /*
- * dump_logits [-u N] MODEL.gguf OUT.f32 [-c N_CTX] [-b N_BATCH] [-s AT,KEEP,DROP] TOKEN...:
+ * dump_logits [-u N] MODEL.gguf OUT.f32 [-c N_CTX] [-b N_BATCH] [-s AT,KEEP,DROP] [-r] TOKEN...:
  * evaluates the tokens (in one batch, or batches of N_BATCH; -u N is the
  * same as -b N, and -u 1 decodes them one at a time) and writes the logits of
  * every position (n_tokens x n_vocab float32, host byte order) to OUT.f32.
  * The context holds max(64, n_tokens) positions unless -c says otherwise.
  * -s: after the first AT tokens, a context shift drops DROP cached tokens
- * after the first KEEP (plm_kv_shift), and the rest follow.
+ * after the first KEEP (plm_kv_shift), and the rest follow.  -r: the
+ * matrices repacked (plm_model_params.repack), their bytes on stderr.
  * The oracle tests compare them with llama.cpp's distribution over the same
  * file (tests/oracle/families.test.mjs).
  */
@@ -22,14 +23,21 @@ int main(int argc, char **argv) {
         argc -= 2;
         argv += 2;
     }
-    bool bad = false;
-    while (first + 1 < argc && (!strcmp(argv[first], "-c") || !strcmp(argv[first], "-b") || !strcmp(argv[first], "-s"))) {
+    bool bad = false, repack = false;
+    for (;;) {
+        if (first < argc && !strcmp(argv[first], "-r")) {
+            repack = true;
+            first++;
+            continue;
+        }
+        if (!(first + 1 < argc && (!strcmp(argv[first], "-c") || !strcmp(argv[first], "-b") || !strcmp(argv[first], "-s"))))
+            break;
         if (argv[first][1] == 's') bad |= sscanf(argv[first + 1], "%d,%d,%d", &shift_at, &keep, &drop) != 3;
         else *(argv[first][1] == 'c' ? &n_ctx : &n_batch) = atoi(argv[first + 1]);
         first += 2;
     }
     if (bad || argc <= first || n_ctx < 0 || n_batch < 0 || (shift_at >= 0 && (keep < 0 || drop < 0))) {
-        fprintf(stderr, "usage: dump_logits [-u N] MODEL.gguf OUT.f32 [-c N_CTX] [-b N_BATCH] [-s AT,KEEP,DROP] TOKEN...\n");
+        fprintf(stderr, "usage: dump_logits [-u N] MODEL.gguf OUT.f32 [-c N_CTX] [-b N_BATCH] [-s AT,KEEP,DROP] [-r] TOKEN...\n");
         return 2;
     }
     const int n = argc - first;
@@ -44,7 +52,9 @@ int main(int argc, char **argv) {
     plm_error err;
     int rc = 1;
     FILE *out = NULL;
+    mp.repack = repack;
     if (plm_model_load(argv[1], &mp, &model, &err)) goto fail;
+    if (repack) fprintf(stderr, "repacked %llu bytes\n", (unsigned long long)plm_model_repacked_bytes(model));
     plm_context_params cp = plm_context_default_params();
     cp.n_ctx = (uint32_t)(n_ctx ? n_ctx : n < 64 ? 64 : n);
     cp.n_batch = (uint32_t)n_batch;

@@ -1,6 +1,6 @@
 /*
- * x86 kernels for row-interleaved weights (quant/repack.h): Q4_0, Q8_0 and
- * IQ4_NL (below), Q4_K, Q5_K, Q6_K and IQ4_XS (the super-block kernel at
+ * x86 kernels for row-interleaved weights (quant/repack.h): Q4_0, Q5_0, Q8_0
+ * and IQ4_NL (below), Q4_K, Q5_K, Q6_K and IQ4_XS (the super-block kernel at
  * the end), in groups of 16 rows.  Part of an x86 table (see x86.h); `type` is a
  * constant at every call.
  *
@@ -15,7 +15,8 @@
  *
  * Codes are unsigned (u = w + o); the offset comes back exactly by starting
  * each block's integer sum at -o * sum(a), tabled once per call for the
- * token tile and k slice.  IQ4_NL's nibbles become their level + 128 by one
+ * token tile and k slice.  Q5_0's fifth bits join the nibbles as a byte
+ * mask (AVX-512) or a spread bitmap (256-bit).  IQ4_NL's nibbles become their level + 128 by one
  * vpshufb (offset 128).  On AVX2 without VNNI, vpmaddubsw would saturate
  * on Q8_0's and IQ4_NL's codes (255 * 127 * 2 > 32767), so those go back to
  * signed bytes and the sign trick there (no offset).
@@ -104,6 +105,8 @@ X86_INL __m256i rp_codes_ymm(plm_type type, const uint8_t *codes, int g, int h) 
     }
     const __m256i q = loadu256(codes + 64 * (g & 3) + 32 * h);
     const __m256i u = _mm256_and_si256(g < 4 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0f));
+    if (type == PLM_TYPE_Q5_0) /* the bitmap's 32 bits for these slots, 0x10 where set */
+        return _mm256_or_si256(u, _mm256_and_si256(bits32(codes + 256 + 8 * g + 4 * h), _mm256_set1_epi8(0x10)));
     return type == PLM_TYPE_IQ4_NL ? _mm256_shuffle_epi8(rp_lut_ymm(type), u) : u;
 }
 
@@ -152,6 +155,11 @@ X86_INL __m512i rp_codes_zmm(plm_type type, const uint8_t *codes, int g) {
     if (type == PLM_TYPE_Q8_0) return _mm512_loadu_si512(codes + 64 * g);
     const __m512i q = _mm512_loadu_si512(codes + 64 * (g & 3));
     const __m512i u = _mm512_and_si512(g < 4 ? q : _mm512_srli_epi16(q, 4), _mm512_set1_epi8(0x0f));
+    if (type == PLM_TYPE_Q5_0) { /* nibble + 16 = nibble | 16 where the bitmap's bit is set */
+        uint64_t fifth;
+        memcpy(&fifth, codes + 256 + 8 * g, 8);
+        return _mm512_mask_add_epi8(u, _cvtu64_mask64(fifth), u, _mm512_set1_epi8(0x10));
+    }
     if (type != PLM_TYPE_IQ4_NL) return u;
     return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm256_castsi256_si128(rp_lut_ymm(type))), u);
 }
@@ -341,6 +349,11 @@ X86_INL void gemm_repacked(plm_type type, int64_t k, const void *w, size_t ws, i
 X86_TARGET static void X86_FN(gemm_repacked_q4_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                   size_t as, int nt, float *out, int64_t os) {
     gemm_repacked(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
+X86_TARGET static void X86_FN(gemm_repacked_q5_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                  size_t as, int nt, float *out, int64_t os) {
+    gemm_repacked(PLM_TYPE_Q5_0, k, w, ws, nr, act, as, nt, out, os);
 }
 
 X86_TARGET static void X86_FN(gemm_repacked_q8_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,

@@ -91,6 +91,7 @@ static const plm_kernels X86_FN(simd) = {
     },
     .gemm_repacked = {
         [PLM_TYPE_Q4_0] = X86_FN(gemm_repacked_q4_0),
+        [PLM_TYPE_Q5_0] = X86_FN(gemm_repacked_q5_0),
         [PLM_TYPE_Q8_0] = X86_FN(gemm_repacked_q8_0),
         [PLM_TYPE_IQ4_NL] = X86_FN(gemm_repacked_iq4_nl),
         [PLM_TYPE_Q4_K] = X86_FN(gemm_repacked_q4_K),
