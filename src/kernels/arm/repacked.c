@@ -1,6 +1,6 @@
 /*
- * NEON kernels for row-interleaved weights (quant/repack.h): Q4_0, Q8_0 and
- * IQ4_NL, then the super-block formats Q4_K, Q5_K, Q6_K and IQ4_XS, in the
+ * NEON kernels for row-interleaved weights (quant/repack.h): Q4_0, Q5_0,
+ * Q8_0 and IQ4_NL, then the super-block formats Q4_K, Q5_K, Q6_K and IQ4_XS, in the
  * dotprod table (the i8mm table takes them for single tokens; its SMMLA
  * kernels for batches are in repacked_i8mm.c).
  *
@@ -12,9 +12,9 @@
  * rows, with no horizontal sums: lane i is row 4m+i's block total.
  *
  * Per super-block the 16 rows are taken a quarter at a time: 8 code
- * registers (signed: Q4_0 nibble - 8, Q8_0 code ^ 0x80, IQ4_NL's level by
- * one TBL; for one token Q4_0's nibbles as they are, the dot started at
- * -8 * sum(a)) serve every
+ * registers (signed: Q4_0 nibble - 8, Q5_0 code - 16, Q8_0 code ^ 0x80,
+ * IQ4_NL's level by one TBL; for one token Q4_0's and Q5_0's codes as they
+ * are, the dot started at -o * sum(a)) serve every
  * token of the tile; a token's block is 8 SDOTs, a convert and a
  * multiply-add by the four rows' scales times its own.
  *
@@ -37,7 +37,8 @@ RPA_INL int8x16_t rpa_codes(plm_type type, const uint8_t *codes, int g, int m, b
     const uint8x16_t u = plm_arm_rp_codes32(type, codes, g, m);
     if (type == PLM_TYPE_Q8_0) return vreinterpretq_s8_u8(veorq_u8(u, vdupq_n_u8(0x80)));
     if (type == PLM_TYPE_IQ4_NL) return vqtbl1q_s8(vld1q_s8(kvalues_iq4nl), u);
-    return nibbles ? vreinterpretq_s8_u8(u) : vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(8));
+    const int8_t o = (int8_t)plm_arm_rp_offset32(type);
+    return nibbles ? vreinterpretq_s8_u8(u) : vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(o));
 }
 
 /* Integer block totals of rows 4m..4m+3 against one token's 32 bytes,
@@ -59,7 +60,7 @@ RPA_INL int32x4_t rpa_dot(const int8x16_t w[8], const int8_t *qs, int32_t init) 
 /* C tokens x 16 rows of one group, all blocks of a row. */
 RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, const char *act, size_t as, float *out,
                       int64_t os) {
-    const size_t sb = RPA_R * (type == PLM_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0)); /* = IQ4_NL's */
+    const size_t sb = plm_arm_rp_block32(type);
     float32x4_t acc[4][RPA_C];
     /* all RPA_C columns: GCC cannot see that only C are read */
     _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
@@ -67,14 +68,15 @@ RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = grp + (size_t)b * sb, *codes = blk + RPA_R * sizeof(plm_fp16_t);
         float da[RPA_C] = {0};
-        /* Q4_0 decode: -8 * sum(a) once for the four quarters saves a SUB
-         * a code register (32 a block); with more tokens the sums cost more */
-        const bool nibbles = type == PLM_TYPE_Q4_0 && C == 1;
+        /* Q4_0/Q5_0 decode: -o * sum(a) once for the four quarters saves a
+         * SUB a code register (32 a block); with more tokens the sums cost more */
+        const bool nibbles = (type == PLM_TYPE_Q4_0 || type == PLM_TYPE_Q5_0) && C == 1;
         int32_t init[RPA_C] = {0};
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
             const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + (size_t)c * as) + b;
             da[c] = plm_arm_h2f(y->d);
-            if (nibbles) init[c] = -8 * (vaddlvq_s8(vld1q_s8(y->qs)) + vaddlvq_s8(vld1q_s8(y->qs + 16)));
+            if (nibbles)
+                init[c] = -plm_arm_rp_offset32(type) * (vaddlvq_s8(vld1q_s8(y->qs)) + vaddlvq_s8(vld1q_s8(y->qs + 16)));
         }
         /* fully unrolled (GCC left the loops rolled, with the codes and the
          * accumulators on the stack) */
@@ -197,6 +199,11 @@ PLM_TARGET_DOTPROD static void gemm_repacked_q4_0_dotprod(int64_t k, const void 
     rpa_gemm(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
 }
 
+PLM_TARGET_DOTPROD static void gemm_repacked_q5_0_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
+                                                          const void *act, size_t as, int nt, float *out, int64_t os) {
+    rpa_gemm(PLM_TYPE_Q5_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
 PLM_TARGET_DOTPROD static void gemm_repacked_q8_0_dotprod(int64_t k, const void *w, size_t ws, int64_t nr,
                                                           const void *act, size_t as, int nt, float *out, int64_t os) {
     rpa_gemm(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
@@ -231,6 +238,7 @@ PLM_TARGET_DOTPROD static void gemm_repacked_iq4_xs_dotprod(int64_t k, const voi
 
 void plm_arm_fill_repacked(plm_kernels *t) {
     t->gemm_repacked[PLM_TYPE_Q4_0] = gemm_repacked_q4_0_dotprod;
+    t->gemm_repacked[PLM_TYPE_Q5_0] = gemm_repacked_q5_0_dotprod;
     t->gemm_repacked[PLM_TYPE_Q8_0] = gemm_repacked_q8_0_dotprod;
     t->gemm_repacked[PLM_TYPE_IQ4_NL] = gemm_repacked_iq4_nl_dotprod;
     t->gemm_repacked[PLM_TYPE_Q4_K] = gemm_repacked_q4_K_dotprod;

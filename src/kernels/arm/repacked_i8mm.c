@@ -1,7 +1,7 @@
 /*
  * SMMLA (i8mm) kernels for row-interleaved weights (quant/repack.h), for
- * batches of two or more tokens: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and
- * IQ4_XS.  One token (decode, and the odd last token of a batch) stays on
+ * batches of two or more tokens: Q4_0, Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K
+ * and IQ4_XS.  One token (decode, and the odd last token of a batch) stays on
  * the dotprod table's by-element SDOT kernels (repacked.c): SMMLA's second
  * operand holds two tokens, so with one it would do half its work for
  * nothing.
@@ -11,8 +11,8 @@
  * it adds [r.t, r.t', r'.t, r'.t'] (8 elements each) to four int32 lanes, 32
  * multiply-adds where a by-element SDOT does 16.  USMMLA is the same with
  * unsigned weights, which takes the layout's unsigned codes (Q8_0's w + 128,
- * Q4_0's w + 8, Q6_K's w + 32, Q4_K's and Q5_K's codes) as they are; the offset o comes back as
- * -o * sum(a), itself one SMMLA of a constant -o matrix by the same token
+ * Q4_0's w + 8, Q5_0's w + 16, Q6_K's w + 32, Q4_K's and Q5_K's codes) as
+ * they are; the offset o comes back as -o * sum(a), itself one SMMLA of a constant -o matrix by the same token
  * operand, whose lanes are already in the accumulator's order.
  *
  * The layout keeps 4 elements of a row together (a 16-byte load of run g,
@@ -25,7 +25,7 @@
  *
  * A tile is 16 rows x 4 tokens (two pairs); its float accumulators keep the
  * SMMLA lane order and are transposed (UZP) once at the end.
- *   Q4_0, Q8_0, IQ4_NL: per block and quarter, a pair's integer sums times
+ *   Q4_0, Q5_0, Q8_0, IQ4_NL: per block and quarter, a pair's integer sums times
  *     [d_r d_t, d_r d_t', d_r' d_t, d_r' d_t'] into the accumulator.
  *   super-blocks: a sub-block's sums times the integer scales [s_r, s_r,
  *     s_r', s_r'] (MLA) into the super-block's integer total (Q6_K: per 16
@@ -132,8 +132,8 @@ RPM_INL void rpm_zero(float32x4_t acc[4][2][RPM_TP]) {
 /* 2 TP tokens x 16 rows of one group of a 32-element format, all blocks. */
 RPM_INL void rpm_tile32(plm_type type, int TP, const uint8_t *grp, int64_t nb, const char *act, size_t as, float *out,
                         int64_t os) {
-    const size_t sb = RPM_R * (type == PLM_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0)); /* = IQ4_NL's */
-    const int o = type == PLM_TYPE_Q8_0 ? 128 : type == PLM_TYPE_Q4_0 ? 8 : 0;
+    const size_t sb = plm_arm_rp_block32(type);
+    const int o = plm_arm_rp_offset32(type);
     float32x4_t acc[4][2][RPM_TP];
     rpm_zero(acc);
     for (int64_t b = 0; b < nb; b++) {
@@ -292,6 +292,11 @@ PLM_TARGET_I8MM static void gemm_repacked_q4_0_i8mm(int64_t k, const void *w, si
     rpm_gemm(PLM_TYPE_Q4_0, k, w, ws, nr, act, as, nt, out, os);
 }
 
+PLM_TARGET_I8MM static void gemm_repacked_q5_0_i8mm(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
+                                                    size_t as, int nt, float *out, int64_t os) {
+    rpm_gemm(PLM_TYPE_Q5_0, k, w, ws, nr, act, as, nt, out, os);
+}
+
 PLM_TARGET_I8MM static void gemm_repacked_q8_0_i8mm(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                     size_t as, int nt, float *out, int64_t os) {
     rpm_gemm(PLM_TYPE_Q8_0, k, w, ws, nr, act, as, nt, out, os);
@@ -323,10 +328,11 @@ PLM_TARGET_I8MM static void gemm_repacked_iq4_xs_i8mm(int64_t k, const void *w, 
 }
 
 void plm_arm_fill_repacked_i8mm(plm_kernels *t) {
-    static const plm_type types[] = {PLM_TYPE_Q4_0, PLM_TYPE_Q8_0, PLM_TYPE_IQ4_NL, PLM_TYPE_Q4_K,
-                                     PLM_TYPE_Q5_K, PLM_TYPE_Q6_K, PLM_TYPE_IQ4_XS};
+    static const plm_type types[] = {PLM_TYPE_Q4_0, PLM_TYPE_Q5_0, PLM_TYPE_Q8_0, PLM_TYPE_IQ4_NL,
+                                     PLM_TYPE_Q4_K, PLM_TYPE_Q5_K, PLM_TYPE_Q6_K, PLM_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) one_token[types[i]] = t->gemm_repacked[types[i]];
     t->gemm_repacked[PLM_TYPE_Q4_0] = gemm_repacked_q4_0_i8mm;
+    t->gemm_repacked[PLM_TYPE_Q5_0] = gemm_repacked_q5_0_i8mm;
     t->gemm_repacked[PLM_TYPE_Q8_0] = gemm_repacked_q8_0_i8mm;
     t->gemm_repacked[PLM_TYPE_IQ4_NL] = gemm_repacked_iq4_nl_i8mm;
     t->gemm_repacked[PLM_TYPE_Q4_K] = gemm_repacked_q4_K_i8mm;

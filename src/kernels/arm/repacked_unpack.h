@@ -7,7 +7,7 @@
  * A group holds 16 rows; the kernels take it a quarter m (rows 4m..4m+3)
  * at a time: the 16 bytes at 64 * g + 16 * m are run g of the quarter,
  * elements 4g..4g+3 of each of its four rows.  The codes come back
- * unsigned, as stored (Q8_0's w + 128, Q4_0's w + 8, Q6_K's w + 32, the
+ * unsigned, as stored (Q8_0's w + 128, Q4_0's w + 8, Q5_0's w + 16, Q6_K's w + 32, the
  * IQ4 formats' level index): USMMLA takes them as they are, the SDOT
  * kernels make them signed.  The scale planes come back as int8, 16 rows a
  * vector.  Plain ARMv8 NEON (no target attribute, as unpack.h), and every
@@ -38,14 +38,34 @@ PLM_ARM_INL int32x4_t plm_arm_rp_i8x4(const int8_t *p) {
 /* Shifts every byte left by n (right for n < 0). */
 PLM_ARM_INL uint8x16_t plm_arm_rp_shift(uint8x16_t v, int n) { return vshlq_u8(v, vdupq_n_s8((int8_t)n)); }
 
-/* ---- Q4_0, Q8_0, IQ4_NL ------------------------------------------------ */
+/* ---- Q4_0, Q5_0, Q8_0, IQ4_NL ------------------------------------------ */
+
+/* Bytes of a 32-element format's 16-row block. */
+PLM_ARM_INL size_t plm_arm_rp_block32(plm_type type) {
+    return PLM_REPACK_ROWS * (type == PLM_TYPE_Q8_0   ? sizeof(block_q8_0)
+                              : type == PLM_TYPE_Q5_0 ? sizeof(block_q5_0)
+                                                      : sizeof(block_q4_0)); /* = IQ4_NL's */
+}
+
+/* The code offset o (u = w + o) the kernels take the codes with: Q8_0's
+ * 128, Q4_0's 8, Q5_0's 16; IQ4_NL's level index none. */
+PLM_ARM_INL int plm_arm_rp_offset32(plm_type type) {
+    return type == PLM_TYPE_Q8_0 ? 128 : type == PLM_TYPE_Q4_0 ? 8 : type == PLM_TYPE_Q5_0 ? 16 : 0;
+}
 
 /* Run g of quarter m of a 32-element block's codes (after the rows' d[16]):
- * Q8_0's byte, else the nibble (runs 0..3 low, 4..7 high). */
+ * Q8_0's byte, else the nibble (runs 0..3 low, 4..7 high), for Q5_0 with
+ * its fifth bit from the bitmap after the codes (16 bits a quarter run,
+ * each spread over its byte and tested). */
 PLM_ARM_INL uint8x16_t plm_arm_rp_codes32(plm_type type, const uint8_t *codes, int g, int m) {
     if (type == PLM_TYPE_Q8_0) return vld1q_u8(codes + 64 * g + 16 * m);
     const uint8x16_t q = vld1q_u8(codes + 64 * (g & 3) + 16 * m);
-    return g < 4 ? vandq_u8(q, vdupq_n_u8(0x0f)) : vshrq_n_u8(q, 4);
+    const uint8x16_t u = g < 4 ? vandq_u8(q, vdupq_n_u8(0x0f)) : vshrq_n_u8(q, 4);
+    if (type != PLM_TYPE_Q5_0) return u;
+    static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8_t *fifth = codes + 256 + 8 * g + 2 * m;
+    const uint8x16_t spread = vcombine_u8(vdup_n_u8(fifth[0]), vdup_n_u8(fifth[1]));
+    return vorrq_u8(u, vandq_u8(vtstq_u8(spread, vld1q_u8(bit)), vdupq_n_u8(0x10)));
 }
 
 /* ---- Q4_K, Q5_K, Q6_K, IQ4_XS ------------------------------------------ */
