@@ -41,7 +41,9 @@ typedef struct {
 } repack_walk;
 
 static void repack_one(repack_walk *s, plm_weight *w) {
-    const int64_t rows = w->rows * (w->experts ? w->experts : 1); /* experts: rows % 16 == 0 keeps groups inside one */
+    /* A 3-D tensor of experts is one matrix of experts x rows: with rows a
+     * multiple of 16 every row group stays inside one expert. */
+    const int64_t rows = w->rows * (w->experts ? w->experts : 1);
     if (!w->data || w->repacked || !plm_repack_fits(w->type, w->rows, w->cols) || !plm_kernels_repacks(s->kt, w->type))
         return;
     const size_t size = (size_t)rows * w->row_bytes;

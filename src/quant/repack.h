@@ -76,8 +76,9 @@ bool plm_repack_fits(plm_type type, int64_t rows, int64_t cols);
  * and src the same size, not overlapping. */
 void plm_repack_rows(plm_type type, int64_t cols, int64_t rows, const void *src, void *dst);
 
-/* Code offset o of a repacked 32-element type (u = w + o): 8 for Q4_0,
- * 128 for Q8_0 and IQ4_NL (whose kernels look the level up as level + 128). */
+/* Code offset o of a repacked 32-element type (u = w + o): 8 for Q4_0, 16
+ * for Q5_0, 128 for Q8_0 and IQ4_NL (whose kernels look the level up as
+ * level + 128). */
 int plm_repack_offset(plm_type type);
 
 /* Row j's block (or super-block) b, back in ggml's layout, from the

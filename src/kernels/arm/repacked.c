@@ -1,8 +1,8 @@
 /*
  * NEON kernels for row-interleaved weights (quant/repack.h): Q4_0, Q5_0,
- * Q8_0 and IQ4_NL, then the super-block formats Q4_K, Q5_K, Q6_K and IQ4_XS, in the
- * dotprod table (the i8mm table takes them for single tokens; its SMMLA
- * kernels for batches are in repacked_i8mm.c).
+ * Q8_0 and IQ4_NL, then the super-block formats Q4_K, Q5_K, Q6_K and
+ * IQ4_XS, in the dotprod table (the i8mm table takes them for single
+ * tokens; its SMMLA kernels for batches are in repacked_i8mm.c).
  *
  * The layout's 64-byte run of 4-byte group g holds rows 0..15; its 16-byte
  * quarter m is rows 4m..4m+3, exactly what the by-element SDOT wants:
@@ -31,14 +31,14 @@ enum { RPA_R = PLM_REPACK_ROWS, RPA_C = 4 }; /* rows per group, tokens per tile 
 
 #define RPA_INL PLM_ARM_INL PLM_TARGET_DOTPROD
 
-/* Group g of rows 4m..4m+3 as signed weights (Q4_0 with `nibbles`: the
- * unsigned nibble, its -8 left to the dot's start). */
-RPA_INL int8x16_t rpa_codes(plm_type type, const uint8_t *codes, int g, int m, bool nibbles) {
+/* Group g of rows 4m..4m+3 as signed weights (Q4_0, Q5_0 `as_stored`:
+ * the unsigned code, its -o left to the dot's start). */
+RPA_INL int8x16_t rpa_codes(plm_type type, const uint8_t *codes, int g, int m, bool as_stored) {
     const uint8x16_t u = plm_arm_rp_codes32(type, codes, g, m);
     if (type == PLM_TYPE_Q8_0) return vreinterpretq_s8_u8(veorq_u8(u, vdupq_n_u8(0x80)));
     if (type == PLM_TYPE_IQ4_NL) return vqtbl1q_s8(vld1q_s8(kvalues_iq4nl), u);
     const int8_t o = (int8_t)plm_arm_rp_offset32(type);
-    return nibbles ? vreinterpretq_s8_u8(u) : vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(o));
+    return as_stored ? vreinterpretq_s8_u8(u) : vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(o));
 }
 
 /* Integer block totals of rows 4m..4m+3 against one token's 32 bytes,
@@ -70,12 +70,12 @@ RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
         float da[RPA_C] = {0};
         /* Q4_0/Q5_0 decode: -o * sum(a) once for the four quarters saves a
          * SUB a code register (32 a block); with more tokens the sums cost more */
-        const bool nibbles = (type == PLM_TYPE_Q4_0 || type == PLM_TYPE_Q5_0) && C == 1;
+        const bool as_stored = (type == PLM_TYPE_Q4_0 || type == PLM_TYPE_Q5_0) && C == 1;
         int32_t init[RPA_C] = {0};
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
             const block_q8_0 *y = (const block_q8_0 *)(const void *)(act + (size_t)c * as) + b;
             da[c] = plm_arm_h2f(y->d);
-            if (nibbles)
+            if (as_stored)
                 init[c] = -plm_arm_rp_offset32(type) * (vaddlvq_s8(vld1q_s8(y->qs)) + vaddlvq_s8(vld1q_s8(y->qs + 16)));
         }
         /* fully unrolled (GCC left the loops rolled, with the codes and the
@@ -83,7 +83,7 @@ RPA_INL void rpa_tile(plm_type type, int C, const uint8_t *grp, int64_t nb, cons
         _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
             const float32x4_t dw = plm_arm_rp_f16x4(blk, m);
             int8x16_t w[8];
-            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) w[g] = rpa_codes(type, codes, g, m, nibbles);
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) w[g] = rpa_codes(type, codes, g, m, as_stored);
             _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
                 const int8_t *qs = ((const block_q8_0 *)(const void *)(act + (size_t)c * as))[b].qs;
                 acc[m][c] = vfmaq_f32(acc[m][c], vcvtq_f32_s32(rpa_dot(w, qs, init[c])), vmulq_n_f32(dw, da[c]));

@@ -12,8 +12,9 @@
  * multiply-adds where a by-element SDOT does 16.  USMMLA is the same with
  * unsigned weights, which takes the layout's unsigned codes (Q8_0's w + 128,
  * Q4_0's w + 8, Q5_0's w + 16, Q6_K's w + 32, Q4_K's and Q5_K's codes) as
- * they are; the offset o comes back as -o * sum(a), itself one SMMLA of a constant -o matrix by the same token
- * operand, whose lanes are already in the accumulator's order.
+ * they are; the offset o comes back as -o * sum(a), itself one SMMLA of a
+ * constant -o matrix by the same token operand, whose lanes are already in
+ * the accumulator's order.
  *
  * The layout keeps 4 elements of a row together (a 16-byte load of run g,
  * quarter m is rows 4m..4m+3, elements 4g..4g+3), and SMMLA wants 8: ZIP1

@@ -7,8 +7,8 @@
  * A group holds 16 rows; the kernels take it a quarter m (rows 4m..4m+3)
  * at a time: the 16 bytes at 64 * g + 16 * m are run g of the quarter,
  * elements 4g..4g+3 of each of its four rows.  The codes come back
- * unsigned, as stored (Q8_0's w + 128, Q4_0's w + 8, Q5_0's w + 16, Q6_K's w + 32, the
- * IQ4 formats' level index): USMMLA takes them as they are, the SDOT
+ * unsigned, as stored (Q8_0's w + 128, Q4_0's w + 8, Q5_0's w + 16, Q6_K's
+ * w + 32, the IQ4 formats' level index): USMMLA takes them as they are, the SDOT
  * kernels make them signed.  The scale planes come back as int8, 16 rows a
  * vector.  Plain ARMv8 NEON (no target attribute, as unpack.h), and every
  * plm_type argument is a constant at its call, so each kernel gets

@@ -16,8 +16,8 @@
  * Codes are unsigned (u = w + o); the offset comes back exactly by starting
  * each block's integer sum at -o * sum(a), tabled once per call for the
  * token tile and k slice.  Q5_0's fifth bits join the nibbles as a byte
- * mask (AVX-512) or a spread bitmap (256-bit).  IQ4_NL's nibbles become their level + 128 by one
- * vpshufb (offset 128).  On AVX2 without VNNI, vpmaddubsw would saturate
+ * mask (AVX-512) or a spread bitmap (256-bit).  IQ4_NL's nibbles become
+ * their level + 128 by one vpshufb (offset 128).  On AVX2 without VNNI, vpmaddubsw would saturate
  * on Q8_0's and IQ4_NL's codes (255 * 127 * 2 > 32767), so those go back to
  * signed bytes and the sign trick there (no offset).
  */
