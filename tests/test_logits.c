@@ -181,6 +181,7 @@ static bool has_k_quants(const fixture *fx) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a crash under qemu shows the fixture it was on */
     for (size_t k = 0; k < sizeof fixtures / sizeof fixtures[0]; k++) {
         const fixture *fx = &fixtures[k];
         char path[1024];

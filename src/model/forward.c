@@ -642,18 +642,7 @@ static void ffn_dense_step(plm_forward_state *ctx, const plm_layer *L, int n) {
     const row_norm ffn_norm = {s->x, L->ffn_norm, hp->rms_eps};
     const plm_weight *gate_up[2] = {&L->w_gate, &L->w_up};
     float *gate_up_out[2] = {s->gate, s->up};
-    if (n == 1) {
-        /* Decode: gate and up as two weights, so each thread streams whole
-         * runs of one matrix instead of switching between the two every
-         * chunk, then the activation on this thread (n_ff values).
-         * gemma-3-1b Q4_K_M tg64, 2 threads, alternating: 73-78 -> 78-85
-         * t/s; llama-3.2-1b 58-78 -> 71-79. */
-        matmul_step(ctx, &ffn_norm, s->xn, n, E, false, 2, gate_up, gate_up_out);
-        if (ctx->model->arch->act == PLM_ACT_GELU_TANH) ctx->kt->geglu(s->gate, s->up, hp->n_ff);
-        else ctx->kt->swiglu(s->gate, s->up, hp->n_ff);
-    } else {
-        matmul_step(ctx, &ffn_norm, s->xn, n, E, true, 2, gate_up, gate_up_out);
-    }
+    matmul_step(ctx, &ffn_norm, s->xn, n, E, true, 2, gate_up, gate_up_out);
     matmul1(ctx, s->gate, n, hp->n_ff, &L->w_down, s->up);  /* up is free after swiglu */
     post_norm(hp, s->up, L->post_ffn_norm, n);
     add_rows(hp, s->x, s->up, (int64_t)n * E);
