@@ -118,6 +118,7 @@ for k in neon dotprod; do
     >build-arm/dump_logits.$k.sh
   chmod +x build-arm/dump_logits.$k.sh
   PLM_DUMP_LOGITS_BIN="$PWD/build-arm/dump_logits.$k.sh" PLM_FAMILIES=$FAMILIES PLM_FAMILY_FORMATS=Q4_K_M \
+    PLM_FAMILY_REPACK=$([ $k = neon ] && echo 0 || echo 1) \
     PLM_FAMILY_QUANTIZER=0 POCKETLM_BIN="$PWD/build/pocketlm" node tests/oracle/families.test.mjs \
     >build-arm/families.$k.log 2>&1 ||
     { cat build-arm/families.$k.log; echo "test-arm: families against llama.cpp failed with PLM_KERNELS=$k" >&2; exit 1; }

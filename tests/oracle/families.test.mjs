@@ -65,11 +65,14 @@ const runs = {
 };
 // Every shape also one token at a time (decode; a MoE groups a batch by expert).
 // A MoE's quantized files also with the matrices repacked, experts too
-// (quant/repack.h; the bytes dump_logits reports must cover the experts).
+// (quant/repack.h; the bytes dump_logits reports must cover the experts),
+// where the kernel table has interleaved kernels (PLM_FAMILY_REPACK=0 says
+// it has none: ARM's plain neon table, in scripts/test-arm.sh).
 const REPACKED = [{ ctx: 64, repack: true, formats: ["Q8_0", "Q4_K_M"] },
                   { ctx: 64, batch: 1, repack: true, formats: ["Q8_0", "Q4_K_M"] }];
+const REPACKS = process.env.PLM_FAMILY_REPACK !== "0" && !["neon", "ref"].includes(process.env.PLM_KERNELS ?? "");
 const runsOf = (shape) => [...(runs[shape] ?? [{ ctx: 64 }]), { ctx: 64, batch: 1 },
-                           ...(MOE.has(shape) ? REPACKED : [])];
+                           ...(MOE.has(shape) && REPACKS ? REPACKED : [])];
 // The gemma3 shapes are deep enough (7 and 6 layers) that a global layer
 // (5; 2 and 5 with the pattern 3) reads past the 8-token window, in every
 // format.  Their quantized files get 2.5 times the tolerance: gemma's
