@@ -214,6 +214,24 @@ enum { K = 4096, PF_ROWS = 5632, PF_K = 2048, PF_TOK = 64 };
 /* Best time of a few calls of one attention over the cache (see the top). */
 enum { AT_HD = 64, AT_NQ = 8, AT_KEYS = 2048, AT_TILE = 8 };
 
+/* Best seconds of one decode pass (one token, rows [0, rows) of w, K wide),
+ * in the file layout or repacked: the best of `reps` runs of `passes`
+ * passes each (passes > 1 keeps a small matrix in L2). */
+static double time_decode(const plm_kernels *kt, plm_type t, const void *w, bool repacked, int64_t rows,
+                          const void *act, float *out, int reps, int passes) {
+    double best = 1e9;
+    for (int rep = 0; rep < reps; rep++) {
+        const double t0 = now();
+        for (int pass = 0; pass < passes; pass++) {
+            if (repacked) plm_matmul_repacked(kt, t, w, K, 0, rows, act, 0, 1, out, 0);
+            else plm_matmul(kt, t, w, K, 0, rows, act, 0, 1, out, 0);
+        }
+        const double dt = (now() - t0) / passes;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
 static double time_attention(const plm_kernels *kt, plm_type type, bool scalar_blocks, const float *q, const void *k,
                              const void *v, size_t row, float *o) {
     static uint16_t qh[AT_NQ * AT_HD];
@@ -385,25 +403,11 @@ int main(int argc, char **argv) {
             const plm_kernels *kt = list[i];
             /* decode */
             kt->quantize_row[at](x, act, K);
-            double bd = 1e9;
             const int reps = kt == plm_kernels_ref() ? 1 : 4;
-            for (int rep = 0; rep < reps; rep++) {
-                const double t0 = now();
-                plm_matmul(kt, t, big, K, 0, rows, act, 0, 1, out, 0);
-                const double dt = now() - t0;
-                if (dt < bd) bd = dt;
-            }
-            const double gbs = (double)rows * row / bd / 1e9;
+            const double gbs = (double)rows * row / time_decode(kt, t, big, false, rows, act, out, reps, 1) / 1e9;
             /* decode from L2: the first ~512 KiB of rows, 50 passes a run */
             const int64_t l2_rows = (int64_t)((512u << 10) / row) > 0 ? (int64_t)((512u << 10) / row) : 1;
-            double bl = 1e9;
-            for (int rep = 0; rep < reps; rep++) {
-                const double t0 = now();
-                for (int pass = 0; pass < 50; pass++) plm_matmul(kt, t, big, K, 0, l2_rows, act, 0, 1, out, 0);
-                const double dt = (now() - t0) / 50;
-                if (dt < bl) bl = dt;
-            }
-            const double l2_gbs = (double)l2_rows * row / bl / 1e9;
+            const double l2_gbs = (double)l2_rows * row / time_decode(kt, t, big, false, l2_rows, act, out, reps, 50) / 1e9;
             /* prefill on the ffn shape (fits in L3: compute-bound) */
             const size_t arow = plm_row_size(at, PF_K);
             for (int tk = 0; tk < PF_TOK; tk++)
@@ -431,24 +435,13 @@ int main(int argc, char **argv) {
                 const int64_t rrows = rows / PLM_REPACK_ROWS * PLM_REPACK_ROWS;
                 kt->quantize_row[at](x, act, K);
                 plm_repack_rows(t, K, rrows, big, packed);
-                double brd = 1e9, brp = 1e9;
-                for (int rep = 0; rep < 4; rep++) {
-                    const double t0 = now();
-                    plm_matmul_repacked(kt, t, packed, K, 0, rrows, act, 0, 1, out, 0);
-                    const double dt = now() - t0;
-                    if (dt < brd) brd = dt;
-                }
+                const double brd = time_decode(kt, t, packed, true, rrows, act, out, 4, 1);
                 snprintf(rpd, sizeof rpd, "%.1f", (double)rrows * row / brd / 1e9);
                 /* and from L2, as dec L2 above: the kernel's own speed */
                 const int64_t rl2 = l2_rows < PLM_REPACK_ROWS ? PLM_REPACK_ROWS : l2_rows / PLM_REPACK_ROWS * PLM_REPACK_ROWS;
-                double brl = 1e9;
-                for (int rep = 0; rep < reps; rep++) {
-                    const double t0 = now();
-                    for (int pass = 0; pass < 50; pass++) plm_matmul_repacked(kt, t, packed, K, 0, rl2, act, 0, 1, out, 0);
-                    const double dt = (now() - t0) / 50;
-                    if (dt < brl) brl = dt;
-                }
+                const double brl = time_decode(kt, t, packed, true, rl2, act, out, reps, 50);
                 snprintf(rpl2, sizeof rpl2, "%.1f", (double)rl2 * row / brl / 1e9);
+                double brp = 1e9;
                 for (int tk = 0; tk < PF_TOK; tk++)
                     kt->quantize_row[at](x + (size_t)tk * PF_K, (char *)act + tk * arow, PF_K);
                 plm_repack_rows(t, PF_K, PF_ROWS, big, packed);
