@@ -113,6 +113,7 @@ static void check_collect(const char *dir) {
           text ? text : "");
     free(text);
     if (status == 0) compare_imatrix_files(out, DATA "llamacpp.imatrix.gguf");
+    remove(out);
 }
 
 /* The importances (what the quantizers get) of every entry, by name,
@@ -163,6 +164,8 @@ static void check_round_trip(const char *dir) {
     compare_importances(gguf, DATA "llamacpp.imatrix.gguf", 0);     /* raw sums: exact */
     compare_importances(dat, DATA "llamacpp.imatrix.dat", 0);       /* our .dat writer is llama-imatrix's */
     compare_importances(DATA "llamacpp.imatrix.dat", DATA "llamacpp.imatrix.gguf", 1e-6);  /* one rounding apart */
+    remove(gguf);
+    remove(dat);
 }
 
 /* Bad files are refused with their name in the message. */

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "pocketlm.h"
+#include "pocketlm_plan.h"
 #include "expected.h"
 #include "kernels/coarse.h"
 #include "kernels/kernels.h"
@@ -203,6 +204,14 @@ int main(void) {
         CHECK(!expect_repack(fx) || plm_model_repacked_bytes(model) > plm_model_weight_bytes(model) / 2,
               "%s: --repack left most weights as they were (%llu of %llu bytes repacked)", fx->name,
               (unsigned long long)plm_model_repacked_bytes(model), (unsigned long long)plm_model_weight_bytes(model));
+        if (fx->repack) { /* the plan bills exactly the copies the load made (a tied output's embedding too) */
+            plm_plan_params pp = plm_plan_default_params();
+            pp.repack = true;
+            plm_plan plan;
+            CHECK(plm_plan_file(path, &pp, &plan, &err) == PLM_OK && plan.repack_bytes == plm_model_repacked_bytes(model),
+                  "%s: the plan bills %llu bytes of repacked copies, the load made %llu", fx->name,
+                  (unsigned long long)plan.repack_bytes, (unsigned long long)plm_model_repacked_bytes(model));
+        }
         const int nv = plm_model_n_vocab(model);
         snprintf(path, sizeof path, "%s/models/expected/%s.logits.f32", PLM_SHARED_DIR, fx->name);
         float *want = expected_read_logits(path, (size_t)n * nv);

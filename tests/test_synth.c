@@ -382,7 +382,8 @@ int main(void) {
 
     plm_gguf_close(vocab);
     const char *files[] = {"llama.gguf", "qwen2.gguf", "qwen2-f32.gguf", "llama-again.gguf",
-                           "llama-seed2.gguf", "junk.gguf", "notok.gguf", "cli.gguf", "cli.txt"};
+                           "llama-seed2.gguf", "junk.gguf", "notok.gguf", "cli.gguf", "cli.txt",
+                           "sparse.gguf", "cli-sparse.gguf", "bad.gguf"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) remove(path_in(files[i]));
     rmdir(dir);
     return test_summary();

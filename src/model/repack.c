@@ -8,7 +8,8 @@
  * the read-only mapping: they are clean, the kernel can reclaim them, and a
  * later read would only page them in again), so the peak RSS stays near one
  * copy of the weights rather than two.  A tied output matrix is the token
- * embedding, whose rows the forward pass reads one at a time: it stays.
+ * embedding: repacked too, for the logits, whose every row each token
+ * reads; the embedding lookup gathers a row back from its group.
  * Only the formats the CPU's kernel table has interleaved kernels for are
  * copied (elsewhere they would meet the scalar reference).
  */
@@ -64,7 +65,16 @@ static void repack_walk_model(plm_model *m, repack_walk *s) {
                            &y->ffn_gate_exps, &y->ffn_up_exps, &y->ffn_down_exps};
         for (int i = 0; i < 10; i++) repack_one(s, w[i]);
     }
-    if (m->output.data != m->tok_embd.data) repack_one(s, &m->output);
+    if (m->output.data != m->tok_embd.data) {
+        repack_one(s, &m->output);
+        return;
+    }
+    /* A tied output is the embedding: repacked, the logits stream it as
+     * the other matrices, and the embedding lookup gathers its rows back
+     * (forward.c). */
+    repack_one(s, &m->tok_embd);
+    m->output.data = m->tok_embd.data;
+    m->output.repacked = m->tok_embd.repacked;
 }
 
 uint64_t plm_model_repack_bytes(plm_model *m) {

@@ -62,7 +62,10 @@
 
 #include "quant/types.h"
 
-enum { PLM_REPACK_ROWS = 16 };
+enum {
+    PLM_REPACK_ROWS = 16,
+    PLM_REPACK_MAX_BLOCK_BYTES = 256, /* room for one block of any repackable type (Q6_K's 210 the largest) */
+};
 
 /* Whether `type` has an interleaved layout. */
 bool plm_repack_type(plm_type type);

@@ -525,8 +525,9 @@ plm_status plm_plan_file(const char *path, const plm_plan_params *params, plm_pl
         if (t->n_dims == 1 && (t->type != PLM_TYPE_F32 || ((uintptr_t)t->data % 4))) non_f32_vectors++;
         vectors += t->n_dims == 1;
         if (t->n_dims >= 2 && t->type != PLM_TYPE_F32) non_f32_matrices++;
-        /* what model/repack.c copies: every repackable matrix but the embedding, experts too */
-        if ((t->n_dims == 2 || experts) && t != te &&
+        /* what model/repack.c copies: every repackable matrix, experts too,
+         * but an embedding that is not also the output */
+        if ((t->n_dims == 2 || experts) && (t != te || p->tied_output) &&
             plm_repack_fits((plm_type)t->type, (int64_t)t->ne[1], (int64_t)t->ne[0]) &&
             plm_kernels_repacks(kt, (plm_type)t->type))
             p->repackable_bytes += round_up(t->nbytes, PLM_PLAN_PAGE);
