@@ -61,7 +61,7 @@ plm_status plm_forward_check(const plm_arch *a, plm_error *err) {
                     a->name, missing);
 }
 
-enum { MAX_JOB_WEIGHTS = 3, ROW_ALIGN = 16 };
+enum { MAX_JOB_WEIGHTS = 3, ROW_ALIGN = 16, MAX_PAIRS = 256 };
 /* Chunks of repacked matrices must be whole row groups. */
 _Static_assert(ROW_ALIGN % PLM_REPACK_ROWS == 0, "row chunks split repacked groups");
 
@@ -77,6 +77,8 @@ typedef struct matmul_job {
     int n_tok;
     bool swiglu;                          /* w = gate, up: out[0] = act(gate) * up */
     plm_act_kind gate_act;                /* of swiglu's gate: SiLU or GELU */
+    bool paired;                          /* swiglu by pairs of chunks (matmul_task) */
+    atomic_int pair_done[MAX_PAIRS];      /* paired: chunks of the pair's rows finished, of 2 */
     bool rowwise;                         /* each token by the single-token kernel (see forward.h) ... */
     int rowwise_from;                     /* ... from this one on; the ones before batched */
     bool coarse;                          /* K-quants in coarse int8 when the batch is large (coarse.h) */
@@ -113,12 +115,15 @@ static void gate_times_up(const plm_kernels *kt, plm_act_kind act, float *g, con
 }
 
 /* Chunks number the rows of w[0], then w[1]... (each weight's rows start a
- * fresh chunk); with swiglu, a chunk is the same rows of gate and up,
- * combined while they are still in cache. */
+ * fresh chunk).  With swiglu, a chunk is the same rows of gate and up,
+ * combined while they are still in cache; or, paired, gate's and up's
+ * chunks are handed out apart, so that each thread streams whole runs of
+ * one matrix, and whichever thread finishes the second of a row range's two
+ * chunks applies the activation to those rows. */
 static void matmul_task(void *arg, int ith, int nth) {
     (void)nth;
     matmul_job *j = arg;
-    const int n_parts = j->swiglu ? 1 : j->n_w;
+    const int n_parts = j->swiglu && !j->paired ? 1 : j->n_w;
     for (int64_t c; plm_chunks_take(&j->chunks, ith, &c);) {
         int i = 0;
         for (; i < n_parts; i++) {
@@ -130,6 +135,12 @@ static void matmul_task(void *arg, int ith, int nth) {
         const int64_t r0 = c * j->chunk, end = r0 + j->chunk;
         const int64_t r1 = end < j->w[i]->rows ? end : j->w[i]->rows;
         matmul_rows(j, i, r0, r1);
+        if (j->paired) {
+            /* acq_rel: the second finisher sees the first one's rows */
+            if (atomic_fetch_add_explicit(&j->pair_done[c], 1, memory_order_acq_rel) == 1)
+                gate_times_up(j->kt, j->gate_act, j->out[0] + r0, j->out[1] + r0, (int)(r1 - r0));
+            continue;
+        }
         if (!j->swiglu) continue;
         matmul_rows(j, 1, r0, r1);
         for (int t = 0; t < j->n_tok; t++) {
@@ -211,11 +222,16 @@ static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, 
     matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu, .gate_act = ctx->model->arch->act,
                     .rowwise = ctx->rowwise_matmul, .coarse = ctx->coarse_prefill && !ctx->rowwise_matmul,
                     .rowwise_from = ctx->rowwise_from < n ? ctx->rowwise_from : n};
-    int64_t rows = 0; /* to hand out: with swiglu a chunk is gate's and up's same rows */
+    /* Decode's gate and up go paired: with one token the pairs' activations
+     * are short, and a thread that switched between the two matrices every
+     * chunk read two interleaved streams (gemma-3-1b Q4_K_M tg64, 2
+     * threads, alternating: 73-78 -> 78-85 t/s with the two apart). */
+    j.paired = swiglu && n == 1 && n_w == 2 && w[0]->rows == w[1]->rows;
+    int64_t rows = 0; /* to hand out: with swiglu unpaired a chunk is gate's and up's same rows */
     for (int i = 0; i < n_w; i++) {
         j.w[i] = w[i];
         j.out[i] = out[i];
-        if (!swiglu || i == 0) rows += w[i]->rows;
+        if (!swiglu || j.paired || i == 0) rows += w[i]->rows;
     }
     /* Not the output matrix: its requantization error would reach the
      * logits unaveraged, and a prompt's pass asks it for one token anyway
@@ -229,8 +245,10 @@ static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, 
     int64_t chunk = rows / (plm_chunks_per_thread(n) * nth);
     chunk = (chunk + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
     j.chunk = chunk < ROW_ALIGN ? ROW_ALIGN : chunk;
+    if (j.paired && (w[0]->rows + j.chunk - 1) / j.chunk > MAX_PAIRS) /* many threads: fewer, larger chunks */
+        j.chunk = (w[0]->rows + MAX_PAIRS * ROW_ALIGN - 1) / (MAX_PAIRS * ROW_ALIGN) * ROW_ALIGN;
     int64_t n_chunks = 0;
-    for (int i = 0; i < (swiglu ? 1 : n_w); i++) n_chunks += (w[i]->rows + j.chunk - 1) / j.chunk;
+    for (int i = 0; i < (swiglu && !j.paired ? 1 : n_w); i++) n_chunks += (w[i]->rows + j.chunk - 1) / j.chunk;
     plm_chunks_init(&j.chunks, n_chunks, nth);
     plm_pool_run(ctx->pool, matmul_task, &j);
 }
@@ -665,17 +683,7 @@ static void ffn_dense_step(plm_forward_state *ctx, const plm_layer *L, int n) {
     const row_norm ffn_norm = {s->x, L->ffn_norm, hp->rms_eps};
     const plm_weight *gate_up[2] = {&L->w_gate, &L->w_up};
     float *gate_up_out[2] = {s->gate, s->up};
-    if (n == 1) {
-        /* Decode: gate and up as two weights, so each thread streams whole
-         * runs of one matrix instead of switching between the two every
-         * chunk, then the activation on this thread (n_ff values).
-         * gemma-3-1b Q4_K_M tg64, 2 threads, alternating: 73-78 -> 78-85
-         * t/s; llama-3.2-1b 58-78 -> 71-79. */
-        matmul_step(ctx, &ffn_norm, s->xn, n, E, false, 2, gate_up, gate_up_out);
-        gate_times_up(ctx->kt, ctx->model->arch->act, s->gate, s->up, (int)hp->n_ff);
-    } else {
-        matmul_step(ctx, &ffn_norm, s->xn, n, E, true, 2, gate_up, gate_up_out);
-    }
+    matmul_step(ctx, &ffn_norm, s->xn, n, E, true, 2, gate_up, gate_up_out);
     matmul1(ctx, s->gate, n, hp->n_ff, &L->w_down, s->up);  /* up is free after swiglu */
     post_norm(hp, s->up, L->post_ffn_norm, n);
     add_rows(hp, s->x, s->up, (int64_t)n * E);
