@@ -222,10 +222,11 @@ static void matmul_step(plm_forward_state *ctx, const row_norm *norm, float *x, 
     matmul_job j = {.kt = ctx->kt, .n_w = n_w, .n_tok = n, .swiglu = swiglu, .gate_act = ctx->model->arch->act,
                     .rowwise = ctx->rowwise_matmul, .coarse = ctx->coarse_prefill && !ctx->rowwise_matmul,
                     .rowwise_from = ctx->rowwise_from < n ? ctx->rowwise_from : n};
-    /* Decode's gate and up go paired: with one token the pairs' activations
-     * are short, and a thread that switched between the two matrices every
-     * chunk read two interleaved streams (gemma-3-1b Q4_K_M tg64, 2
-     * threads, alternating: 73-78 -> 78-85 t/s with the two apart). */
+    /* Decode's gate and up go paired: a thread that switched between the
+     * two matrices every chunk read two interleaved streams; apart, each
+     * thread streams whole runs of one (gemma-3-1b Q4_K_M tg64, 2 threads,
+     * alternating: 73-78 -> 78-85 t/s).  A batch keeps the combined chunks,
+     * whose activation then covers every token while the rows are in cache. */
     j.paired = swiglu && n == 1 && n_w == 2 && w[0]->rows == w[1]->rows;
     int64_t rows = 0; /* to hand out: with swiglu unpaired a chunk is gate's and up's same rows */
     for (int i = 0; i < n_w; i++) {
