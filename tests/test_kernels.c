@@ -424,6 +424,10 @@ static void test_repacked(const plm_kernels *kt, plm_type wt) {
     const plm_type_info *ti = plm_type_info_get(wt);
     const plm_type at = ti->vec_dot_type;
     const bool k_quant = ti->block_size == QK_K;
+    /* forward.c gathers a repacked embedding row a block at a time into a buffer of this size */
+    REQUIRE_VOID(ti->type_size <= PLM_REPACK_MAX_BLOCK_BYTES && ti->type_size <= sizeof(block_q6_K),
+                 "repacked %s: a %u-byte block is larger than the gather buffers (PLM_REPACK_MAX_BLOCK_BYTES, "
+                 "block_q6_K)", ti->name, ti->type_size);
     /* past the x86 k slices: 256 blocks of 32, 32 super-blocks */
     const int nbs[] = {1, 3, 9, k_quant ? 37 : 296}, toks[] = {1, 2, 3, 8, 9, 17};
     static uint8_t w[RP_ROWS * RP_MAXK * 34 / 32], wr[RP_ROWS * RP_MAXK * 34 / 32], a[MAX_TOK * RP_MAXK / 256 * 292]; /* Q8_K rows are the longest */
@@ -438,9 +442,7 @@ static void test_repacked(const plm_kernels *kt, plm_type wt) {
         for (int r = 0; r < RP_ROWS; r++) /* the layout gives every block back as it was */
             for (int b = 0; b < nbs[ib]; b++) {
                 uint8_t back[sizeof(block_q6_K)];
-                const size_t sb = PLM_REPACK_ROWS * ti->type_size;
-                plm_repack_gather(wt, wr + (size_t)(r / PLM_REPACK_ROWS) * PLM_REPACK_ROWS * wrow + (size_t)b * sb,
-                                  r % PLM_REPACK_ROWS, back);
+                plm_repack_row_block(wt, wr, wrow, r, b, back);
                 gathered += memcmp(back, w + r * wrow + (size_t)b * ti->type_size, ti->type_size) != 0;
             }
         for (int t = 0; t < MAX_TOK; t++) {
@@ -474,7 +476,7 @@ static void test_repacked(const plm_kernels *kt, plm_type wt) {
             }
         }
     }
-    CHECK(gathered == 0, "repacked %s: %d blocks not given back by plm_repack_gather", ti->name, gathered);
+    CHECK(gathered == 0, "repacked %s: %d blocks not given back by plm_repack_row_block", ti->name, gathered);
     CHECK(inexact == 0, "ref repacked %s differs from the plain rows' vec_dot", ti->name);
     CHECK(bad == 0, "%s repacked %s: %d of %d outputs wrong", kt->name, ti->name, bad, runs);
 }

@@ -445,13 +445,11 @@ static void ref_gemm_repacked_gather(plm_type type, int64_t k, const void *w, si
                                      const void *act, size_t as, int nt, float *out, int64_t os) {
     const plm_type_info *ti = plm_type_info_get(type);
     const int64_t nb = k / ti->block_size;
-    const size_t sb = PLM_REPACK_ROWS * ti->type_size;
     uint8_t *row = malloc(row_bytes);
     if (!row) abort(); /* an oracle for tests: no way to report */
     for (int64_t r = 0; r < nr; r++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)(r / PLM_REPACK_ROWS) * PLM_REPACK_ROWS * row_bytes;
         for (int64_t b = 0; b < nb; b++)
-            plm_repack_gather(type, g + (size_t)b * sb, (int)(r % PLM_REPACK_ROWS), row + (size_t)b * ti->type_size);
+            plm_repack_row_block(type, w, row_bytes, r, b, row + (size_t)b * ti->type_size);
         for (int t = 0; t < nt; t++)
             ref_vec_dot_of(type)(k, &out[t * os + r], row, (const char *)act + (size_t)t * as);
     }

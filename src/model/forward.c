@@ -277,11 +277,9 @@ static void weight_row(const plm_kernels *kt, const plm_weight *w, int64_t r, fl
         return;
     }
     const plm_type_info *ti = plm_type_info_get(w->type);
-    const uint8_t *group = (const uint8_t *)w->data + (size_t)(r - r % PLM_REPACK_ROWS) * w->row_bytes;
     _Alignas(16) uint8_t block[PLM_REPACK_MAX_BLOCK_BYTES];
     for (int64_t b = 0; b < w->cols / ti->block_size; b++) {
-        plm_repack_gather(w->type, group + (size_t)b * PLM_REPACK_ROWS * ti->type_size, (int)(r % PLM_REPACK_ROWS),
-                          block);
+        plm_repack_row_block(w->type, w->data, w->row_bytes, r, b, block);
         ti->dequantize_row(block, x + b * ti->block_size, ti->block_size);
     }
 }

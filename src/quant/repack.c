@@ -173,6 +173,12 @@ void plm_repack_gather(plm_type type, const uint8_t *sblk, int j, void *block) {
     else move_block32(type, false, (uint8_t *)(uintptr_t)sblk, j, block);
 }
 
+void plm_repack_row_block(plm_type type, const void *w, size_t row_bytes, int64_t r, int64_t b, void *block) {
+    const uint8_t *group = (const uint8_t *)w + (size_t)(r / PLM_REPACK_ROWS) * PLM_REPACK_ROWS * row_bytes;
+    const size_t sb = PLM_REPACK_ROWS * (size_t)plm_type_info_get(type)->type_size;
+    plm_repack_gather(type, group + (size_t)b * sb, (int)(r % PLM_REPACK_ROWS), block);
+}
+
 void plm_repack_rows(plm_type type, int64_t cols, int64_t rows, const void *src, void *dst) {
     const plm_type_info *ti = plm_type_info_get(type);
     const size_t row_bytes = plm_row_size(type, cols), bb = ti->type_size;

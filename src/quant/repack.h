@@ -89,6 +89,11 @@ int plm_repack_offset(plm_type type);
  * the reference kernels and tests. */
 void plm_repack_gather(plm_type type, const uint8_t *sblk, int j, void *block);
 
+/* Block (or super-block) b of row r of a repacked matrix `w` whose rows
+ * are row_bytes long, back in ggml's layout: plm_repack_gather at the
+ * row's group. */
+void plm_repack_row_block(plm_type type, const void *w, size_t row_bytes, int64_t r, int64_t b, void *block);
+
 /* Byte offsets inside a repacked 16-row super-block of Q4_K, Q5_K, Q6_K or
  * IQ4_XS (d[16] is always at 0; 0 marks a part the format lacks). */
 typedef struct {
