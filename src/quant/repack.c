@@ -140,28 +140,26 @@ static void move_fields(plm_type type, bool to_layout, uint8_t *sb, int j, void 
     if (dmin) move(to_layout, sb + L.dmin + 2 * j, dmin, 2);
     for (int p = 0; p < n_scales; p++) move(to_layout, sb + L.scales + 16 * p + j, scales + p, 1);
     for (int i = 0; i < n_high; i++) /* byte 32p + l of the row's high bits: slot (j, l) of run p */
-        move(to_layout, sb + L.high + 512 * (i / 32) + plm_repack_slot(j, i % 32), high + i, 1);
+        move(to_layout, sb + plm_repack_k_high(type, i / 32) + plm_repack_slot(j, i % 32), high + i, 1);
 }
 
 static void put_super_block(plm_type type, const void *x, int j, uint8_t *sb) {
-    const plm_repack_k_layout L = plm_repack_k(type);
     uint8_t nib[8][32], copy[sizeof(block_q6_K)];
     memcpy(copy, x, plm_row_size(type, QK_K)); /* move_fields takes a writable block */
     move_fields(type, true, sb, j, copy);
     nibbles_of(type, x, nib);
     for (int i = 0; i < 4; i++)
         for (int l = 0; l < 32; l++)
-            sb[L.codes + 512 * i + plm_repack_slot(j, l)] = (uint8_t)(nib[2 * i][l] | nib[2 * i + 1][l] << 4);
+            sb[plm_repack_k_codes(type, i) + plm_repack_slot(j, l)] = (uint8_t)(nib[2 * i][l] | nib[2 * i + 1][l] << 4);
 }
 
 static void get_super_block(plm_type type, const uint8_t *sb, int j, void *x) {
-    const plm_repack_k_layout L = plm_repack_k(type);
     uint8_t nib[8][32];
     memset(x, 0, plm_row_size(type, QK_K));
     move_fields(type, false, (uint8_t *)(uintptr_t)sb, j, x);
     for (int i = 0; i < 4; i++)
         for (int l = 0; l < 32; l++) {
-            const uint8_t v = sb[L.codes + 512 * i + plm_repack_slot(j, l)];
+            const uint8_t v = sb[plm_repack_k_codes(type, i) + plm_repack_slot(j, l)];
             nib[2 * i][l] = v & 0x0f;
             nib[2 * i + 1][l] = v >> 4;
         }

@@ -45,8 +45,13 @@
  *   Q5_K    d, dmin, planes as Q4_K; high[512]: row j's qh[l] at slot
  *           (l, j), bit s the fifth bit of sub-block s
  *   Q6_K    d[16]; scales[16][16] (scale i of row j at [i][j], i = 16
- *           elements); high[2][512]: row j's qh[32p + l] at [p] slot
- *           (l, j), bits 2q..2q+1 the top bits of sub-block 4p + q
+ *           elements); two high runs of 512: row j's qh[32p + l] at run
+ *           p slot (l, j), bits 2q..2q+1 the top bits of sub-block 4p + q.
+ *           Runs in the order the kernels read them: high 0, codes 0 and
+ *           1, high 1, codes 2 and 3.  Read back and forth between
+ *           separate high and codes areas, one core streamed it from
+ *           memory at 10-12 GB/s against 48 from L2 (Zen 4; the hardware
+ *           prefetcher lost the stream); in reading order, at the sweep's.
  *   IQ4_XS  d[16]; scales_l[4][16] and scales_h[2][16] (byte planes of
  *           the row's scales_l and little-endian scales_h)
  *
@@ -95,22 +100,34 @@ void plm_repack_gather(plm_type type, const uint8_t *sblk, int j, void *block);
 void plm_repack_row_block(plm_type type, const void *w, size_t row_bytes, int64_t r, int64_t b, void *block);
 
 /* Byte offsets inside a repacked 16-row super-block of Q4_K, Q5_K, Q6_K or
- * IQ4_XS (d[16] is always at 0; 0 marks a part the format lacks). */
+ * IQ4_XS (d[16] is always at 0; 0 marks a part the format lacks); the code
+ * runs' offsets come from plm_repack_k_codes and plm_repack_k_high. */
 typedef struct {
     int dmin;   /* dmin[16] (Q4_K, Q5_K) */
     int scales; /* the scale planes */
-    int high;   /* the high code bits (Q5_K: 512 bytes, Q6_K: 2 x 512) */
-    int codes;  /* 4 x 512 bytes of nibble pairs */
+    int high;   /* the first run of high code bits (Q5_K: one of 512 bytes, Q6_K: two) */
+    int codes;  /* the first of 4 runs of 512 bytes of nibble pairs */
 } plm_repack_k_layout;
 
 static inline plm_repack_k_layout plm_repack_k(plm_type type) {
     switch (type) {
     case PLM_TYPE_Q4_K: return (plm_repack_k_layout){32, 64, 0, 256};
     case PLM_TYPE_Q5_K: return (plm_repack_k_layout){32, 64, 256, 768};
-    case PLM_TYPE_Q6_K: return (plm_repack_k_layout){0, 32, 288, 1312};
+    case PLM_TYPE_Q6_K: return (plm_repack_k_layout){0, 32, 288, 800};
     default: return (plm_repack_k_layout){0, 32, 0, 128}; /* IQ4_XS: scales_h planes at scales + 64 */
     }
 }
+
+/* Offset of run i (0..3) of nibble pairs, sub-blocks 2i and 2i + 1. */
+static inline int plm_repack_k_codes(plm_type type, int i) {
+    const plm_repack_k_layout L = plm_repack_k(type);
+    if (type == PLM_TYPE_Q6_K) return L.codes + 1536 * (i / 2) + 512 * (i % 2); /* a high run before each pair */
+    return L.codes + 512 * i;
+}
+
+/* Offset of run i of high code bits: Q5_K's one (i = 0), Q6_K's two
+ * (sub-blocks 4i..4i+3). */
+static inline int plm_repack_k_high(plm_type type, int i) { return plm_repack_k(type).high + 1536 * i; }
 
 /* Slot of element l (0..31) of row j in a 512-byte run of a super-block. */
 static inline int plm_repack_slot(int j, int l) { return (l / 4) * 64 + j * 4 + l % 4; }

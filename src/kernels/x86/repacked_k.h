@@ -127,21 +127,33 @@ X86_INL void rk_scales_xs(const uint8_t *planes, int8_t sc[8][16]) {
 /* Group g of sub-block s of row vector h as unsigned codes (IQ4_XS on
  * AVX2: signed levels). */
 X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h) {
-    const plm_repack_k_layout L = plm_repack_k(type);
     const int at = 64 * g + 4 * RK_N * h;
-    const rk_vi v = rk_load(blk + L.codes + 512 * (s / 2) + at);
+    const rk_vi v = rk_load(blk + plm_repack_k_codes(type, s / 2) + at);
     const rk_vi u = rk_and(s % 2 ? rk_srl16(v, 4) : v, rk_set1_8(0x0f));
     if (type == PLM_TYPE_IQ4_XS) return rk_lookup(_mm256_castsi256_si128(rp_lut_ymm(type)), u);
     if (type == PLM_TYPE_Q5_K) { /* bit s of the high byte to bit 4 */
-        const rk_vi hb = rk_load(blk + L.high + at);
+        const rk_vi hb = rk_load(blk + plm_repack_k_high(type, 0) + at);
         return rk_or(u, rk_and(s < 4 ? rk_sll16(hb, 4 - s) : rk_srl16(hb, s - 4), rk_set1_8(0x10)));
     }
     if (type == PLM_TYPE_Q6_K) { /* bits 2q, 2q + 1 of run s / 4 to bits 4, 5 */
-        const rk_vi hb = rk_load(blk + L.high + 512 * (s / 4) + at);
+        const rk_vi hb = rk_load(blk + plm_repack_k_high(type, s / 4) + at);
         const int q = s % 4;
         return rk_or(u, rk_and(q < 2 ? rk_sll16(hb, 4 - 2 * q) : rk_srl16(hb, 2 * q - 4), rk_set1_8(0x30)));
     }
     return u;
+}
+
+/* Software prefetch for a tile of C tokens at super-block blk.  A batch
+ * computes long enough per super-block for the hardware prefetcher to fall
+ * behind: two super-blocks ahead.  Decode (C = 1) left it to the hardware
+ * prefetcher, whose streams that distant prefetch only disturbed (one core,
+ * Zen 4, repacked decode from memory: Q4_K 23 -> 29 GB/s, Q5_K 17 -> 25
+ * without it), except Q6_K's: its scales are read sub-block by sub-block
+ * between the code runs, and the stream is kept only if the super-block
+ * is first touched in order (16 -> 24-27 GB/s). */
+X86_INL void rk_prefetch(plm_type type, int C, const uint8_t *blk, size_t sb) {
+    if (C > 1) rp_prefetch(blk, sb, 2);
+    else if (type == PLM_TYPE_Q6_K) rp_prefetch(blk, sb, 0);
 }
 
 /* C tokens x 16 rows of one group over kb super-blocks. */
@@ -155,7 +167,7 @@ X86_INL void rk_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int k
         for (int c = 0; c < C; c++) acc[h][c] = rk_zero();
     for (int b = 0; b < kb; b++) {
         const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
-        rp_prefetch(blk, sb, 2);
+        rk_prefetch(type, C, blk, sb);
         _Alignas(16) int8_t sc[8][16], mn[8][16];
         if (rk_mins(type)) rk_scales_k4(blk + L.scales, sc, mn);
         else if (type == PLM_TYPE_IQ4_XS) rk_scales_xs(blk + L.scales, sc);
