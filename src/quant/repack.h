@@ -51,7 +51,9 @@
  *           1, high 1, codes 2 and 3.  Read back and forth between
  *           separate high and codes areas, one core streamed it from
  *           memory at 10-12 GB/s against 48 from L2 (Zen 4; the hardware
- *           prefetcher lost the stream); in reading order, at the sweep's.
+ *           prefetcher lost the stream); in reading order 15-16, and
+ *           with the x86 kernel's in-order prefetch (repacked_k.h) 24-25,
+ *           near the sweep's 28-33.
  *   IQ4_XS  d[16]; scales_l[4][16] and scales_h[2][16] (byte planes of
  *           the row's scales_l and little-endian scales_h)
  *

@@ -148,9 +148,10 @@ X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h) {
  * behind: two super-blocks ahead.  Decode (C = 1) left it to the hardware
  * prefetcher, whose streams that distant prefetch only disturbed (one core,
  * Zen 4, repacked decode from memory: Q4_K 23 -> 29 GB/s, Q5_K 17 -> 25
- * without it), except Q6_K's: its scales are read sub-block by sub-block
- * between the code runs, and the stream is kept only if the super-block
- * is first touched in order (16 -> 24-27 GB/s). */
+ * without it), except Q6_K's: each of its sub-blocks reads a code run, a
+ * high run and its scales side by side, and the stream is kept only if the
+ * super-block is first touched in order (16 -> 24-27 GB/s; 18-20 with the
+ * scales copied out first and no prefetch). */
 X86_INL void rk_prefetch(plm_type type, int C, const uint8_t *blk, size_t sb) {
     if (C > 1) rp_prefetch(blk, sb, 2);
     else if (type == PLM_TYPE_Q6_K) rp_prefetch(blk, sb, 0);
