@@ -120,16 +120,21 @@ static inline plm_repack_k_layout plm_repack_k(plm_type type) {
     }
 }
 
+/* Q6_K's runs repeat every 1536 bytes: a high run, then two code runs. */
+enum { PLM_RQ6K_PERIOD = 3 * 512 };
+
 /* Offset of run i (0..3) of nibble pairs, sub-blocks 2i and 2i + 1. */
 static inline int plm_repack_k_codes(plm_type type, int i) {
     const plm_repack_k_layout L = plm_repack_k(type);
-    if (type == PLM_TYPE_Q6_K) return L.codes + 1536 * (i / 2) + 512 * (i % 2); /* a high run before each pair */
+    if (type == PLM_TYPE_Q6_K) return L.codes + PLM_RQ6K_PERIOD * (i / 2) + 512 * (i % 2);
     return L.codes + 512 * i;
 }
 
 /* Offset of run i of high code bits: Q5_K's one (i = 0), Q6_K's two
  * (sub-blocks 4i..4i+3). */
-static inline int plm_repack_k_high(plm_type type, int i) { return plm_repack_k(type).high + 1536 * i; }
+static inline int plm_repack_k_high(plm_type type, int i) {
+    return plm_repack_k(type).high + PLM_RQ6K_PERIOD * i;
+}
 
 /* Slot of element l (0..31) of row j in a 512-byte run of a super-block. */
 static inline int plm_repack_slot(int j, int l) { return (l / 4) * 64 + j * 4 + l % 4; }

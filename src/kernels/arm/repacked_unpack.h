@@ -110,8 +110,10 @@ PLM_ARM_INL uint8x16_t plm_arm_rp_codes_k(plm_type type, const uint8_t *blk, int
     const int at = 64 * g + 16 * m;
     const uint8x16_t v = vld1q_u8(blk + plm_repack_k_codes(type, s / 2) + at);
     const uint8x16_t u = s % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
-    if (type == PLM_TYPE_Q5_K) /* bit s of the high byte to bit 4 */
-        return vorrq_u8(u, vandq_u8(plm_arm_rp_shift(vld1q_u8(blk + plm_repack_k_high(type, 0) + at), 4 - s), vdupq_n_u8(0x10)));
+    if (type == PLM_TYPE_Q5_K) { /* bit s of the high byte to bit 4 */
+        const uint8x16_t hb = vld1q_u8(blk + plm_repack_k_high(type, 0) + at);
+        return vorrq_u8(u, vandq_u8(plm_arm_rp_shift(hb, 4 - s), vdupq_n_u8(0x10)));
+    }
     if (type == PLM_TYPE_Q6_K) { /* bits 2q, 2q + 1 of run s / 4 to bits 4, 5 */
         const uint8x16_t hb = vld1q_u8(blk + plm_repack_k_high(type, s / 4) + at);
         return vorrq_u8(u, vandq_u8(plm_arm_rp_shift(hb, 4 - 2 * (s % 4)), vdupq_n_u8(0x30)));
