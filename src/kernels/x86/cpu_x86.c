@@ -21,6 +21,7 @@
 #define CPUID7_AVX512F (1u << 16)
 #define CPUID7_AVX512BW (1u << 30)
 #define CPUID7_AVX512VL (1u << 31)
+#define CPUID7C_AVX512VBMI (1u << 1)
 #define CPUID7C_AVX512VNNI (1u << 11)
 /* cpuid leaf 7 subleaf 1, EAX */
 #define CPUID71A_AVXVNNI (1u << 4)
@@ -72,6 +73,11 @@ bool plm_x86_has_avx512(void) {
            (c.xcr0 & XCR0_AVX512) == XCR0_AVX512;
 }
 
+bool plm_x86_has_avx512vbmi(void) {
+    const x86_caps c = probe();
+    return plm_x86_has_avx512() && (c.ecx7 & CPUID7C_AVX512VBMI);
+}
+
 bool plm_x86_has_avxvnni(void) {
     const x86_caps c = probe();
     return avx2_ok(&c) && (c.eax71 & CPUID71A_AVXVNNI);
@@ -81,6 +87,7 @@ bool plm_x86_has_avxvnni(void) {
 
 bool plm_x86_has_avx2(void) { return false; }
 bool plm_x86_has_avx512(void) { return false; }
+bool plm_x86_has_avx512vbmi(void) { return false; }
 bool plm_x86_has_avxvnni(void) { return false; }
 
 #endif

@@ -13,6 +13,9 @@
 bool plm_x86_has_avx2(void);
 /* AVX2 set plus AVX-512 F/BW/VL/VNNI, with ZMM/opmask state enabled. */
 bool plm_x86_has_avx512(void);
+/* The AVX-512 set plus VBMI (byte permutes: vpermb, vpermt2b).  The
+ * AVX-512 table uses it for a few entries when present (x86_table.h). */
+bool plm_x86_has_avx512vbmi(void);
 /* AVX2 set plus AVX-VNNI (VEX-encoded vpdpbusd on YMM). */
 bool plm_x86_has_avxvnni(void);
 

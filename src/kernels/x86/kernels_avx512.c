@@ -11,6 +11,8 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
 #define X86_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+/* The same plus VBMI, for the entries installed only when the CPU has it. */
+#define X86_TARGET_VBMI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
 #define X86_ISA X86_ISA_AVX512
 #define X86_FN(name) name##_avx512
 #define X86_NAME "avx512"

@@ -10,6 +10,8 @@
  *   X86_ISA     X86_ISA_AVX2, X86_ISA_AVXVNNI or X86_ISA_AVX512
  *   X86_FN(n)   the name of kernel n in that table: n##_avx2, ...
  *   X86_NAME    the table's name, "avx2", ...
+ *   X86_TARGET_VBMI  (AVX-512 only) X86_TARGET plus VBMI, for the entries
+ *               the table takes only on CPUs that have it
  *
  * (x86_table.h then includes every kernel file and lists the table.)
  * Everything is static, so the three inclusions never clash, and no global
@@ -44,6 +46,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/attn_quant.h"

@@ -148,6 +148,9 @@ static pthread_once_t X86_FN(once) = PTHREAD_ONCE_INIT;
 static void X86_FN(build)(void) {
     X86_FN(complete) = X86_FN(simd);
     X86_FN(complete).name = X86_NAME;
+#if X86_ZMM
+    tq1_install_vbmi(&X86_FN(complete));
+#endif
     plm_kernels_fill_from(&X86_FN(complete), plm_kernels_ref());
 }
 
