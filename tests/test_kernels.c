@@ -811,11 +811,20 @@ static void test_geglu(const plm_kernels *kt) {
 
 int main(void) {
     const plm_kernels *list[16];
-    const int n = plm_kernels_list(list, 16);
+    int n = plm_kernels_list(list, 16);
+    /* PLM_TEST_TABLE=name: that table's tests alone (test_kernels_novbmi
+     * runs the AVX-512 table once more without its VBMI entries). */
+    const char *only = getenv("PLM_TEST_TABLE");
+    if (only && *only) {
+        list[0] = plm_kernels_select(only);
+        CHECK(list[0] != NULL, "PLM_TEST_TABLE=%s: no such table on this CPU", only);
+        if (!list[0]) return test_summary();
+        n = 1;
+    }
     printf("kernel tables:");
     for (int i = 0; i < n; i++) printf(" %s", list[i]->name);
     printf("\n");
-    test_select(list, n);
+    if (!only || !*only) test_select(list, n);
     for (int i = 0; i < n; i++) {
         test_quantize(list[i]);
         test_attention_f16(list[i]);

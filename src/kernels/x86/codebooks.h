@@ -1100,31 +1100,40 @@ X86_TARGET static void X86_FN(gemv_mxfp4)(int64_t k, const void *w, size_t ws, i
 #endif
 
 #if X86_ZMM
-/* ---- TQ1_0 by byte lookups (AVX-512 VBMI) ------------------------------------
- * tq1_trits spends about nine instructions on 32 trits (two 16-bit
- * multiplies per byte parity and their clean-up).  With VBMI the trits of
- * a byte are table lookups: the 52 code bytes of a super-block (qs[0..47],
- * qh[0..3]) sit in one register, and two vpermt2b on the 128-byte halves
- * of a 256-entry table, blended by each byte's top bit, look up all of
- * them at once.  One table gives trits 0-3 as 2-bit fields (t0 + 4 t1 +
- * 16 t2 + 64 t3), the other trit 4: four permutes a super-block where a
- * table per trit took ten (9.4 GB/s from memory, one core; this 10.6,
- * tq1_trits 5.5), a field then a shift and a vpand.  Lane m holds element 32n + m (m < 32),
- * 160 + 16n + m - 32 (m < 48) or 240 + 4n + m - 48 (the qh bytes, n < 4)
- * of trit n: tq1_act puts the activations in that order, zero in the
- * lanes no element uses.  The trits t are unsigned (value t - 1); the
- * offset comes back from Q8_K's sums as in vec_dot_tq1_zmm.
+/* ---- byte lookups on AVX-512 VBMI: TQ1_0, IQ3_XXS, IQ2_XXS --------------------
+ * vpermt2b looks 64 bytes up at once in a 128-entry table, so two of them
+ * on the halves of a 256-entry table, blended by each index byte's top
+ * bit, decode 64 codes of a byte each: a TQ1_0 byte's trits, an IQ3_XXS
+ * or IQ2_XXS grid row.  The lanes of the result are in the order of the
+ * codes, not of the elements (code L's element p in lane L of "plane" p),
+ * so the activations are put in that order instead, once per matrix by
+ * the gemv (per super-block by the vec_dot), and every plane is one
+ * vpdpbusd.  The scales and signs stay per sub-block of 32 elements: four
+ * lanes of a plane always belong to one sub-block, the four vpdpbusd
+ * sums into one dword.
  *
- * The functions here need VBMI on top of the table's instruction set
- * (X86_TARGET_VBMI, kernels_avx512.c); tq1_install_vbmi puts them in the
- * table when the CPU has it.  The vec_dot and the gemv run the same
- * operations per super-block, so the gemv is bit for bit the vec_dot. */
+ * These functions need VBMI on top of the table's instruction set
+ * (X86_TARGET_VBMI, kernels_avx512.c); codebooks_install_vbmi puts them
+ * in the table when the CPU has it.  Each vec_dot and its gemv run the
+ * same operations per super-block, so the gemv is bit for bit the vec_dot.
+ *
+ * TQ1_0.  tq1_trits spends about nine instructions on 32 trits (two 16-bit
+ * multiplies per byte parity and their clean-up).  Here the 52 code bytes
+ * of a super-block (qs[0..47], qh[0..3]) sit in one register; one table
+ * gives trits 0-3 as 2-bit fields (t0 + 4 t1 + 16 t2 + 64 t3), the other
+ * trit 4, and a field is then a shift and a vpand: four permutes a
+ * super-block where a table per trit took ten (9.4 GB/s from memory on
+ * one core; this 10.6, tq1_trits 5.5).  Lane m holds element 32n + m
+ * (m < 32), 160 + 16n + m - 32 (m < 48) or 240 + 4n + m - 48 (the qh
+ * bytes, n < 4) of trit n; tq1_act puts the activations there, zero in
+ * the lanes no element uses.  The trits t are unsigned (value t - 1): the
+ * offset comes back from Q8_K's sums as in vec_dot_tq1_zmm. */
 
 #define X86_VBMI_INL static inline __attribute__((always_inline)) X86_TARGET_VBMI
 
 /* By code byte b: [0] trits 0-3 as t0 + 4 t1 + 16 t2 + 64 t3, [1] trit 4;
  * trit n is ggml's (uint8_t)(b * 3^n) * 3 >> 8.  Filled once, before the
- * table is handed out (tq1_install_vbmi). */
+ * table is handed out (codebooks_install_vbmi). */
 static _Alignas(64) uint8_t tq1_trit_lut[2][256];
 
 /* A super-block's activations in the lanes of its trits, with the sums
@@ -1217,18 +1226,307 @@ X86_TARGET_VBMI static void X86_FN(gemv_tq1_0_vbmi)(int64_t k, const void *w, si
     gemv_tq1_vbmi(k, w, ws, n_rows, act, out);
 }
 
-/* With VBMI (and PLM_NO_VBMI unset: the tests' way to reach the other
- * path on such a CPU), TQ1_0's entries become the lookups above. */
-static void tq1_install_vbmi(plm_kernels *kt) {
-    const char *off = getenv("PLM_NO_VBMI");
-    if (!plm_x86_has_avx512vbmi() || (off && *off && strcmp(off, "0") != 0)) return;
+/* ---- sign codes by lookup (AVX-512 VBMI) ------------------------------------
+ * IQ2_XXS and IQ3_XXS store a 7-bit code per 8 signs, the eighth its
+ * parity (an even count of negatives).  vpmultishiftqb picks the codes
+ * out of their 32-bit words (one a byte, the byte's top bit left over),
+ * and one vpermt2b on a 128-entry table (which reads only 7 index bits)
+ * gives the 8 sign bits: three instructions where spreading and the
+ * parity by nibbles took a dozen (cbz_signs). */
+
+/* iq_sign_bytes[c]: code c with its parity as bit 7 (codebooks_install_vbmi). */
+static _Alignas(64) uint8_t iq_sign_bytes[128];
+
+/* vpmultishiftqb's bit offsets of the four codes of a 32-bit word, for
+ * the words in both halves of each qword (IQ3_XXS) or the high one twice
+ * (IQ2_XXS, whose low words hold grid indices). */
+#define SIGN_CODES_BOTH_WORDS 0x352e2720150e0700LL
+#define SIGN_CODES_HIGH_WORD 0x352e2720352e2720LL
+
+/* The sign bytes of the codes that the offsets pick out of each qword of w. */
+X86_VBMI_INL __m512i sign_bytes(__m512i w, long long offsets, const __m512i ks[2]) {
+    return _mm512_permutex2var_epi8(ks[0], _mm512_multishift_epi64_epi8(_mm512_set1_epi64(offsets), w), ks[1]);
+}
+
+/* ---- IQ3_XXS by byte lookups (AVX-512 VBMI) ----------------------------------
+ * A super-block's 64 grid indices fill one register, and byte p of every
+ * index's grid row (its element p of 4) is one lookup in a 256-entry
+ * table, as TQ1_0's trits above: plane p, lane L holds the magnitude of
+ * element 4L + p.  iq3_act puts the activations in that order (a
+ * transpose of 4-byte groups), made once per matrix by the gemv.  The
+ * sign of element 4L + p is bit 4 (L % 2) + p of sign byte L / 2 (seven
+ * stored bits and their parity: sign_bytes), spread to the lanes by one
+ * vpermb and tested per plane into a mask that negates the activations.
+ * vpdpbusd sums four lanes L = 4k..4k+3 into dword k, all of sub-block
+ * k / 2, so the four planes share one sum, multiplied by the sub-block
+ * scales once.  Same integers as the reference: d * ls * q * post. */
+
+/* iq3_plane_lut[p][i]: byte p of plm_iq3xxs_grid[i] (codebooks_install_vbmi). */
+static _Alignas(64) uint8_t iq3_plane_lut[4][256];
+
+/* A super-block's activations by plane (a[p][L] = element 4L + p) and Q8_K's d. */
+typedef struct {
+    __m512i a[4];
+    float d;
+} iq3_act;
+
+/* 4L for lane L: with p added, vpermt2b's index of element 4L + p (bits
+ * 0-6: within qs[0..127] for lanes 0-31, qs[128..255] for 32-63). */
+static _Alignas(64) const uint8_t iq3_lane4[64] = {
+    0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 96,
+    100, 104, 108, 112, 116, 120, 124, 128, 132, 136, 140, 144, 148, 152, 156, 160, 164, 168, 172, 176,
+    180, 184, 188, 192, 196, 200, 204, 208, 212, 216, 220, 224, 228, 232, 236, 240, 244, 248, 252
+};
+
+X86_VBMI_INL void iq3_act_make(const block_q8_K *y, iq3_act *g) {
+    const __m512i q0 = _mm512_loadu_si512(y->qs), q1 = _mm512_loadu_si512(y->qs + 64);
+    const __m512i q2 = _mm512_loadu_si512(y->qs + 128), q3 = _mm512_loadu_si512(y->qs + 192);
+    for (int p = 0; p < 4; p++) { /* lanes 0-31 from qs[0..127], 32-63 from qs[128..255] */
+        const __m512i ix = _mm512_add_epi8(_mm512_load_si512(iq3_lane4), _mm512_set1_epi8((char)p));
+        g->a[p] = _mm512_mask_blend_epi8((__mmask64)0xffffffff00000000ULL, _mm512_permutex2var_epi8(q0, ix, q1),
+                                         _mm512_permutex2var_epi8(q2, ix, q3));
+    }
+    g->d = y->d;
+}
+
+/* Lane L: 1 << (4 (L % 2) + p), the bit of sign byte L / 2 that element 4L + p takes. */
+X86_VBMI_INL __m512i iq3_sign_bit(int p) {
+    return _mm512_set1_epi16((short)((1 << p) | (1 << (12 + p))));
+}
+
+/* The lookup tables in registers: the planes' and the sign codes'. */
+typedef struct {
+    __m512i plane[4][4], signs[2];
+} iq3_tables;
+
+X86_VBMI_INL void iq3_tables_load(iq3_tables *t) {
+    for (int p = 0; p < 4; p++)
+        for (int q = 0; q < 4; q++) t->plane[p][q] = _mm512_load_si512(iq3_plane_lut[p] + 64 * q);
+    for (int q = 0; q < 2; q++) t->signs[q] = _mm512_load_si512(iq_sign_bytes + 64 * q);
+}
+
+X86_VBMI_INL __m512 iq3_block(const block_iq3_xxs *x, const iq3_tables *t, const iq3_act *g, __m512 acc) {
+    const __m512i idx = _mm512_loadu_si512(x->qs);
+    const __mmask64 top = _mm512_movepi8_mask(idx);
+    const __m512i codes = _mm512_castsi256_si512(loadu256(x->qs + QK_K / 4)); /* 8 words of 4 codes */
+    const __m512i half = _mm512_srli_epi16(_mm512_load_si512(iq3_lane4), 3);  /* L / 2 */
+    const __m512i sb = _mm512_permutexvar_epi8(half, sign_bytes(codes, SIGN_CODES_BOTH_WORDS, t->signs));
+    __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (int p = 0; p < 4; p++) {
+        const __m512i mag = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t->plane[p][0], idx, t->plane[p][1]),
+                                                   _mm512_permutex2var_epi8(t->plane[p][2], idx, t->plane[p][3]));
+        const __mmask64 neg = _mm512_test_epi8_mask(sb, iq3_sign_bit(p));
+        const __m512i a = _mm512_mask_sub_epi8(g->a[p], neg, _mm512_setzero_si512(), g->a[p]);
+        s[p % 2] = _mm512_dpbusd_epi32(s[p % 2], mag, a);
+    }
+    const __m512i ls = _mm512_and_si512(cbz_scales(PLM_TYPE_IQ3_XXS, x), _mm512_set1_epi32(0xffff));
+    const __m512i sum = _mm512_mullo_epi32(_mm512_add_epi32(s[0], s[1]), ls);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(x->d) * g->d), acc);
+}
+
+X86_VBMI_INL void vec_dot_iq3_vbmi(int64_t n, float *s, const block_iq3_xxs *x, const block_q8_K *y) {
+    iq3_tables t;
+    iq3_tables_load(&t);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        iq3_act g;
+        iq3_act_make(&y[i], &g);
+        acc = iq3_block(&x[i], &t, &g, acc);
+    }
+    *s = _mm512_reduce_add_ps(acc) * plm_iq_post(PLM_TYPE_IQ3_XXS);
+}
+
+/* Super-blocks whose activations the IQ3_XXS and IQ2_XXS gemv prepare on
+ * the stack (20 KiB); longer rows take the vec_dot loop. */
+enum { PLANES_ACT_MAX = 64 };
+
+X86_VBMI_INL void gemv_iq3_vbmi(int64_t k, const void *w, size_t ws, int64_t n_rows, const block_q8_K *y,
+                                float *out) {
+    const int64_t nb = k / QK_K;
+    if (nb > PLANES_ACT_MAX) {
+        for (int64_t r = 0; r < n_rows; r++) vec_dot_iq3_vbmi(k, &out[r], (const void *)((const char *)w + r * ws), y);
+        return;
+    }
+    iq3_act g[PLANES_ACT_MAX];
+    for (int64_t i = 0; i < nb; i++) iq3_act_make(&y[i], &g[i]);
+    iq3_tables t;
+    iq3_tables_load(&t);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const block_iq3_xxs *x = (const block_iq3_xxs *)(const void *)((const char *)w + r * ws);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i = 0; i < nb; i++) acc = iq3_block(&x[i], &t, &g[i], acc);
+        out[r] = _mm512_reduce_add_ps(acc) * plm_iq_post(PLM_TYPE_IQ3_XXS);
+    }
+}
+
+X86_TARGET_VBMI static void X86_FN(vec_dot_iq3_xxs_vbmi)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_iq3_vbmi(n, s, w, a);
+}
+
+X86_TARGET_VBMI static void X86_FN(gemv_iq3_xxs_vbmi)(int64_t k, const void *w, size_t ws, int64_t n_rows,
+                                                     const void *act, float *out) {
+    gemv_iq3_vbmi(k, w, ws, n_rows, act, out);
+}
+
+/* ---- IQ2_XXS by byte lookups (AVX-512 VBMI) ----------------------------------
+ * IQ2_XXS's 32 grid indices a super-block name rows of eight elements
+ * from three levels (8, 25, 43), so a row's level indices fit two bytes of
+ * four 2-bit fields: table A holds elements 0-3 of every row, table B
+ * 4-7 (iq2_field_lut).  The indices fill both halves of a register, the
+ * low half looked up in A, the high one in B; field f then is plane f:
+ * lane L < 32 element 8L + f, lane 32 + L element 8L + 4 + f, its level
+ * index shifted down, masked and mapped to the level by vpshufb.  The
+ * sign of that element is bit f (low half) or 4 + f (high half) of sign
+ * byte L (sign_bytes), the activations are in plane order (iq2_act), and
+ * dword k of the planes' vpdpbusd sum is sub-block k % 8's, multiplied by
+ * its scale once.  Same integers as the reference. */
+
+/* iq2_field_lut[h][i]: the level indices of elements 4h..4h+3 of
+ * plm_iq2xxs_grid[i], 2 bits each (codebooks_install_vbmi). */
+static _Alignas(64) uint8_t iq2_field_lut[2][256];
+
+/* For lane L of plane 0, the activation's element: 8 (L % 32) + 4 (L / 32). */
+static _Alignas(64) const uint8_t iq2_lane_element[64] = {
+    0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136, 144, 152, 160, 168, 176,
+    184, 192, 200, 208, 216, 224, 232, 240, 248, 4, 12, 20, 28, 36, 44, 52, 60, 68, 76, 84, 92, 100,
+    108, 116, 124, 132, 140, 148, 156, 164, 172, 180, 188, 196, 204, 212, 220, 228, 236, 244, 252
+};
+
+/* A super-block's activations by plane (a[f][L], element 8 (L % 32) +
+ * 4 (L / 32) + f) and Q8_K's d. */
+typedef struct {
+    __m512i a[4];
+    float d;
+} iq2_act;
+
+X86_VBMI_INL void iq2_act_make(const block_q8_K *y, iq2_act *g) {
+    const __m512i q0 = _mm512_loadu_si512(y->qs), q1 = _mm512_loadu_si512(y->qs + 64);
+    const __m512i q2 = _mm512_loadu_si512(y->qs + 128), q3 = _mm512_loadu_si512(y->qs + 192);
+    for (int f = 0; f < 4; f++) { /* elements below 128: lanes 0-15 and 32-47 */
+        const __m512i e = _mm512_add_epi8(_mm512_load_si512(iq2_lane_element), _mm512_set1_epi8((char)f));
+        g->a[f] = _mm512_mask_blend_epi8((__mmask64)0xffff0000ffff0000ULL, _mm512_permutex2var_epi8(q0, e, q1),
+                                         _mm512_permutex2var_epi8(q2, e, q3));
+    }
+    g->d = y->d;
+}
+
+typedef struct {
+    __m512i field[2][4], signs[2];
+} iq2_tables;
+
+X86_VBMI_INL void iq2_tables_load(iq2_tables *t) {
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < 4; q++) t->field[h][q] = _mm512_load_si512(iq2_field_lut[h] + 64 * q);
+    for (int q = 0; q < 2; q++) t->signs[q] = _mm512_load_si512(iq_sign_bytes + 64 * q);
+}
+
+/* Byte 4j + l of qword j for lane L = 8j + l (and again for 32 + L): the
+ * low word of each 8-byte group (grid indices, or sign bytes once looked up). */
+static _Alignas(64) const uint8_t iq2_low_words[64] = {
+    0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27, 32, 33, 34, 35, 40, 41, 42, 43,
+    48, 49, 50, 51, 56, 57, 58, 59, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27,
+    32, 33, 34, 35, 40, 41, 42, 43, 48, 49, 50, 51, 56, 57, 58, 59};
+
+X86_VBMI_INL __m512 iq2_block(const block_iq2_xxs *x, const iq2_tables *t, const iq2_act *g, __m512 acc) {
+    const __m512i q = _mm512_loadu_si512(x->qs), low_words = _mm512_load_si512(iq2_low_words);
+    const __m512i idx = _mm512_permutexvar_epi8(low_words, q); /* the 32 indices in both halves */
+    const __mmask64 top = _mm512_movepi8_mask(idx), high_half = (__mmask64)0xffffffff00000000ULL;
+    const __m512i lo = _mm512_mask_blend_epi8(high_half, _mm512_permutex2var_epi8(t->field[0][0], idx, t->field[0][1]),
+                                              _mm512_permutex2var_epi8(t->field[1][0], idx, t->field[1][1]));
+    const __m512i hi = _mm512_mask_blend_epi8(high_half, _mm512_permutex2var_epi8(t->field[0][2], idx, t->field[0][3]),
+                                              _mm512_permutex2var_epi8(t->field[1][2], idx, t->field[1][3]));
+    const __m512i fields = _mm512_mask_blend_epi8(top, lo, hi);
+    const __m512i sb = _mm512_permutexvar_epi8(low_words, sign_bytes(q, SIGN_CODES_HIGH_WORD, t->signs));
+    const __m512i levels = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+    __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (int f = 0; f < 4; f++) {
+        const __m512i lvl = _mm512_and_si512(_mm512_srli_epi16(fields, 2 * f), _mm512_set1_epi8(3));
+        const __m512i bit = _mm512_mask_blend_epi8(high_half, _mm512_set1_epi8((char)(1 << f)),
+                                                   _mm512_set1_epi8((char)(16 << f)));
+        const __m512i a = _mm512_mask_sub_epi8(g->a[f], _mm512_test_epi8_mask(sb, bit), _mm512_setzero_si512(), g->a[f]);
+        s[f % 2] = _mm512_dpbusd_epi32(s[f % 2], _mm512_shuffle_epi8(levels, lvl), a);
+    }
+    const __m512i ls4 = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14),
+                                                 _mm512_srli_epi64(q, 60)); /* dword k: sub-block k % 8's */
+    const __m512i ls = _mm512_add_epi32(_mm512_add_epi32(ls4, ls4), _mm512_set1_epi32(1));
+    const __m512i sum = _mm512_mullo_epi32(_mm512_add_epi32(s[0], s[1]), ls);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(x->d) * g->d), acc);
+}
+
+X86_VBMI_INL void vec_dot_iq2_vbmi(int64_t n, float *s, const block_iq2_xxs *x, const block_q8_K *y) {
+    iq2_tables t;
+    iq2_tables_load(&t);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        iq2_act g;
+        iq2_act_make(&y[i], &g);
+        acc = iq2_block(&x[i], &t, &g, acc);
+    }
+    *s = _mm512_reduce_add_ps(acc) * plm_iq_post(PLM_TYPE_IQ2_XXS);
+}
+
+X86_VBMI_INL void gemv_iq2_vbmi(int64_t k, const void *w, size_t ws, int64_t n_rows, const block_q8_K *y,
+                                float *out) {
+    const int64_t nb = k / QK_K;
+    if (nb > PLANES_ACT_MAX) {
+        for (int64_t r = 0; r < n_rows; r++) vec_dot_iq2_vbmi(k, &out[r], (const void *)((const char *)w + r * ws), y);
+        return;
+    }
+    iq2_act g[PLANES_ACT_MAX];
+    for (int64_t i = 0; i < nb; i++) iq2_act_make(&y[i], &g[i]);
+    iq2_tables t;
+    iq2_tables_load(&t);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const block_iq2_xxs *x = (const block_iq2_xxs *)(const void *)((const char *)w + r * ws);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i = 0; i < nb; i++) acc = iq2_block(&x[i], &t, &g[i], acc);
+        out[r] = _mm512_reduce_add_ps(acc) * plm_iq_post(PLM_TYPE_IQ2_XXS);
+    }
+}
+
+X86_TARGET_VBMI static void X86_FN(vec_dot_iq2_xxs_vbmi)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_iq2_vbmi(n, s, w, a);
+}
+
+X86_TARGET_VBMI static void X86_FN(gemv_iq2_xxs_vbmi)(int64_t k, const void *w, size_t ws, int64_t n_rows,
+                                                     const void *act, float *out) {
+    gemv_iq2_vbmi(k, w, ws, n_rows, act, out);
+}
+
+/* The lookup tables above, from ggml's definitions. */
+static void vbmi_tables_fill(void) {
     for (unsigned b = 0; b < 256; b++) {
         unsigned t[5];
         for (unsigned n = 0, pow3 = 1; n < 5; n++, pow3 *= 3) t[n] = (uint8_t)(b * pow3) * 3u >> 8;
         tq1_trit_lut[0][b] = (uint8_t)(t[0] | t[1] << 2 | t[2] << 4 | t[3] << 6);
         tq1_trit_lut[1][b] = (uint8_t)t[4];
     }
+    for (unsigned c = 0; c < 128; c++) iq_sign_bytes[c] = (uint8_t)(c | (__builtin_popcount(c) & 1) << 7);
+    for (int i = 0; i < 256; i++) {
+        for (int p = 0; p < 4; p++) iq3_plane_lut[p][i] = (uint8_t)(plm_iq3xxs_grid[i] >> 8 * p);
+        for (int h = 0; h < 2; h++) {
+            unsigned fields = 0;
+            for (int e = 0; e < 4; e++) {
+                const unsigned v = (unsigned)(plm_iq2xxs_grid[i] >> (8 * (4 * h + e)) & 0xff);
+                fields |= (v == 8 ? 0u : v == 25 ? 1u : 2u) << (2 * e); /* the levels 8, 25, 43 */
+            }
+            iq2_field_lut[h][i] = (uint8_t)fields;
+        }
+    }
+}
+
+/* With VBMI (and PLM_NO_VBMI unset: the tests' way to reach the other
+ * path on such a CPU), TQ1_0's, IQ3_XXS's and IQ2_XXS's entries become
+ * the lookups above. */
+static void codebooks_install_vbmi(plm_kernels *kt) {
+    const char *off = getenv("PLM_NO_VBMI");
+    if (!plm_x86_has_avx512vbmi() || (off && *off && strcmp(off, "0") != 0)) return;
+    vbmi_tables_fill();
     kt->vec_dot[PLM_TYPE_TQ1_0] = X86_FN(vec_dot_tq1_0_vbmi);
     kt->gemv[PLM_TYPE_TQ1_0] = X86_FN(gemv_tq1_0_vbmi);
+    kt->vec_dot[PLM_TYPE_IQ3_XXS] = X86_FN(vec_dot_iq3_xxs_vbmi);
+    kt->gemv[PLM_TYPE_IQ3_XXS] = X86_FN(gemv_iq3_xxs_vbmi);
+    kt->vec_dot[PLM_TYPE_IQ2_XXS] = X86_FN(vec_dot_iq2_xxs_vbmi);
+    kt->gemv[PLM_TYPE_IQ2_XXS] = X86_FN(gemv_iq2_xxs_vbmi);
 }
 #endif

@@ -149,7 +149,7 @@ static void X86_FN(build)(void) {
     X86_FN(complete) = X86_FN(simd);
     X86_FN(complete).name = X86_NAME;
 #if X86_ZMM
-    tq1_install_vbmi(&X86_FN(complete));
+    codebooks_install_vbmi(&X86_FN(complete));
 #endif
     plm_kernels_fill_from(&X86_FN(complete), plm_kernels_ref());
 }
