@@ -1493,6 +1493,107 @@ X86_TARGET_VBMI static void X86_FN(gemv_iq2_xxs_vbmi)(int64_t k, const void *w, 
     gemv_iq2_vbmi(k, w, ws, n_rows, act, out);
 }
 
+/* ---- IQ3_S by byte lookups (AVX-512 VBMI) ------------------------------------
+ * IQ3_XXS's planes with 9-bit indices: the grid has 512 rows of four
+ * elements 1..15, so a row's elements fit two bytes of two 4-bit fields
+ * (iq3s_field_lut: elements 0-1, 2-3), each a 512-entry table looked up
+ * by four vpermt2b and three blends (index bit 7 from the byte, bit 8 from
+ * qh, which is already the 64-bit mask: bit L for index L).  A field is
+ * then the magnitude itself: a vpand, or a shift and a vpand.  The sign
+ * bytes are stored, in IQ3_XXS's order; so are the activations
+ * (iq3_act).  Two tables of 8 registers where IQ3_S's gather took 16
+ * loads a super-block. */
+
+/* iq3s_field_lut[h][i]: elements 2h and 2h + 1 of plm_iq3s_grid[i] as
+ * the low and high nibble (codebooks_install_vbmi). */
+static _Alignas(64) uint8_t iq3s_field_lut[2][512];
+
+typedef struct {
+    __m512i field[2][8];
+} iq3s_tables;
+
+X86_VBMI_INL void iq3s_tables_load(iq3s_tables *t) {
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < 8; q++) t->field[h][q] = _mm512_load_si512(iq3s_field_lut[h] + 64 * q);
+}
+
+/* Table h at the 64 indices: low 8 bits idx, bit 7 in top, bit 8 in b8. */
+X86_VBMI_INL __m512i iq3s_lookup(const iq3s_tables *t, int h, __m512i idx, __mmask64 top, __mmask64 b8) {
+    const __m512i *f = t->field[h];
+    const __m512i lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(f[0], idx, f[1]),
+                                              _mm512_permutex2var_epi8(f[2], idx, f[3]));
+    const __m512i hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(f[4], idx, f[5]),
+                                              _mm512_permutex2var_epi8(f[6], idx, f[7]));
+    return _mm512_mask_blend_epi8(b8, lo, hi);
+}
+
+/* The 64 ninth index bits, bit L for index L. */
+X86_VBMI_INL __mmask64 qh_bits(const uint8_t qh[8]) {
+    uint64_t m;
+    memcpy(&m, qh, sizeof m);
+    return (__mmask64)m;
+}
+
+X86_VBMI_INL __m512 iq3s_block(const block_iq3_s *x, const iq3s_tables *t, const iq3_act *g, __m512 acc) {
+    const __m512i idx = _mm512_loadu_si512(x->qs);
+    const __mmask64 top = _mm512_movepi8_mask(idx), b8 = qh_bits(x->qh);
+    const __m512i half = _mm512_srli_epi16(_mm512_load_si512(iq3_lane4), 3); /* L / 2 */
+    const __m512i sb = _mm512_permutexvar_epi8(half, _mm512_castsi256_si512(loadu256(x->signs)));
+    const __m512i nib = _mm512_set1_epi8(15);
+    const __m512i f01 = iq3s_lookup(t, 0, idx, top, b8), f23 = iq3s_lookup(t, 1, idx, top, b8);
+    const __m512i mag[4] = {_mm512_and_si512(f01, nib), _mm512_and_si512(_mm512_srli_epi16(f01, 4), nib),
+                            _mm512_and_si512(f23, nib), _mm512_and_si512(_mm512_srli_epi16(f23, 4), nib)};
+    __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (int p = 0; p < 4; p++) {
+        const __mmask64 neg = _mm512_test_epi8_mask(sb, iq3_sign_bit(p));
+        const __m512i a = _mm512_mask_sub_epi8(g->a[p], neg, _mm512_setzero_si512(), g->a[p]);
+        s[p % 2] = _mm512_dpbusd_epi32(s[p % 2], mag[p], a);
+    }
+    const __m512i ls = _mm512_and_si512(cbz_scales(PLM_TYPE_IQ3_S, x), _mm512_set1_epi32(0xffff));
+    const __m512i sum = _mm512_mullo_epi32(_mm512_add_epi32(s[0], s[1]), ls);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(x->d) * g->d), acc);
+}
+
+X86_VBMI_INL void vec_dot_iq3s_vbmi(int64_t n, float *s, const block_iq3_s *x, const block_q8_K *y) {
+    iq3s_tables t;
+    iq3s_tables_load(&t);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        iq3_act g;
+        iq3_act_make(&y[i], &g);
+        acc = iq3s_block(&x[i], &t, &g, acc);
+    }
+    *s = _mm512_reduce_add_ps(acc) * plm_iq_post(PLM_TYPE_IQ3_S);
+}
+
+X86_VBMI_INL void gemv_iq3s_vbmi(int64_t k, const void *w, size_t ws, int64_t n_rows, const block_q8_K *y,
+                                 float *out) {
+    const int64_t nb = k / QK_K;
+    if (nb > PLANES_ACT_MAX) {
+        for (int64_t r = 0; r < n_rows; r++) vec_dot_iq3s_vbmi(k, &out[r], (const void *)((const char *)w + r * ws), y);
+        return;
+    }
+    iq3_act g[PLANES_ACT_MAX];
+    for (int64_t i = 0; i < nb; i++) iq3_act_make(&y[i], &g[i]);
+    iq3s_tables t;
+    iq3s_tables_load(&t);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const block_iq3_s *x = (const block_iq3_s *)(const void *)((const char *)w + r * ws);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i = 0; i < nb; i++) acc = iq3s_block(&x[i], &t, &g[i], acc);
+        out[r] = _mm512_reduce_add_ps(acc) * plm_iq_post(PLM_TYPE_IQ3_S);
+    }
+}
+
+X86_TARGET_VBMI static void X86_FN(vec_dot_iq3_s_vbmi)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_iq3s_vbmi(n, s, w, a);
+}
+
+X86_TARGET_VBMI static void X86_FN(gemv_iq3_s_vbmi)(int64_t k, const void *w, size_t ws, int64_t n_rows,
+                                                   const void *act, float *out) {
+    gemv_iq3s_vbmi(k, w, ws, n_rows, act, out);
+}
+
 /* The lookup tables above, from ggml's definitions. */
 static void vbmi_tables_fill(void) {
     for (unsigned b = 0; b < 256; b++) {
@@ -1513,11 +1614,14 @@ static void vbmi_tables_fill(void) {
             iq2_field_lut[h][i] = (uint8_t)fields;
         }
     }
+    for (int i = 0; i < 512; i++)
+        for (int h = 0; h < 2; h++)
+            iq3s_field_lut[h][i] = (uint8_t)((plm_iq3s_grid[i] >> 16 * h & 0x0f) | (plm_iq3s_grid[i] >> (16 * h + 4) & 0xf0));
 }
 
 /* With VBMI (and PLM_NO_VBMI unset: the tests' way to reach the other
- * path on such a CPU), TQ1_0's, IQ3_XXS's and IQ2_XXS's entries become
- * the lookups above. */
+ * path on such a CPU), TQ1_0's, IQ3_XXS's, IQ2_XXS's and IQ3_S's entries
+ * become the lookups above. */
 static void codebooks_install_vbmi(plm_kernels *kt) {
     const char *off = getenv("PLM_NO_VBMI");
     if (!plm_x86_has_avx512vbmi() || (off && *off && strcmp(off, "0") != 0)) return;
@@ -1528,5 +1632,7 @@ static void codebooks_install_vbmi(plm_kernels *kt) {
     kt->gemv[PLM_TYPE_IQ3_XXS] = X86_FN(gemv_iq3_xxs_vbmi);
     kt->vec_dot[PLM_TYPE_IQ2_XXS] = X86_FN(vec_dot_iq2_xxs_vbmi);
     kt->gemv[PLM_TYPE_IQ2_XXS] = X86_FN(gemv_iq2_xxs_vbmi);
+    kt->vec_dot[PLM_TYPE_IQ3_S] = X86_FN(vec_dot_iq3_s_vbmi);
+    kt->gemv[PLM_TYPE_IQ3_S] = X86_FN(gemv_iq3_s_vbmi);
 }
 #endif
