@@ -123,7 +123,7 @@ static void cpu_features(plm_cpu_info *o) {
     static const char *const names[][2] = {
         {"sse4_2", "sse4.2"}, {"avx", "avx"}, {"avx2", "avx2"}, {"fma", "fma"}, {"f16c", "f16c"},
         {"avx_vnni", "avx-vnni"}, {"avx512f", "avx512f"}, {"avx512bw", "avx512bw"},
-        {"avx512vl", "avx512vl"}, {"avx512_vnni", "avx512vnni"}, {"avx512_bf16", "avx512bf16"},
+        {"avx512vl", "avx512vl"}, {"avx512vbmi", "avx512vbmi"}, {"avx512_vnni", "avx512vnni"}, {"avx512_bf16", "avx512bf16"},
         {"amx_int8", "amx-int8"}, {"asimd", "neon"}, {"fphp", "fp16"}, {"asimddp", "dotprod"},
         {"i8mm", "i8mm"}, {"bf16", "bf16"}, {"sve", "sve"}, {"sve2", "sve2"}, {"neon", "neon"},
     };
