@@ -1501,8 +1501,8 @@ X86_TARGET_VBMI static void X86_FN(gemv_iq2_xxs_vbmi)(int64_t k, const void *w, 
  * qh, which is already the 64-bit mask: bit L for index L).  A field is
  * then the magnitude itself: a vpand, or a shift and a vpand.  The sign
  * bytes are stored, in IQ3_XXS's order; so are the activations
- * (iq3_act).  Two tables of 8 registers where IQ3_S's gather took 16
- * loads a super-block. */
+ * (iq3_act).  Two tables of 8 registers in place of four 16-row
+ * vpgatherdd a super-block (cbz_grid). */
 
 /* iq3s_field_lut[h][i]: elements 2h and 2h + 1 of plm_iq3s_grid[i] as
  * the low and high nibble (codebooks_install_vbmi). */
