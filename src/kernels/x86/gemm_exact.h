@@ -21,7 +21,7 @@
  *   vec_dot_nibbles_zmm (Q4_0, Q5_0, IQ4_NL on AVX-512): one 512-bit chain over
  *       groups of four blocks, _mm512_reduce_add_ps, then the tail's
  *       vec_dot_32 added as one float.
- *   vec_dot_q4_K_zmm (Q4_K on AVX-512): a 512-bit and a 256-bit (mins)
+ *   vec_dot_kz (Q4_K, Q2_K on AVX-512): a 512-bit and a 256-bit (mins)
  *       chain per token, each super-block decoded once for the tile.
  *   vec_dot_k, vec_dot_iq4_xs_256, vec_dot_32_min: one chain per token that
  *       the row gemm's tiles (tile_k, tile_iq4_xs, tile_32_min) already
@@ -152,10 +152,10 @@ X86_INL void exact_tile_nibbles_zmm(plm_type type, int nt, int64_t nb, const voi
         out[t * os] = nibble_row_end(type, acc[t], nb, x, (const block_q8_0 *)(const void *)(act + t * as));
 }
 
-/* vec_dot_q4_K_zmm for nt tokens: each super-block decoded once, then its
+/* vec_dot_kz for nt tokens: each super-block decoded once, then its
  * dot per token in the order vec_dot takes. */
-X86_INL void exact_tile_q4_K_zmm(int nt, int64_t nb, const block_q4_K *x, const char *act, size_t as, float *out,
-                                 int64_t os) {
+X86_INL void exact_tile_kz(plm_type type, int nt, int64_t nb, const void *x, const char *act, size_t as, float *out,
+                           int64_t os) {
     __m512 acc[EXACT_T_MAX];
     __m256 accm[EXACT_T_MAX];
     for (int t = 0; t < nt; t++) {
@@ -164,11 +164,11 @@ X86_INL void exact_tile_q4_K_zmm(int nt, int64_t nb, const block_q4_K *x, const 
     }
     for (int64_t i = 0; i < nb; i++) {
         k4_codes u;
-        k4_decode(&x[i], &u);
+        kz_decode(type, block_at(type, x, i), &u);
         for (int t = 0; t < nt; t++) {
             const block_q8_K *y = (const block_q8_K *)(const void *)(act + t * as) + i;
             k4_act g;
-            k4_act_make(y, &g);
+            kz_act_make(type, y, &g);
             k4_dot(&u, &g, y, &acc[t], &accm[t]);
         }
     }
@@ -177,18 +177,18 @@ X86_INL void exact_tile_q4_K_zmm(int nt, int64_t nb, const block_q4_K *x, const 
 
 /* Token tiles of 8, 4, 2 or 1 (constants: the accumulators stay in
  * registers), each over the whole row range. */
-X86_INL void gemm_exact_q4_K_zmm(int64_t nb, const void *w, size_t ws, int64_t nr, const void *act, size_t as, int nt,
-                                 float *out, int64_t os) {
+X86_INL void gemm_exact_kz(plm_type type, int64_t nb, const void *w, size_t ws, int64_t nr, const void *act, size_t as,
+                           int nt, float *out, int64_t os) {
     for (int t0 = 0; t0 < nt;) {
         const int left = nt - t0, n = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
         const char *at = (const char *)act + (size_t)t0 * as;
         for (int64_t r = 0; r < nr; r++) {
-            const block_q4_K *x = (const block_q4_K *)(const void *)((const char *)w + r * ws);
+            const void *x = (const char *)w + r * ws;
             float *o = out + t0 * os + r;
-            if (n == 8) exact_tile_q4_K_zmm(8, nb, x, at, as, o, os);
-            else if (n == 4) exact_tile_q4_K_zmm(4, nb, x, at, as, o, os);
-            else if (n == 2) exact_tile_q4_K_zmm(2, nb, x, at, as, o, os);
-            else exact_tile_q4_K_zmm(1, nb, x, at, as, o, os);
+            if (n == 8) exact_tile_kz(type, 8, nb, x, at, as, o, os);
+            else if (n == 4) exact_tile_kz(type, 4, nb, x, at, as, o, os);
+            else if (n == 2) exact_tile_kz(type, 2, nb, x, at, as, o, os);
+            else exact_tile_kz(type, 1, nb, x, at, as, o, os);
         }
         t0 += n;
     }
@@ -307,7 +307,11 @@ X86_TARGET static void X86_FN(gemm_exact_q5_1)(int64_t k, const void *w, size_t 
 
 X86_TARGET static void X86_FN(gemm_exact_q2_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
+#if X86_ZMM
+    gemm_exact_kz(PLM_TYPE_Q2_K, k / QK_K, w, ws, nr, act, as, nt, out, os);
+#else
     gemm_exact_by_rows(X86_FN(gemm_q2_K), k, w, ws, nr, act, as, nt, out, os);
+#endif
 }
 
 X86_TARGET static void X86_FN(gemm_exact_q3_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
@@ -318,7 +322,7 @@ X86_TARGET static void X86_FN(gemm_exact_q3_K)(int64_t k, const void *w, size_t 
 X86_TARGET static void X86_FN(gemm_exact_q4_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
 #if X86_ZMM
-    gemm_exact_q4_K_zmm(k / QK_K, w, ws, nr, act, as, nt, out, os);
+    gemm_exact_kz(PLM_TYPE_Q4_K, k / QK_K, w, ws, nr, act, as, nt, out, os);
 #else
     gemm_exact_by_rows(X86_FN(gemm_q4_K), k, w, ws, nr, act, as, nt, out, os);
 #endif
