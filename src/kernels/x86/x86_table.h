@@ -12,6 +12,9 @@
 #include "kernels/x86/blocks32.h"
 #include "kernels/x86/kquants.h"
 #include "kernels/x86/codebooks.h"
+#if X86_ZMM
+#include "kernels/x86/lookups.h"
+#endif
 #include "kernels/x86/act_quant.h"
 #include "kernels/x86/dequantize.h"
 #include "kernels/x86/attention.h"
@@ -150,7 +153,7 @@ static void X86_FN(build)(void) {
     X86_FN(complete) = X86_FN(simd);
     X86_FN(complete).name = X86_NAME;
 #if X86_ZMM
-    codebooks_install_vbmi(&X86_FN(complete));
+    lookups_install_vbmi(&X86_FN(complete));
 #endif
     plm_kernels_fill_from(&X86_FN(complete), plm_kernels_ref());
 }
