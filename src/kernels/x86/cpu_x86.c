@@ -66,16 +66,20 @@ bool plm_x86_has_avx2(void) {
     return avx2_ok(&c);
 }
 
+static bool avx512_ok(const x86_caps *c) {
+    const uint32_t need7 = CPUID7_AVX512F | CPUID7_AVX512BW | CPUID7_AVX512VL;
+    return avx2_ok(c) && (c->ebx7 & need7) == need7 && (c->ecx7 & CPUID7C_AVX512VNNI) &&
+           (c->xcr0 & XCR0_AVX512) == XCR0_AVX512;
+}
+
 bool plm_x86_has_avx512(void) {
     const x86_caps c = probe();
-    const uint32_t need7 = CPUID7_AVX512F | CPUID7_AVX512BW | CPUID7_AVX512VL;
-    return avx2_ok(&c) && (c.ebx7 & need7) == need7 && (c.ecx7 & CPUID7C_AVX512VNNI) &&
-           (c.xcr0 & XCR0_AVX512) == XCR0_AVX512;
+    return avx512_ok(&c);
 }
 
 bool plm_x86_has_avx512vbmi(void) {
     const x86_caps c = probe();
-    return plm_x86_has_avx512() && (c.ecx7 & CPUID7C_AVX512VBMI);
+    return avx512_ok(&c) && (c.ecx7 & CPUID7C_AVX512VBMI);
 }
 
 bool plm_x86_has_avxvnni(void) {

@@ -49,9 +49,9 @@ typedef struct {
     float d;
 } lookup_act;
 
-/* The tables of a format in registers: its lookup tables' 64-byte
- * quarters (tq1_trit_lut, iq3_plane_lut, iq2_field_lut, iq3s_field_lut
- * in order) and, for IQ2_XXS and IQ3_XXS, the sign bytes'. */
+/* The tables of a format in registers: t, its table (tq1_trit_lut,
+ * iq3_plane_lut, iq2_field_lut or iq3s_field_lut) in 64-byte pieces, and
+ * for IQ2_XXS and IQ3_XXS the sign bytes' (iq_sign_bytes). */
 typedef struct {
     __m512i t[16], signs[2];
 } lookup_tables;
@@ -74,6 +74,34 @@ X86_VBMI_INL void tq1_act_make(const block_q8_K *y, lookup_act *g) {
  * top bits are `top`. */
 X86_VBMI_INL __m512i lookup256(const __m512i *r, __m512i q, __mmask64 top) {
     return _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(r[0], q, r[1]), _mm512_permutex2var_epi8(r[2], q, r[3]));
+}
+
+/* The activations in the planes' lane order: a[p][L] = y->qs[first[L] + p]
+ * (p < 4; first[L] + 3 stays below 128 or above, so bit 7 of the index
+ * picks qs[0..127] or qs[128..255]). */
+X86_VBMI_INL void planes_act_make(const block_q8_K *y, const uint8_t first[64], lookup_act *g) {
+    const __m512i q0 = _mm512_loadu_si512(y->qs), q1 = _mm512_loadu_si512(y->qs + 64);
+    const __m512i q2 = _mm512_loadu_si512(y->qs + 128), q3 = _mm512_loadu_si512(y->qs + 192);
+    for (int p = 0; p < 4; p++) {
+        const __m512i e = _mm512_add_epi8(_mm512_load_si512(first), _mm512_set1_epi8((char)p));
+        g->a[p] = _mm512_mask_blend_epi8(_mm512_movepi8_mask(e), _mm512_permutex2var_epi8(q0, e, q1),
+                                         _mm512_permutex2var_epi8(q2, e, q3));
+    }
+    g->d = y->d;
+}
+
+/* acc + the super-block's four planes of magnitudes against their
+ * activations, negated where neg says, each dword's sum times its
+ * sub-block scale ls, times d and Q8_K's d (IQ2_XXS, IQ3_XXS, IQ3_S). */
+X86_VBMI_INL __m512 planes_dot(const __m512i mag[4], const __mmask64 neg[4], __m512i ls, float d, const lookup_act *g,
+                               __m512 acc) {
+    __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}; /* two chains */
+    for (int p = 0; p < 4; p++) {
+        const __m512i a = _mm512_mask_sub_epi8(g->a[p], neg[p], _mm512_setzero_si512(), g->a[p]);
+        s[p % 2] = _mm512_dpbusd_epi32(s[p % 2], mag[p], a);
+    }
+    const __m512i sum = _mm512_mullo_epi32(_mm512_add_epi32(s[0], s[1]), ls);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * g->d), acc);
 }
 
 /* acc + the super-block's dot times its two scales, in 16 float lanes. */
@@ -137,38 +165,26 @@ static _Alignas(64) const uint8_t iq3_lane4[64] = {
 };
 
 /* The activations by plane: a[p][L] = element 4L + p. */
-X86_VBMI_INL void iq3_act_make(const block_q8_K *y, lookup_act *g) {
-    const __m512i q0 = _mm512_loadu_si512(y->qs), q1 = _mm512_loadu_si512(y->qs + 64);
-    const __m512i q2 = _mm512_loadu_si512(y->qs + 128), q3 = _mm512_loadu_si512(y->qs + 192);
-    for (int p = 0; p < 4; p++) { /* lanes 0-31 from qs[0..127], 32-63 from qs[128..255] */
-        const __m512i ix = _mm512_add_epi8(_mm512_load_si512(iq3_lane4), _mm512_set1_epi8((char)p));
-        g->a[p] = _mm512_mask_blend_epi8((__mmask64)0xffffffff00000000ULL, _mm512_permutex2var_epi8(q0, ix, q1),
-                                         _mm512_permutex2var_epi8(q2, ix, q3));
-    }
-    g->d = y->d;
-}
+X86_VBMI_INL void iq3_act_make(const block_q8_K *y, lookup_act *g) { planes_act_make(y, iq3_lane4, g); }
 
-/* Lane L: 1 << (4 (L % 2) + p), the bit of sign byte L / 2 that element 4L + p takes. */
-X86_VBMI_INL __m512i iq3_sign_bit(int p) {
-    return _mm512_set1_epi16((short)((1 << p) | (1 << (12 + p))));
+/* Plane p's negative lanes from the 32 sign bytes in lanes 0-31 of sb32:
+ * lane L takes bit 4 (L % 2) + p of sign byte L / 2 (IQ3_XXS, IQ3_S). */
+X86_VBMI_INL void iq3_negatives(__m512i sb32, __mmask64 neg[4]) {
+    const __m512i half = _mm512_srli_epi16(_mm512_load_si512(iq3_lane4), 3); /* L / 2 */
+    const __m512i sb = _mm512_permutexvar_epi8(half, sb32);
+    for (int p = 0; p < 4; p++) neg[p] = _mm512_test_epi8_mask(sb, _mm512_set1_epi16((short)(1 << p | 1 << (12 + p))));
 }
 
 X86_VBMI_INL __m512 iq3_block(const block_iq3_xxs *x, const lookup_tables *t, const lookup_act *g, __m512 acc) {
     const __m512i idx = _mm512_loadu_si512(x->qs);
     const __mmask64 top = _mm512_movepi8_mask(idx);
     const __m512i codes = _mm512_castsi256_si512(loadu256(x->qs + QK_K / 4)); /* 8 words of 4 codes */
-    const __m512i half = _mm512_srli_epi16(_mm512_load_si512(iq3_lane4), 3);  /* L / 2 */
-    const __m512i sb = _mm512_permutexvar_epi8(half, sign_bytes(codes, SIGN_CODES_BOTH_WORDS, t->signs));
-    __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-    for (int p = 0; p < 4; p++) {
-        const __m512i mag = lookup256(t->t + 4 * p, idx, top);
-        const __mmask64 neg = _mm512_test_epi8_mask(sb, iq3_sign_bit(p));
-        const __m512i a = _mm512_mask_sub_epi8(g->a[p], neg, _mm512_setzero_si512(), g->a[p]);
-        s[p % 2] = _mm512_dpbusd_epi32(s[p % 2], mag, a);
-    }
+    __mmask64 neg[4];
+    iq3_negatives(sign_bytes(codes, SIGN_CODES_BOTH_WORDS, t->signs), neg);
+    __m512i mag[4];
+    for (int p = 0; p < 4; p++) mag[p] = lookup256(t->t + 4 * p, idx, top);
     const __m512i ls = _mm512_and_si512(cbz_scales(PLM_TYPE_IQ3_XXS, x), _mm512_set1_epi32(0xffff));
-    const __m512i sum = _mm512_mullo_epi32(_mm512_add_epi32(s[0], s[1]), ls);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(x->d) * g->d), acc);
+    return planes_dot(mag, neg, ls, h2f(x->d), g, acc);
 }
 
 /* ---- IQ2_XXS by byte lookups (AVX-512 VBMI) ----------------------------------
@@ -196,16 +212,7 @@ static _Alignas(64) const uint8_t iq2_lane_element[64] = {
 };
 
 /* The activations by plane: a[f][L] = element 8 (L % 32) + 4 (L / 32) + f. */
-X86_VBMI_INL void iq2_act_make(const block_q8_K *y, lookup_act *g) {
-    const __m512i q0 = _mm512_loadu_si512(y->qs), q1 = _mm512_loadu_si512(y->qs + 64);
-    const __m512i q2 = _mm512_loadu_si512(y->qs + 128), q3 = _mm512_loadu_si512(y->qs + 192);
-    for (int f = 0; f < 4; f++) { /* elements below 128: lanes 0-15 and 32-47 */
-        const __m512i e = _mm512_add_epi8(_mm512_load_si512(iq2_lane_element), _mm512_set1_epi8((char)f));
-        g->a[f] = _mm512_mask_blend_epi8((__mmask64)0xffff0000ffff0000ULL, _mm512_permutex2var_epi8(q0, e, q1),
-                                         _mm512_permutex2var_epi8(q2, e, q3));
-    }
-    g->d = y->d;
-}
+X86_VBMI_INL void iq2_act_make(const block_q8_K *y, lookup_act *g) { planes_act_make(y, iq2_lane_element, g); }
 
 /* Byte 4j + l of qword j for lane L = 8j + l (and again for 32 + L): the
  * low word of each 8-byte group (grid indices, or sign bytes once looked up). */
@@ -226,19 +233,19 @@ X86_VBMI_INL __m512 iq2_block(const block_iq2_xxs *x, const lookup_tables *t, co
     const __m512i fields = _mm512_mask_blend_epi8(top, lo, hi);
     const __m512i sb = _mm512_permutexvar_epi8(low_words, sign_bytes(q, SIGN_CODES_HIGH_WORD, t->signs));
     const __m512i levels = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
-    __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512i mag[4];
+    __mmask64 neg[4];
     for (int f = 0; f < 4; f++) {
         const __m512i lvl = _mm512_and_si512(_mm512_srli_epi16(fields, 2 * f), _mm512_set1_epi8(3));
+        mag[f] = _mm512_shuffle_epi8(levels, lvl);
         const __m512i bit = _mm512_mask_blend_epi8(high_half, _mm512_set1_epi8((char)(1 << f)),
                                                    _mm512_set1_epi8((char)(16 << f)));
-        const __m512i a = _mm512_mask_sub_epi8(g->a[f], _mm512_test_epi8_mask(sb, bit), _mm512_setzero_si512(), g->a[f]);
-        s[f % 2] = _mm512_dpbusd_epi32(s[f % 2], _mm512_shuffle_epi8(levels, lvl), a);
+        neg[f] = _mm512_test_epi8_mask(sb, bit);
     }
     const __m512i ls4 = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14),
                                                  _mm512_srli_epi64(q, 60)); /* dword k: sub-block k % 8's */
     const __m512i ls = _mm512_add_epi32(_mm512_add_epi32(ls4, ls4), _mm512_set1_epi32(1));
-    const __m512i sum = _mm512_mullo_epi32(_mm512_add_epi32(s[0], s[1]), ls);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(x->d) * g->d), acc);
+    return planes_dot(mag, neg, ls, h2f(x->d), g, acc);
 }
 
 /* ---- IQ3_S by byte lookups (AVX-512 VBMI) ------------------------------------
@@ -272,21 +279,14 @@ X86_VBMI_INL __mmask64 qh_bits(const uint8_t qh[8]) {
 X86_VBMI_INL __m512 iq3s_block(const block_iq3_s *x, const lookup_tables *t, const lookup_act *g, __m512 acc) {
     const __m512i idx = _mm512_loadu_si512(x->qs);
     const __mmask64 top = _mm512_movepi8_mask(idx), b8 = qh_bits(x->qh);
-    const __m512i half = _mm512_srli_epi16(_mm512_load_si512(iq3_lane4), 3); /* L / 2 */
-    const __m512i sb = _mm512_permutexvar_epi8(half, _mm512_castsi256_si512(loadu256(x->signs)));
+    __mmask64 neg[4];
+    iq3_negatives(_mm512_castsi256_si512(loadu256(x->signs)), neg);
     const __m512i nib = _mm512_set1_epi8(15);
     const __m512i f01 = lookup512(t->t, idx, top, b8), f23 = lookup512(t->t + 8, idx, top, b8);
     const __m512i mag[4] = {_mm512_and_si512(f01, nib), _mm512_and_si512(_mm512_srli_epi16(f01, 4), nib),
                             _mm512_and_si512(f23, nib), _mm512_and_si512(_mm512_srli_epi16(f23, 4), nib)};
-    __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-    for (int p = 0; p < 4; p++) {
-        const __mmask64 neg = _mm512_test_epi8_mask(sb, iq3_sign_bit(p));
-        const __m512i a = _mm512_mask_sub_epi8(g->a[p], neg, _mm512_setzero_si512(), g->a[p]);
-        s[p % 2] = _mm512_dpbusd_epi32(s[p % 2], mag[p], a);
-    }
     const __m512i ls = _mm512_and_si512(cbz_scales(PLM_TYPE_IQ3_S, x), _mm512_set1_epi32(0xffff));
-    const __m512i sum = _mm512_mullo_epi32(_mm512_add_epi32(s[0], s[1]), ls);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(x->d) * g->d), acc);
+    return planes_dot(mag, neg, ls, h2f(x->d), g, acc);
 }
 
 /* ---- the four formats' vec_dot and gemv ------------------------------------ */
