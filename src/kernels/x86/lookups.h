@@ -1,5 +1,5 @@
 /*
- * x86 decode of TQ1_0, IQ2_XXS, IQ3_XXS and IQ3_S by byte lookups, on
+ * x86 decode of TQ1_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S by byte lookups, on
  * AVX-512 CPUs with VBMI (Ice Lake, Zen 4 and later).  Part of the AVX-512
  * table (see x86.h), included after codebooks.h, whose helpers it uses
  * (cbz_scales, xxs_aux, h2f); without VBMI the table keeps codebooks.h's
@@ -8,7 +8,8 @@
  * vpermt2b looks 64 bytes up at once in a 128-entry table, so two of them
  * on the halves of a 256-entry table, blended by each index byte's top
  * bit, decode 64 codes of a byte each: a TQ1_0 byte's trits, an IQ3_XXS
- * or IQ2_XXS grid row (IQ3_S's 512 rows: four of them).  The lanes of the
+ * or IQ2_XXS grid row (IQ3_S's and IQ2_XS's 512 rows: four of them, IQ2_S's
+ * 1024: eight).  The lanes of the
  * result are in the order of the codes, not of the elements (code L's
  * element p in lane L of "plane" p), so the activations are put in that
  * order instead, once per matrix by the gemv (per super-block by the
@@ -49,11 +50,12 @@ typedef struct {
     float d;
 } lookup_act;
 
-/* The tables of a format in registers: t, its table (tq1_trit_lut,
- * iq3_plane_lut, iq2_field_lut or iq3s_field_lut) in 64-byte pieces, and
- * for IQ2_XXS and IQ3_XXS the sign bytes' (iq_sign_bytes). */
+/* The tables of a format in registers (IQ2_S's 32 pieces partly spilled):
+ * t, its table (tq1_trit_lut, iq2_field_lut, iq2xs_field_lut,
+ * iq2s_field_lut, iq3_plane_lut or iq3s_field_lut) in 64-byte pieces, and
+ * for IQ2_XXS, IQ2_XS and IQ3_XXS the sign bytes' (iq_sign_bytes). */
 typedef struct {
-    __m512i t[16], signs[2];
+    __m512i t[32], signs[2];
 } lookup_tables;
 
 /* Super-blocks whose activations the gemv prepares on the stack (24 KiB);
@@ -289,13 +291,105 @@ X86_VBMI_INL __m512 iq3s_block(const block_iq3_s *x, const lookup_tables *t, con
     return planes_dot(mag, neg, ls, h2f(x->d), g, acc);
 }
 
-/* ---- the four formats' vec_dot and gemv ------------------------------------ */
+/* ---- IQ2_XS by byte lookups (AVX-512 VBMI) -----------------------------------
+ * IQ2_XXS's level fields with IQ3_S's 9-bit indices: 512 rows of eight
+ * elements at levels 8, 25, 43, so table A (elements 0-3 of every row)
+ * and table B (4-7) are 512 entries each (iq2xs_field_lut, 16 registers).
+ * IQ2_XS's scale covers 16 elements (two rows), so the lanes go by rows:
+ * lane 2r looks row r up in A, lane 2r + 1 in B, and plane f's lane L
+ * holds element 4L + f, IQ3_XXS's order (iq3_act_make); dword k of the
+ * planes' vpdpbusd sum is then the 16 elements of scale k.  A row's index
+ * word is 9 index bits and a 7-bit sign code: vpshufb gives each lane of
+ * the pair its word's low byte (the index, bit 7 as `top`) or high one
+ * (bit 8 of the index as its bit 0, the sign code above it). */
+
+/* iq2xs_field_lut[h][i]: the level indices of elements 4h..4h+3 of
+ * plm_iq2xs_grid[i], 2 bits each (lookups_install_vbmi). */
+static _Alignas(64) uint8_t iq2xs_field_lut[2][512];
+
+/* Table A (registers a[0..7]) in the even lanes, B (b[0..7]) in the odd
+ * ones, at 9-bit indices: low 8 bits idx, bit 7 in top, bit 8 in b8. */
+X86_VBMI_INL __m512i lookup512_pairs(const __m512i *a, const __m512i *b, __m512i idx, __mmask64 top, __mmask64 b8) {
+    const __mmask64 odd = (__mmask64)0xaaaaaaaaaaaaaaaaULL;
+    __m512i quarter[4]; /* entries 128j..128j+127 */
+    for (int j = 0; j < 4; j++)
+        quarter[j] = _mm512_mask_blend_epi8(odd, _mm512_permutex2var_epi8(a[2 * j], idx, a[2 * j + 1]),
+                                            _mm512_permutex2var_epi8(b[2 * j], idx, b[2 * j + 1]));
+    return _mm512_mask_blend_epi8(b8, _mm512_mask_blend_epi8(top, quarter[0], quarter[1]),
+                                  _mm512_mask_blend_epi8(top, quarter[2], quarter[3]));
+}
+
+/* The four planes of magnitudes and negative lanes from the level fields
+ * of the row pairs and the sign byte of each lane's row. */
+X86_VBMI_INL void iq2_pairs_planes(__m512i fields, __m512i sb, __m512i mag[4], __mmask64 neg[4]) {
+    const __m512i levels = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+    for (int f = 0; f < 4; f++) {
+        const __m512i lvl = _mm512_and_si512(_mm512_srli_epi16(fields, 2 * f), _mm512_set1_epi8(3));
+        mag[f] = _mm512_shuffle_epi8(levels, lvl);
+        neg[f] = _mm512_test_epi8_mask(sb, _mm512_set1_epi16((short)(1 << f | 16 << (8 + f)))); /* B: bit 4 + f */
+    }
+}
+
+X86_VBMI_INL __m512 iq2xs_block(const block_iq2_xs *x, const lookup_tables *t, const lookup_act *g, __m512 acc) {
+    const __m512i q = _mm512_loadu_si512(x->qs);
+    const __m512i low_bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14));
+    const __m512i idx = _mm512_shuffle_epi8(q, low_bytes); /* both lanes of a row: its word's low byte */
+    const __m512i hi = _mm512_shuffle_epi8(q, _mm512_add_epi8(low_bytes, _mm512_set1_epi8(1)));
+    const __mmask64 top = _mm512_movepi8_mask(idx), b8 = _mm512_test_epi8_mask(hi, _mm512_set1_epi8(1));
+    const __m512i sb = _mm512_permutex2var_epi8(t->signs[0], _mm512_srli_epi16(hi, 1), t->signs[1]);
+    __m512i mag[4];
+    __mmask64 neg[4];
+    iq2_pairs_planes(lookup512_pairs(t->t, t->t + 8, idx, top, b8), sb, mag, neg);
+    const __m512i ls = _mm512_and_si512(cbz_scales(PLM_TYPE_IQ2_XS, x), _mm512_set1_epi32(0xffff));
+    return planes_dot(mag, neg, ls, h2f(x->d), g, acc);
+}
+
+/* ---- IQ2_S by byte lookups (AVX-512 VBMI) ------------------------------------
+ * IQ2_XS's planes with 10-bit indices and stored sign bytes: tables A and
+ * B of 1024 entries (iq2s_field_lut, 32 registers' worth, more than the
+ * gemv keeps in registers), looked up as two 512-entry halves chosen by
+ * index bit 9.  Row r's bits 8 and 9 are bits 2r and 2r + 1 of the qh
+ * bytes read as one word, spread to the row's two lanes as masks. */
+
+/* iq2s_field_lut[h][i]: the level indices of elements 4h..4h+3 of
+ * plm_iq2s_grid[i], 2 bits each (lookups_install_vbmi). */
+static _Alignas(64) uint8_t iq2s_field_lut[2][1024];
+
+/* Lane L: row L / 2 (its index byte, 32 + that its sign byte). */
+static _Alignas(64) const uint8_t iq2_row_of_lane[64] = {
+    0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15,
+    16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23, 23, 24, 24, 25, 25, 26, 26, 27, 27, 28, 28, 29, 29,
+    30, 30, 31, 31};
+
+/* Bit 2r of m (r < 32) to bits 2r and 2r + 1: a row's bit to both its lanes. */
+X86_VBMI_INL __mmask64 rows_to_lanes(uint64_t m) {
+    m &= 0x5555555555555555ULL;
+    return (__mmask64)(m | m << 1);
+}
+
+X86_VBMI_INL __m512 iq2s_block(const block_iq2_s *x, const lookup_tables *t, const lookup_act *g, __m512 acc) {
+    const __m512i q = _mm512_loadu_si512(x->qs), rows = _mm512_load_si512(iq2_row_of_lane);
+    const __m512i idx = _mm512_permutexvar_epi8(rows, q);
+    const __m512i sb = _mm512_permutexvar_epi8(_mm512_add_epi8(rows, _mm512_set1_epi8(QK_K / 8)), q);
+    const __mmask64 top = _mm512_movepi8_mask(idx);
+    const uint64_t qh = (uint64_t)qh_bits(x->qh);
+    const __mmask64 b8 = rows_to_lanes(qh), b9 = rows_to_lanes(qh >> 1);
+    const __m512i fields = _mm512_mask_blend_epi8(b9, lookup512_pairs(t->t, t->t + 16, idx, top, b8),
+                                                  lookup512_pairs(t->t + 8, t->t + 24, idx, top, b8));
+    __m512i mag[4];
+    __mmask64 neg[4];
+    iq2_pairs_planes(fields, sb, mag, neg);
+    const __m512i ls = _mm512_and_si512(cbz_scales(PLM_TYPE_IQ2_S, x), _mm512_set1_epi32(0xffff));
+    return planes_dot(mag, neg, ls, h2f(x->d), g, acc);
+}
+
+/* ---- the six formats' vec_dot and gemv ------------------------------------- */
 
 X86_VBMI_INL void lookup_act_make(plm_type type, const block_q8_K *y, lookup_act *g) {
     switch (type) {
     case PLM_TYPE_TQ1_0: tq1_act_make(y, g); break;
     case PLM_TYPE_IQ2_XXS: iq2_act_make(y, g); break;
-    default: iq3_act_make(y, g); break; /* IQ3_XXS, IQ3_S */
+    default: iq3_act_make(y, g); break; /* IQ3_XXS, IQ3_S, IQ2_XS, IQ2_S */
     }
 }
 
@@ -303,10 +397,12 @@ X86_VBMI_INL void lookup_tables_load(plm_type type, lookup_tables *t) {
     const uint8_t *lut = type == PLM_TYPE_TQ1_0     ? &tq1_trit_lut[0][0]
                          : type == PLM_TYPE_IQ2_XXS ? &iq2_field_lut[0][0]
                          : type == PLM_TYPE_IQ3_XXS ? &iq3_plane_lut[0][0]
+                         : type == PLM_TYPE_IQ2_XS  ? &iq2xs_field_lut[0][0]
+                         : type == PLM_TYPE_IQ2_S   ? &iq2s_field_lut[0][0]
                                                     : &iq3s_field_lut[0][0];
-    const int n = type == PLM_TYPE_TQ1_0 || type == PLM_TYPE_IQ2_XXS ? 8 : 16;
+    const int n = type == PLM_TYPE_TQ1_0 || type == PLM_TYPE_IQ2_XXS ? 8 : type == PLM_TYPE_IQ2_S ? 32 : 16;
     for (int i = 0; i < n; i++) t->t[i] = _mm512_load_si512(lut + 64 * i);
-    if (type == PLM_TYPE_IQ2_XXS || type == PLM_TYPE_IQ3_XXS)
+    if (type == PLM_TYPE_IQ2_XXS || type == PLM_TYPE_IQ3_XXS || type == PLM_TYPE_IQ2_XS)
         for (int i = 0; i < 2; i++) t->signs[i] = _mm512_load_si512(iq_sign_bytes + 64 * i);
 }
 
@@ -316,6 +412,8 @@ X86_VBMI_INL __m512 lookup_block(plm_type type, const void *blk, const lookup_ta
     case PLM_TYPE_TQ1_0: return tq1_block(blk, t, g, acc);
     case PLM_TYPE_IQ2_XXS: return iq2_block(blk, t, g, acc);
     case PLM_TYPE_IQ3_XXS: return iq3_block(blk, t, g, acc);
+    case PLM_TYPE_IQ2_XS: return iq2xs_block(blk, t, g, acc);
+    case PLM_TYPE_IQ2_S: return iq2s_block(blk, t, g, acc);
     default: return iq3s_block(blk, t, g, acc);
     }
 }
@@ -366,6 +464,14 @@ X86_TARGET_VBMI static void X86_FN(vec_dot_iq3_xxs_vbmi)(int64_t n, float *s, co
     vec_dot_lookup(PLM_TYPE_IQ3_XXS, n, s, w, a);
 }
 
+X86_TARGET_VBMI static void X86_FN(vec_dot_iq2_xs_vbmi)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_lookup(PLM_TYPE_IQ2_XS, n, s, w, a);
+}
+
+X86_TARGET_VBMI static void X86_FN(vec_dot_iq2_s_vbmi)(int64_t n, float *s, const void *w, const void *a) {
+    vec_dot_lookup(PLM_TYPE_IQ2_S, n, s, w, a);
+}
+
 X86_TARGET_VBMI static void X86_FN(vec_dot_iq3_s_vbmi)(int64_t n, float *s, const void *w, const void *a) {
     vec_dot_lookup(PLM_TYPE_IQ3_S, n, s, w, a);
 }
@@ -385,9 +491,30 @@ X86_TARGET_VBMI static void X86_FN(gemv_iq3_xxs_vbmi)(int64_t k, const void *w, 
     gemv_lookup(PLM_TYPE_IQ3_XXS, k, w, ws, n_rows, act, out);
 }
 
+X86_TARGET_VBMI static void X86_FN(gemv_iq2_xs_vbmi)(int64_t k, const void *w, size_t ws, int64_t n_rows,
+                                                    const void *act, float *out) {
+    gemv_lookup(PLM_TYPE_IQ2_XS, k, w, ws, n_rows, act, out);
+}
+
+X86_TARGET_VBMI static void X86_FN(gemv_iq2_s_vbmi)(int64_t k, const void *w, size_t ws, int64_t n_rows,
+                                                   const void *act, float *out) {
+    gemv_lookup(PLM_TYPE_IQ2_S, k, w, ws, n_rows, act, out);
+}
+
 X86_TARGET_VBMI static void X86_FN(gemv_iq3_s_vbmi)(int64_t k, const void *w, size_t ws, int64_t n_rows,
                                                    const void *act, float *out) {
     gemv_lookup(PLM_TYPE_IQ3_S, k, w, ws, n_rows, act, out);
+}
+
+/* Elements 4h..4h+3 of an IQ2 grid row (bytes of the levels 8, 25, 43) as
+ * four 2-bit level indices. */
+static uint8_t level_fields(uint64_t row, int h) {
+    unsigned fields = 0;
+    for (int e = 0; e < 4; e++) {
+        const unsigned v = (unsigned)(row >> (8 * (4 * h + e)) & 0xff);
+        fields |= (v == 8 ? 0u : v == 25 ? 1u : 2u) << (2 * e);
+    }
+    return (uint8_t)fields;
 }
 
 /* The lookup tables above, from ggml's definitions. */
@@ -401,23 +528,20 @@ static void vbmi_tables_fill(void) {
     for (unsigned c = 0; c < 128; c++) iq_sign_bytes[c] = (uint8_t)(c | (__builtin_popcount(c) & 1) << 7);
     for (int i = 0; i < 256; i++) {
         for (int p = 0; p < 4; p++) iq3_plane_lut[p][i] = (uint8_t)(plm_iq3xxs_grid[i] >> 8 * p);
-        for (int h = 0; h < 2; h++) {
-            unsigned fields = 0;
-            for (int e = 0; e < 4; e++) {
-                const unsigned v = (unsigned)(plm_iq2xxs_grid[i] >> (8 * (4 * h + e)) & 0xff);
-                fields |= (v == 8 ? 0u : v == 25 ? 1u : 2u) << (2 * e); /* the levels 8, 25, 43 */
-            }
-            iq2_field_lut[h][i] = (uint8_t)fields;
-        }
+        for (int h = 0; h < 2; h++) iq2_field_lut[h][i] = level_fields(plm_iq2xxs_grid[i], h);
     }
+    for (int i = 0; i < 1024; i++)
+        for (int h = 0; h < 2; h++) iq2s_field_lut[h][i] = level_fields(plm_iq2s_grid[i], h);
     for (int i = 0; i < 512; i++)
-        for (int h = 0; h < 2; h++)
+        for (int h = 0; h < 2; h++) {
+            iq2xs_field_lut[h][i] = level_fields(plm_iq2xs_grid[i], h);
             iq3s_field_lut[h][i] = (uint8_t)((plm_iq3s_grid[i] >> 16 * h & 0x0f) | (plm_iq3s_grid[i] >> (16 * h + 4) & 0xf0));
+        }
 }
 
 /* With VBMI (and PLM_NO_VBMI unset: the tests' way to reach the other
- * path on such a CPU), TQ1_0's, IQ3_XXS's, IQ2_XXS's and IQ3_S's entries
- * become the lookups above. */
+ * path on such a CPU), TQ1_0's, IQ2_XXS's, IQ2_XS's, IQ2_S's, IQ3_XXS's and
+ * IQ3_S's entries become the lookups above. */
 static void lookups_install_vbmi(plm_kernels *kt) {
     const char *off = getenv("PLM_NO_VBMI");
     if (!plm_x86_has_avx512vbmi() || (off && *off && strcmp(off, "0") != 0)) return;
@@ -430,4 +554,8 @@ static void lookups_install_vbmi(plm_kernels *kt) {
     kt->gemv[PLM_TYPE_IQ2_XXS] = X86_FN(gemv_iq2_xxs_vbmi);
     kt->vec_dot[PLM_TYPE_IQ3_S] = X86_FN(vec_dot_iq3_s_vbmi);
     kt->gemv[PLM_TYPE_IQ3_S] = X86_FN(gemv_iq3_s_vbmi);
+    kt->vec_dot[PLM_TYPE_IQ2_XS] = X86_FN(vec_dot_iq2_xs_vbmi);
+    kt->gemv[PLM_TYPE_IQ2_XS] = X86_FN(gemv_iq2_xs_vbmi);
+    kt->vec_dot[PLM_TYPE_IQ2_S] = X86_FN(vec_dot_iq2_s_vbmi);
+    kt->gemv[PLM_TYPE_IQ2_S] = X86_FN(gemv_iq2_s_vbmi);
 }
