@@ -145,16 +145,20 @@ X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h) {
 
 /* Software prefetch for a tile of C tokens at super-block blk.  A batch
  * computes long enough per super-block for the hardware prefetcher to fall
- * behind: two super-blocks ahead.  Decode (C = 1) left it to the hardware
- * prefetcher, whose streams that distant prefetch only disturbed (one core,
- * Zen 4, repacked decode from memory: Q4_K 23 -> 29 GB/s, Q5_K 17 -> 25
- * without it), except Q6_K's: each of its sub-blocks reads a code run, a
- * high run and its scales side by side, and the stream is kept only if the
- * super-block is first touched in order (16 -> 24-27 GB/s; 18-20 with the
- * scales copied out first and no prefetch). */
-X86_INL void rk_prefetch(plm_type type, int C, const uint8_t *blk, size_t sb) {
+ * behind: two super-blocks ahead into L1.  Decode (C = 1) prefetches into
+ * L2, RK_DECODE_AHEAD bytes on (3-4 super-blocks).  Measured on one core,
+ * Zen 4, repacked decode from memory (bench_kernels, 2026-12-05): with no
+ * prefetch Q4_K 18.5, Q5_K 17.0, Q6_K 25.5 (its super-block prefetched as
+ * it is read), IQ4_XS 17.0 GB/s; with this 30.0, 30.7, 30.8, 31.6 (the
+ * plain sweep 30-40); 4 KiB or one super-block into L1 a little less.  On
+ * 2026-12-04 the same kind of host had measured the opposite for the L1
+ * prefetch two super-blocks ahead (Q4_K 23 -> 29 GB/s without it), which
+ * is why decode went without until this distance was measured. */
+enum { RK_DECODE_AHEAD = 8192 };
+
+X86_INL void rk_prefetch(int C, const uint8_t *blk, size_t sb) {
     if (C > 1) rp_prefetch(blk, sb, 2);
-    else if (type == PLM_TYPE_Q6_K) rp_prefetch(blk, sb, 0);
+    else rp_prefetch_l2(blk, sb, RK_DECODE_AHEAD);
 }
 
 /* C tokens x 16 rows of one group over kb super-blocks. */
@@ -168,7 +172,7 @@ X86_INL void rk_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int k
         for (int c = 0; c < C; c++) acc[h][c] = rk_zero();
     for (int b = 0; b < kb; b++) {
         const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
-        rk_prefetch(type, C, blk, sb);
+        rk_prefetch(C, blk, sb);
         _Alignas(16) int8_t sc[8][16], mn[8][16];
         if (rk_mins(type)) rk_scales_k4(blk + L.scales, sc, mn);
         else if (type == PLM_TYPE_IQ4_XS) rk_scales_xs(blk + L.scales, sc);
