@@ -146,14 +146,15 @@ X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h) {
 /* Software prefetch for a tile of C tokens at super-block blk.  A batch
  * computes long enough per super-block for the hardware prefetcher to fall
  * behind: two super-blocks ahead into L1.  Decode (C = 1) prefetches into
- * L2, RK_DECODE_AHEAD bytes on (3-4 super-blocks).  Measured on one core,
- * Zen 4, repacked decode from memory (bench_kernels, 2026-12-05): with no
+ * L2, RK_DECODE_AHEAD bytes on (2-4 super-blocks).  Measured on one core of
+ * a Zen 5, repacked decode from memory (bench_kernels, 2026-12-05): with no
  * prefetch Q4_K 18.5, Q5_K 17.0, Q6_K 25.5 (its super-block prefetched as
- * it is read), IQ4_XS 17.0 GB/s; with this 30.0, 30.7, 30.8, 31.6 (the
- * plain sweep 30-40); 4 KiB or one super-block into L1 a little less.  On
- * 2026-12-04 the same kind of host had measured the opposite for the L1
- * prefetch two super-blocks ahead (Q4_K 23 -> 29 GB/s without it), which
- * is why decode went without until this distance was measured. */
+ * it is read), IQ4_XS 17.0 GB/s; with this 31.5-33.2, 27.9-29.1, 28.6-30.3,
+ * 29.0-31.9 (the plain sweep 30-40); 4 KiB or one super-block into L1 a
+ * little less, 24 KiB less end to end.  On 2026-12-04 a Zen 4 had measured
+ * the opposite for the L1 prefetch two super-blocks ahead (Q4_K 23 -> 29
+ * GB/s without it), which is why decode went without until this distance
+ * was measured; on the Zen 4 this one is unmeasured. */
 enum { RK_DECODE_AHEAD = 8192 };
 
 X86_INL void rk_prefetch(int C, const uint8_t *blk, size_t sb) {
