@@ -154,12 +154,20 @@ X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h) {
  * little less, 24 KiB less end to end.  On 2026-12-04 a Zen 4 had measured
  * the opposite for the L1 prefetch two super-blocks ahead (Q4_K 23 -> 29
  * GB/s without it), which is why decode went without until this distance
- * was measured; on the Zen 4 this one is unmeasured. */
+ * was measured; on the Zen 4 this one is unmeasured.  Q6_K also prefetches
+ * the super-block it is about to read, in order, as it did there: each of
+ * its sub-blocks reads a code run, a high run and its scales side by side,
+ * and the Zen 4 kept that stream only so (16 -> 24-27 GB/s); on the Zen 5
+ * it makes no difference (29.0-31.5 with it, 28.1-30.6 without). */
 enum { RK_DECODE_AHEAD = 8192 };
 
-X86_INL void rk_prefetch(int C, const uint8_t *blk, size_t sb) {
-    if (C > 1) rp_prefetch(blk, sb, 2);
-    else rp_prefetch_l2(blk, sb, RK_DECODE_AHEAD);
+X86_INL void rk_prefetch(plm_type type, int C, const uint8_t *blk, size_t sb) {
+    if (C > 1) {
+        rp_prefetch(blk, sb, 2);
+        return;
+    }
+    rp_prefetch_l2(blk, sb, RK_DECODE_AHEAD);
+    if (type == PLM_TYPE_Q6_K) rp_prefetch(blk, sb, 0);
 }
 
 /* C tokens x 16 rows of one group over kb super-blocks. */
@@ -173,7 +181,7 @@ X86_INL void rk_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int k
         for (int c = 0; c < C; c++) acc[h][c] = rk_zero();
     for (int b = 0; b < kb; b++) {
         const uint8_t *blk = grp + (size_t)(b0 + b) * sb;
-        rk_prefetch(C, blk, sb);
+        rk_prefetch(type, C, blk, sb);
         _Alignas(16) int8_t sc[8][16], mn[8][16];
         if (rk_mins(type)) rk_scales_k4(blk + L.scales, sc, mn);
         else if (type == PLM_TYPE_IQ4_XS) rk_scales_xs(blk + L.scales, sc);
