@@ -223,6 +223,19 @@ static _Alignas(64) const uint8_t iq2_low_words[64] = {
     48, 49, 50, 51, 56, 57, 58, 59, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27,
     32, 33, 34, 35, 40, 41, 42, 43, 48, 49, 50, 51, 56, 57, 58, 59};
 
+/* The four planes of magnitudes and negative lanes of the IQ2 formats from
+ * their level fields (field f of a lane: plane f) and each lane's sign
+ * byte sb: plane f's sign is bit f of sign0 shifted up by f, sign0 holding
+ * 1 in the lanes of table A's elements and 16 (bit 4) in table B's. */
+X86_VBMI_INL void iq2_level_planes(__m512i fields, __m512i sb, __m512i sign0, __m512i mag[4], __mmask64 neg[4]) {
+    const __m512i levels = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+    for (int f = 0; f < 4; f++) {
+        const __m512i lvl = _mm512_and_si512(_mm512_srli_epi16(fields, 2 * f), _mm512_set1_epi8(3));
+        mag[f] = _mm512_shuffle_epi8(levels, lvl);
+        neg[f] = _mm512_test_epi8_mask(sb, _mm512_slli_epi16(sign0, f)); /* 16 << 3 stays in its byte */
+    }
+}
+
 X86_VBMI_INL __m512 iq2_block(const block_iq2_xxs *x, const lookup_tables *t, const lookup_act *g, __m512 acc) {
     const __m512i q = _mm512_loadu_si512(x->qs), low_words = _mm512_load_si512(iq2_low_words);
     const __m512i idx = _mm512_permutexvar_epi8(low_words, q); /* the 32 indices in both halves */
@@ -234,16 +247,9 @@ X86_VBMI_INL __m512 iq2_block(const block_iq2_xxs *x, const lookup_tables *t, co
                                               _mm512_permutex2var_epi8(t->t[6], idx, t->t[7]));
     const __m512i fields = _mm512_mask_blend_epi8(top, lo, hi);
     const __m512i sb = _mm512_permutexvar_epi8(low_words, sign_bytes(q, SIGN_CODES_HIGH_WORD, t->signs));
-    const __m512i levels = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
     __m512i mag[4];
     __mmask64 neg[4];
-    for (int f = 0; f < 4; f++) {
-        const __m512i lvl = _mm512_and_si512(_mm512_srli_epi16(fields, 2 * f), _mm512_set1_epi8(3));
-        mag[f] = _mm512_shuffle_epi8(levels, lvl);
-        const __m512i bit = _mm512_mask_blend_epi8(high_half, _mm512_set1_epi8((char)(1 << f)),
-                                                   _mm512_set1_epi8((char)(16 << f)));
-        neg[f] = _mm512_test_epi8_mask(sb, bit);
-    }
+    iq2_level_planes(fields, sb, _mm512_mask_blend_epi8(high_half, _mm512_set1_epi8(1), _mm512_set1_epi8(16)), mag, neg);
     const __m512i ls4 = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14),
                                                  _mm512_srli_epi64(q, 60)); /* dword k: sub-block k % 8's */
     const __m512i ls = _mm512_add_epi32(_mm512_add_epi32(ls4, ls4), _mm512_set1_epi32(1));
@@ -319,17 +325,6 @@ X86_VBMI_INL __m512i lookup512_pairs(const __m512i *a, const __m512i *b, __m512i
                                   _mm512_mask_blend_epi8(top, quarter[2], quarter[3]));
 }
 
-/* The four planes of magnitudes and negative lanes from the level fields
- * of the row pairs and the sign byte of each lane's row. */
-X86_VBMI_INL void iq2_pairs_planes(__m512i fields, __m512i sb, __m512i mag[4], __mmask64 neg[4]) {
-    const __m512i levels = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
-    for (int f = 0; f < 4; f++) {
-        const __m512i lvl = _mm512_and_si512(_mm512_srli_epi16(fields, 2 * f), _mm512_set1_epi8(3));
-        mag[f] = _mm512_shuffle_epi8(levels, lvl);
-        neg[f] = _mm512_test_epi8_mask(sb, _mm512_set1_epi16((short)(1 << f | 16 << (8 + f)))); /* B: bit 4 + f */
-    }
-}
-
 X86_VBMI_INL __m512 iq2xs_block(const block_iq2_xs *x, const lookup_tables *t, const lookup_act *g, __m512 acc) {
     const __m512i q = _mm512_loadu_si512(x->qs);
     const __m512i low_bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14));
@@ -339,7 +334,7 @@ X86_VBMI_INL __m512 iq2xs_block(const block_iq2_xs *x, const lookup_tables *t, c
     const __m512i sb = _mm512_permutex2var_epi8(t->signs[0], _mm512_srli_epi16(hi, 1), t->signs[1]);
     __m512i mag[4];
     __mmask64 neg[4];
-    iq2_pairs_planes(lookup512_pairs(t->t, t->t + 8, idx, top, b8), sb, mag, neg);
+    iq2_level_planes(lookup512_pairs(t->t, t->t + 8, idx, top, b8), sb, _mm512_set1_epi16(1 | 16 << 8), mag, neg);
     const __m512i ls = _mm512_and_si512(cbz_scales(PLM_TYPE_IQ2_XS, x), _mm512_set1_epi32(0xffff));
     return planes_dot(mag, neg, ls, h2f(x->d), g, acc);
 }
@@ -378,7 +373,7 @@ X86_VBMI_INL __m512 iq2s_block(const block_iq2_s *x, const lookup_tables *t, con
                                                   lookup512_pairs(t->t + 8, t->t + 24, idx, top, b8));
     __m512i mag[4];
     __mmask64 neg[4];
-    iq2_pairs_planes(fields, sb, mag, neg);
+    iq2_level_planes(fields, sb, _mm512_set1_epi16(1 | 16 << 8), mag, neg);
     const __m512i ls = _mm512_and_si512(cbz_scales(PLM_TYPE_IQ2_S, x), _mm512_set1_epi32(0xffff));
     return planes_dot(mag, neg, ls, h2f(x->d), g, acc);
 }
