@@ -62,6 +62,17 @@ X86_TARGET static void X86_FN(quantize_row_q8_1)(const float *x, void *vy, int64
     }
 }
 
+/* The first element of x[0..QK_K) whose magnitude is amax, sign kept; 0
+ * when there is none (amax 0 or NaN). */
+X86_INL float first_of_magnitude(const float *x, float amax) {
+    const __m256 m = _mm256_set1_ps(amax);
+    for (int j = 0; j < QK_K; j += 8) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(abs_ps(_mm256_loadu_ps(x + j)), m, _CMP_EQ_OQ));
+        if (hit) return x[j + __builtin_ctz((unsigned)hit)];
+    }
+    return 0.0f;
+}
+
 /* Q8_K: scale from the signed value of largest magnitude (first on ties),
  * round half to even, and the 16-element sums. */
 X86_TARGET static void X86_FN(quantize_row_q8_K)(const float *x, void *vy, int64_t n) {
@@ -69,15 +80,11 @@ X86_TARGET static void X86_FN(quantize_row_q8_K)(const float *x, void *vy, int64
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         __m256 m = _mm256_setzero_ps();
         for (int j = 0; j < QK_K; j += 8) m = _mm256_max_ps(m, abs_ps(_mm256_loadu_ps(x + j)));
-        const float amax = hmax_ps(m);
-        float max = 0.0f;
-        for (int j = 0; j < QK_K; j++)
-            if (x[j] == amax || x[j] == -amax) {
-                max = x[j];
-                break;
-            }
-        memset(&y[i], 0, sizeof y[i]);
-        if (max == 0.0f || max != max) continue;
+        const float max = first_of_magnitude(x, hmax_ps(m));
+        if (max == 0.0f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
         const float iscale = -127.0f / max;
         const __m256 vs = _mm256_set1_ps(iscale);
         for (int j = 0; j < QK_K; j += 32) {
@@ -97,4 +104,16 @@ X86_TARGET static void X86_FN(quantize_row_q8_K)(const float *x, void *vy, int64
         }
         y[i].d = 1 / iscale;
     }
+}
+
+/* F16 (the KV cache's rows, attention's rounded queries): vcvtps2ph rounds
+ * to nearest even like plm_fp32_to_fp16, and quiets a NaN keeping its top
+ * payload bits as it does. */
+X86_TARGET static void X86_FN(quantize_row_f16)(const float *x, void *vy, int64_t n) {
+    plm_fp16_t *y = vy;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) y[i] = plm_fp32_to_fp16(x[i]);
 }

@@ -120,6 +120,7 @@ static const plm_kernels X86_FN(simd) = {
         [PLM_TYPE_Q8_0] = X86_FN(quantize_row_q8_0),
         [PLM_TYPE_Q8_1] = X86_FN(quantize_row_q8_1),
         [PLM_TYPE_Q8_K] = X86_FN(quantize_row_q8_K),
+        [PLM_TYPE_F16] = X86_FN(quantize_row_f16),
     },
 #if X86_ZMM
     .gemv = {
