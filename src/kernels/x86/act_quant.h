@@ -1,12 +1,14 @@
 /*
  * x86 activation quantizers: a float row to the Q8_0, Q8_1 or Q8_K blocks
- * the weight formats' dots take.  Part of an x86 table (see x86.h).
+ * the weight formats' dots take, or to F16 (the f16 KV cache's rows).  Part
+ * of an x86 table (see x86.h).
  *
  * Bit-identical to quantize.c for finite inputs: the same float scale
  * arithmetic, roundf emulated exactly (trunc, then step away from zero when
  * the dropped fraction is >= 0.5, which is exact in float), and Q8_K's
  * round-half-even by the default MXCSR rounding of vcvtps2dq.  Rows with
- * NaN or infinities may differ from the reference (garbage either way). */
+ * NaN or infinities may differ from the reference (garbage either way),
+ * except F16's, which match for every input. */
 
 /* roundf(v) for 8 lanes, as int32. */
 X86_INL __m256i roundf_epi32(__m256 v) {
