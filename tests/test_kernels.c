@@ -518,7 +518,7 @@ enum { AT_MAXD = 200, AT_MAXK = 300, AT_MAXQ = 8, AT_STRIDE = (AT_MAXD + 3) * 2 
 static double softmax_attention(const uint16_t *q, const uint8_t *kc, const uint8_t *vc, int nk, int hd, float scale,
                                 int i, bool flash, double *tol) {
     static double s[AT_MAXK];
-    double max = -INFINITY, sum = 0, o = 0, mag = 0, flips = 0;
+    double max = -INFINITY, sum = 0, o = 0, mag = 0, wmax = 0, flips = 0;
     for (int j = 0; j < nk; j++) {
         const uint16_t *kj = (const uint16_t *)(const void *)(kc + j * AT_STRIDE);
         double d = 0;
@@ -531,16 +531,19 @@ static double softmax_attention(const uint16_t *q, const uint8_t *kc, const uint
         const double v = plm_fp16_to_fp32(((const uint16_t *)(const void *)(vc + j * AT_STRIDE))[i]);
         double w = exp(s[j] - max) / sum;
         if (!flash) {
-            /* The kernel's f32 weight can sit on the other side of an f16
-             * rounding boundary than this double one: one f16 step of w,
-             * for every key. */
+            /* A weight within the kernel's f32 error of an f16 rounding
+             * boundary may round to the other side there: one f16 step of
+             * it, for each such key. */
+            const plm_fp16_t lo = plm_fp32_to_fp16((float)(w * (1 - 1e-5)));
+            if (lo != plm_fp32_to_fp16((float)(w * (1 + 1e-5))))
+                flips += (plm_fp16_to_fp32((plm_fp16_t)(lo + 1)) - plm_fp16_to_fp32(lo)) * fabs(v);
             w = plm_fp16_to_fp32(plm_fp32_to_fp16((float)w));
-            flips += (w >= 0x1p-14 ? ldexp(1.0, ilogb(w) - 10) : 0x1p-24) * fabs(v);
         }
         o += w * v;
         if (fabs(v) > mag) mag = fabs(v);
+        if (w > wmax) wmax = w;
     }
-    *tol = 1e-5 * (mag + 1) * (1 + hd / 16) + flips;
+    *tol = 1e-5 * (mag + 1) * (1 + hd / 16) + (flash ? 0 : wmax * mag / 2048 + flips);
     return o;
 }
 

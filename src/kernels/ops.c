@@ -6,9 +6,9 @@
 #include "quant/fp16.h"
 
 void plm_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    /* ggml accumulates the squares in double.  Four chains, not one: a
-     * single chain of dependent double adds made this ~2 us of a decode
-     * step's serial path for 2048 elements (the other threads waiting). */
+    /* ggml accumulates the squares in double.  Four chains, not one: with
+     * a single chain each element waits for the previous add, and a decode
+     * step's other threads wait for the norm. */
     double part[4] = {0.0, 0.0, 0.0, 0.0};
     int i = 0;
     for (; i + 4 <= n; i += 4)
