@@ -42,11 +42,20 @@ X86_INL rk_vi rk_srl16(rk_vi v, int n) { return _mm512_srl_epi16(v, _mm_cvtsi32_
 X86_INL rk_vi rk_sll16(rk_vi v, int n) { return _mm512_sll_epi16(v, _mm_cvtsi32_si128(n)); }
 X86_INL rk_vi rk_lookup(__m128i lut, rk_vi u) { return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(lut), u); }
 X86_INL rk_vi rk_add(rk_vi a, rk_vi b) { return _mm512_add_epi32(a, b); }
+X86_INL rk_vi rk_sra32(rk_vi v, int n) { return _mm512_srai_epi32(v, n); }
 X86_INL rk_vi rk_mul(rk_vi a, rk_vi b) { return _mm512_mullo_epi32(a, b); }
 X86_INL rk_vi rk_i8(const int8_t *p) { return _mm512_cvtepi8_epi32(loadu128(p)); }
 X86_INL rk_vi rk_dot(plm_type type, rk_vi acc, rk_vi u, const int8_t *a) {
     (void)type;
     return _mm512_dpbusd_epi32(acc, u, _mm512_broadcastd_epi32(_mm_loadu_si32(a)));
+}
+/* acc + m * b over int16 pairs; m: the rows' mins of sub-blocks 2t, 2t+1
+ * (lane j: row j's pair), bp: the activation's pair of 32-element sums. */
+X86_INL rk_vi rk_min_dot(rk_vi acc, const int8_t mn[8][16], int t, int h, const int32_t *bp) {
+    (void)h;
+    const __m128i m0 = loadu128(mn[2 * t]), m1 = loadu128(mn[2 * t + 1]);
+    const __m512i m = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(m0, m1), _mm_unpacklo_epi8(m0, m1)));
+    return _mm512_dpwssd_epi32(acc, m, _mm512_set1_epi32(*bp));
 }
 X86_INL rk_vf rk_zero(void) { return _mm512_setzero_ps(); }
 X86_INL rk_vf rk_f16(const uint8_t *p) { return _mm512_cvtph_ps(loadu256(p)); }
@@ -67,10 +76,21 @@ X86_INL rk_vi rk_srl16(rk_vi v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_
 X86_INL rk_vi rk_sll16(rk_vi v, int n) { return _mm256_sll_epi16(v, _mm_cvtsi32_si128(n)); }
 X86_INL rk_vi rk_lookup(__m128i lut, rk_vi u) { return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(lut), u); }
 X86_INL rk_vi rk_add(rk_vi a, rk_vi b) { return _mm256_add_epi32(a, b); }
+X86_INL rk_vi rk_sra32(rk_vi v, int n) { return _mm256_srai_epi32(v, n); }
 X86_INL rk_vi rk_mul(rk_vi a, rk_vi b) { return _mm256_mullo_epi32(a, b); }
 X86_INL rk_vi rk_i8(const int8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)); }
 X86_INL rk_vi rk_dot(plm_type type, rk_vi acc, rk_vi u, const int8_t *a) {
     return rp_dot_ymm(type, acc, u, bcast4_ymm(a));
+}
+X86_INL rk_vi rk_min_dot(rk_vi acc, const int8_t mn[8][16], int t, int h, const int32_t *bp) {
+    const __m128i m0 = _mm_loadl_epi64((const __m128i *)(const void *)(mn[2 * t] + RK_N * h));
+    const __m128i m1 = _mm_loadl_epi64((const __m128i *)(const void *)(mn[2 * t + 1] + RK_N * h));
+    const __m256i m = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m0, m1)), b = _mm256_set1_epi32(*bp);
+#if X86_ISA == X86_ISA_AVXVNNI
+    return _mm256_dpwssd_avx_epi32(acc, m, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(m, b));
+#endif
 }
 X86_INL rk_vf rk_zero(void) { return _mm256_setzero_ps(); }
 X86_INL rk_vf rk_f16(const uint8_t *p) { return _mm256_cvtph_ps(loadu128(p)); }
@@ -124,11 +144,21 @@ X86_INL void rk_scales_xs(const uint8_t *planes, int8_t sc[8][16]) {
     }
 }
 
+/* Whether an odd sub-block's codes may stay 16 times themselves: Q4_K's
+ * high nibbles masked in place, one shift a vector fewer (32 of ~450
+ * instructions a super-block of 16 rows).  Only where the byte dots cannot
+ * saturate: vpdpbusd's int32 lanes hold it (a super-block's odd sum at most
+ * 4 sub-blocks * 63 * 32 * 240 * 128 < 2^28), vpmaddubsw's int16 pairs
+ * would not.  rk_tile keeps the odd sub-blocks' sum apart and takes the 16
+ * back out by a shift, exact: each term is a multiple of 16. */
+X86_INL bool rk_high_in_place(plm_type type) { return type == PLM_TYPE_Q4_K && X86_ISA != X86_ISA_AVX2; }
+
 /* Group g of sub-block s of row vector h as unsigned codes (IQ4_XS on
- * AVX2: signed levels). */
-X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h) {
+ * AVX2: signed levels); `in_place`: see rk_high_in_place. */
+X86_INL rk_vi rk_codes_as(plm_type type, const uint8_t *blk, int s, int g, int h, bool in_place) {
     const int at = 64 * g + 4 * RK_N * h;
     const rk_vi v = rk_load(blk + plm_repack_k_codes(type, s / 2) + at);
+    if (in_place && s % 2) return rk_and(v, rk_set1_8(0xf0));
     const rk_vi u = rk_and(s % 2 ? rk_srl16(v, 4) : v, rk_set1_8(0x0f));
     if (type == PLM_TYPE_IQ4_XS) return rk_lookup(_mm256_castsi256_si128(rp_lut_ymm(type)), u);
     if (type == PLM_TYPE_Q5_K) { /* bit s of the high byte to bit 4 */
@@ -143,22 +173,26 @@ X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h) {
     return u;
 }
 
+X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h) {
+    return rk_codes_as(type, blk, s, g, h, false);
+}
+
 /* Software prefetch for a tile of C tokens at super-block blk.  A batch
  * computes long enough per super-block for the hardware prefetcher to fall
- * behind: two super-blocks ahead into L1.  Decode (C = 1) prefetches into
- * L2, RK_DECODE_AHEAD bytes on (2-4 super-blocks).  Measured on one core of
- * a Zen 5, repacked decode from memory (bench_kernels, 2026-12-05): with no
- * prefetch Q4_K 18.5, Q5_K 17.0, Q6_K 25.5 (its super-block prefetched as
- * it is read), IQ4_XS 17.0 GB/s; with this 31.5-33.2, 27.9-29.1, 28.6-30.3,
- * 29.0-31.9 (the plain sweep 30-40); 4 KiB or one super-block into L1 a
- * little less, 24 KiB less end to end.  On 2026-12-04 a Zen 4 had measured
- * the opposite for the L1 prefetch two super-blocks ahead (Q4_K 23 -> 29
- * GB/s without it), which is why decode went without until this distance
- * was measured; on the Zen 4 this one is unmeasured.  Q6_K also prefetches
- * the super-block it is about to read, in order, as it did there: each of
- * its sub-blocks reads a code run, a high run and its scales side by side,
- * and the Zen 4 kept that stream only so (16 -> 24-27 GB/s); on the Zen 5
- * it makes no difference (29.0-31.5 with it, 28.1-30.6 without). */
+ * behind: two super-blocks ahead into L1.  Decode (C = 1) prefetches
+ * RK_DECODE_AHEAD bytes on (2-4 super-blocks), which the hardware
+ * prefetcher does not: within a super-block the tile reads scales, then
+ * code runs, not one stream.  Measured on one core of a Zen 5, repacked
+ * decode from memory (bench_kernels, 2026-12-05): with no prefetch Q4_K
+ * 18.5, Q5_K 17.0, Q6_K 25.5 (its super-block prefetched as it is read),
+ * IQ4_XS 17.0 GB/s; 8 KiB ahead 29-33 (the plain sweep 30-40); 4 KiB or
+ * one super-block a little less, 24 KiB less end to end.  Into L1 (T0),
+ * not only L2 (T1): two-thread decode end to end 1.04-1.13x (BENCHMARKS,
+ * 2026-12-05 19:35).  One prefetch an iteration of a loop: the same 36
+ * lines unrolled into one burst made the kernel faster from L2 but slower
+ * from memory, and spread over the sub-blocks no faster than this.
+ * Q6_K also prefetches the super-block it is about to read, in order, as
+ * a Zen 4 needed (16 -> 24-27 GB/s; the Zen 5 does not mind). */
 enum { RK_DECODE_AHEAD = 8192 };
 
 X86_INL void rk_prefetch(plm_type type, int C, const uint8_t *blk, size_t sb) {
@@ -166,7 +200,8 @@ X86_INL void rk_prefetch(plm_type type, int C, const uint8_t *blk, size_t sb) {
         rp_prefetch(blk, sb, 2);
         return;
     }
-    rp_prefetch_l2(blk, sb, RK_DECODE_AHEAD);
+    const uint8_t *p = blk + RK_DECODE_AHEAD;
+    _Pragma("GCC unroll 1") for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
     if (type == PLM_TYPE_Q6_K) rp_prefetch(blk, sb, 0);
 }
 
@@ -188,12 +223,19 @@ X86_INL void rk_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int k
         const int8_t *q6sc = (const int8_t *)(blk + L.scales); /* Q6_K: 16 planes of int8 scales */
         const block_q8_K *y[RP_C];
         for (int c = 0; c < C; c++) y[c] = (const block_q8_K *)(const void *)(act + (size_t)c * as) + b0 + b;
+        _Alignas(16) int32_t bpair[RP_C][4]; /* the activations' 32-element sums as int16, two sub-blocks a pair */
+        for (int c = 0; rk_mins(type) && c < C; c++) {
+            const __m128i ones = _mm_set1_epi16(1);
+            const __m128i lo = _mm_madd_epi16(loadu128(y[c]->bsums), ones);
+            const __m128i hi = _mm_madd_epi16(loadu128(y[c]->bsums + 8), ones);
+            _mm_store_si128((__m128i *)(void *)bpair[c], _mm_packs_epi32(lo, hi)); /* |sum| <= 32 * 128 */
+        }
         for (int h = 0; h < RK_H; h++) {
-            rk_vi isum[RP_C];
-            for (int c = 0; c < C; c++) isum[c] = rk_set1(0);
+            rk_vi isum[RP_C], isum_odd[RP_C]; /* isum_odd: 16 times the odd sub-blocks' where in place */
+            for (int c = 0; c < C; c++) isum[c] = isum_odd[c] = rk_set1(0);
             _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) { /* constant shifts and offsets */
                 rk_vi q[8];
-                for (int g = 0; g < 8; g++) q[g] = rk_codes(type, blk, s, g, h);
+                for (int g = 0; g < 8; g++) q[g] = rk_codes_as(type, blk, s, g, h, rk_high_in_place(type));
                 /* Q6_K: a scale for each 16-element half */
                 const rk_vi scA = rk_i8((type == PLM_TYPE_Q6_K ? q6sc + 32 * s : sc[s]) + RK_N * h);
                 const rk_vi scB = type == PLM_TYPE_Q6_K ? rk_i8(q6sc + 32 * s + 16 + RK_N * h) : scA;
@@ -205,16 +247,19 @@ X86_INL void rk_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int k
                         s1 = rk_dot(type, s1, q[g + 4], qs + 16 + 4 * g);
                     }
                     if (type == PLM_TYPE_Q6_K) isum[c] = rk_add(isum[c], rk_add(rk_mul(s0, scA), rk_mul(s1, scB)));
+                    else if (rk_high_in_place(type) && s % 2)
+                        isum_odd[c] = rk_add(isum_odd[c], rk_mul(rk_add(s0, s1), scA));
                     else isum[c] = rk_add(isum[c], rk_mul(rk_add(s0, s1), scA));
                 }
             }
+            if (rk_high_in_place(type))
+                for (int c = 0; c < C; c++) isum[c] = rk_add(isum[c], rk_sra32(isum_odd[c], 4));
             const rk_vf dw = rk_f16(blk + 2 * RK_N * h);
             for (int c = 0; c < C; c++) {
                 acc[h][c] = rk_fma(isum[c], rk_scale(dw, y[c]->d), acc[h][c]);
                 if (!rk_mins(type)) continue;
                 rk_vi imin = rk_set1(0);
-                for (int s = 0; s < 8; s++)
-                    imin = rk_add(imin, rk_mul(rk_i8(mn[s] + RK_N * h), rk_set1(y[c]->bsums[2 * s] + y[c]->bsums[2 * s + 1])));
+                for (int t = 0; t < 4; t++) imin = rk_min_dot(imin, mn, t, h, &bpair[c][t]);
                 acc[h][c] = rk_fnma(imin, rk_scale(rk_f16(blk + L.dmin + 2 * RK_N * h), y[c]->d), acc[h][c]);
             }
         }
