@@ -13,14 +13,16 @@
  *    tile (Q6_K's planes are already that);
  *  - every element becomes one unsigned byte u: its nibble, with Q5_K's
  *    fifth bit or Q6_K's two top bits OR'ed in at bit 4, or IQ4_XS's level
- *    looked up by vpshufb as level + 128;
+ *    looked up by vpshufb as level + 128 (Q4_K's odd sub-blocks in rk_tile
+ *    on the VNNI tables: the high nibble in place, 16 u; rk_high_in_place);
  *  - a sub-block is 8 byte dots a token, in two chains of 16 elements, each
  *    started at -o * (the activation's 16-element sum, Q8_K's bsums), so
  *    it adds up (u - o) * a = w * a exactly (o = 32 for Q6_K, 128 for
  *    IQ4_XS, 0 for Q4_K/Q5_K, whose mins come separately);
  *  - times the integer scale (vpmulld) it joins the row's integer total of
  *    the super-block, as in ggml's reference, and only that total meets
- *    the floats:  acc += d_a * (d * isum - dmin * sum_s m_s * bsum_s).
+ *    the floats:  acc += d_a * (d * isum - dmin * sum_s m_s * bsum_s),
+ *    the mins' sum by int16 pair dots, two sub-blocks at a time.
  *
  * On AVX2 without VNNI, vpmaddubsw would saturate at IQ4_XS's 241 * 127 * 2,
  * so IQ4_XS keeps signed levels there and the sign trick (o = 0); Q6_K's
