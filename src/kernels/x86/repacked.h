@@ -39,12 +39,17 @@ typedef struct {
     float d[RP_TAB];
 } rp_tab;
 
+/* Software prefetch into L1 of the sb-byte block `ahead` bytes further on,
+ * one line an iteration of a loop (unrolled into a burst, the K-quant
+ * decode measured slower from memory: repacked_k.h, rk_prefetch). */
+X86_INL void rp_prefetch_at(const uint8_t *blk, size_t sb, size_t ahead) {
+    const uint8_t *p = blk + ahead;
+    _Pragma("GCC unroll 1") for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+}
+
 /* Software prefetch of the super-block `ahead` blocks further: the hardware
  * prefetcher alone left decode waiting on memory (perf: the code loads). */
-X86_INL void rp_prefetch(const uint8_t *blk, size_t sb, int ahead) {
-    const uint8_t *p = blk + (size_t)ahead * sb;
-    for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
-}
+X86_INL void rp_prefetch(const uint8_t *blk, size_t sb, int ahead) { rp_prefetch_at(blk, sb, (size_t)ahead * sb); }
 
 /* Software prefetch into L2 of the block `ahead` bytes further on, which
  * the gemm reads after the hardware prefetcher would have run dry: a tile

@@ -157,7 +157,7 @@ X86_INL bool rk_high_in_place(plm_type type) { return type == PLM_TYPE_Q4_K && X
 
 /* Group g of sub-block s of row vector h as unsigned codes (IQ4_XS on
  * AVX2: signed levels); `in_place`: see rk_high_in_place. */
-X86_INL rk_vi rk_codes_as(plm_type type, const uint8_t *blk, int s, int g, int h, bool in_place) {
+X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h, bool in_place) {
     const int at = 64 * g + 4 * RK_N * h;
     const rk_vi v = rk_load(blk + plm_repack_k_codes(type, s / 2) + at);
     if (in_place && s % 2) return rk_and(v, rk_set1_8(0xf0));
@@ -173,10 +173,6 @@ X86_INL rk_vi rk_codes_as(plm_type type, const uint8_t *blk, int s, int g, int h
         return rk_or(u, rk_and(q < 2 ? rk_sll16(hb, 4 - 2 * q) : rk_srl16(hb, 2 * q - 4), rk_set1_8(0x30)));
     }
     return u;
-}
-
-X86_INL rk_vi rk_codes(plm_type type, const uint8_t *blk, int s, int g, int h) {
-    return rk_codes_as(type, blk, s, g, h, false);
 }
 
 /* Software prefetch for a tile of C tokens at super-block blk.  A batch
@@ -202,8 +198,7 @@ X86_INL void rk_prefetch(plm_type type, int C, const uint8_t *blk, size_t sb) {
         rp_prefetch(blk, sb, 2);
         return;
     }
-    const uint8_t *p = blk + RK_DECODE_AHEAD;
-    _Pragma("GCC unroll 1") for (size_t o = 0; o < sb; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+    rp_prefetch_at(blk, sb, RK_DECODE_AHEAD);
     if (type == PLM_TYPE_Q6_K) rp_prefetch(blk, sb, 0);
 }
 
@@ -237,7 +232,7 @@ X86_INL void rk_tile(plm_type type, int C, const uint8_t *grp, int64_t b0, int k
             for (int c = 0; c < C; c++) isum[c] = isum_odd[c] = rk_set1(0);
             _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) { /* constant shifts and offsets */
                 rk_vi q[8];
-                for (int g = 0; g < 8; g++) q[g] = rk_codes_as(type, blk, s, g, h, rk_high_in_place(type));
+                for (int g = 0; g < 8; g++) q[g] = rk_codes(type, blk, s, g, h, rk_high_in_place(type));
                 /* Q6_K: a scale for each 16-element half */
                 const rk_vi scA = rk_i8((type == PLM_TYPE_Q6_K ? q6sc + 32 * s : sc[s]) + RK_N * h);
                 const rk_vi scB = type == PLM_TYPE_Q6_K ? rk_i8(q6sc + 32 * s + 16 + RK_N * h) : scA;
@@ -298,7 +293,7 @@ X86_INL void rk_decode(plm_type type, const uint8_t *blk, rk_dec *o) {
     const int8_t *q6sc = (const int8_t *)(blk + L.scales);
     const __m512 d = rk_f16(blk);
     _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
-        for (int g = 0; g < 8; g++) o->q[s][g] = rk_codes(type, blk, s, g, 0);
+        for (int g = 0; g < 8; g++) o->q[s][g] = rk_codes(type, blk, s, g, 0, false);
         const rk_vi scA = rk_i8(type == PLM_TYPE_Q6_K ? q6sc + 32 * s : sc[s]);
         o->d_lo[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(scA));
         if (type == PLM_TYPE_Q6_K) o->d_hi[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(rk_i8(q6sc + 32 * s + 16)));
