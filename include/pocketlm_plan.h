@@ -153,6 +153,8 @@ typedef struct plm_plan_buffers {
     uint64_t act;                 /* each of PLM_PLAN_ACT_SLOTS slots: [n_batch][act_row] */
     uint64_t logits;              /* [logits_all ? n_batch : 1][n_vocab] f32 */
     uint64_t moe;                 /* Mixture-of-Experts step's buffers (0 for a dense model) */
+    uint64_t attn_split;          /* a decoding token's keys split over the threads: each run's
+                                     softmax stats and output (0 where they never split) */
 } plm_plan_buffers;
 
 #define PLM_PLAN_ACT_SLOTS 3

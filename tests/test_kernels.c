@@ -584,6 +584,74 @@ static void test_attention_f16(const plm_kernels *kt) {
     CHECK(bad == 0, "%s attn_f16: %d outputs off the double-precision softmax", kt->name, bad);
 }
 
+/* One token's keys in runs (plm_attn_split, ops.h: how decode splits them
+ * over threads) with each table's pass: against the double-precision
+ * softmax; in one run bit for bit the table's attn_f16; and the runs'
+ * stages taken in another order and the heads one at a time (as the
+ * threads may) bit for bit plm_attn_f16_split's result. */
+static void test_attention_split(const plm_kernels *kt) {
+    const int dims[] = {8, 64, 200};
+    const int keys[] = {37, 300};
+    const int nqs[] = {1, 4};
+    const int runs[] = {1, 2, 3, 7};
+    static uint8_t kc[AT_MAXK * AT_STRIDE], vc[AT_MAXK * AT_STRIDE];
+    static float x[AT_MAXQ * AT_MAXD], o[AT_MAXQ * AT_MAXD], o2[AT_MAXQ * AT_MAXD];
+    static float parts[7 * AT_MAXQ * AT_MAXD];
+    static uint16_t q[AT_MAXQ * AT_MAXD];
+    plm_softmax_run st[7 * AT_MAXQ], merged[AT_MAXQ];
+    int bad = 0, unequal = 0;
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (size_t kk = 0; kk < sizeof keys / sizeof keys[0]; kk++)
+            for (size_t qq = 0; qq < sizeof nqs / sizeof nqs[0]; qq++)
+                for (size_t rr = 0; rr < sizeof runs / sizeof runs[0]; rr++)
+                    for (int flash = 0; flash < 2; flash++) {
+                        const int hd = dims[d], nk = keys[kk], nq = nqs[qq], nr = runs[rr];
+                        const float scale = 1.0f / sqrtf((float)hd);
+                        for (int e = 0; e < nq * hd; e++) x[e] = rng_sym();
+                        plm_fp32_to_fp16_row(x, q, nq * hd);
+                        for (int j = 0; j < nk; j++) {
+                            const float grow = 1.0f + 3.0f * (float)j / (float)nk;
+                            for (int e = 0; e < hd; e++) x[e] = rng_sym() * grow;
+                            plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(kc + j * AT_STRIDE), hd);
+                            for (int e = 0; e < hd; e++) x[e] = rng_sym();
+                            plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(vc + j * AT_STRIDE), hd);
+                        }
+                        const plm_attn_split sp = {.pass = kt->attn_f16_pass, .n_keys = nk, .n_runs = nr, .hd = hd,
+                                                   .scale = scale, .flash = flash, .runs = st, .parts = parts,
+                                                   .run_stride = (size_t)nq, .part_stride = (size_t)nq * hd};
+                        plm_attn_f16_split(&sp, o, q, nq, kc, vc, AT_STRIDE, AT_STRIDE);
+                        for (int h = 0; h < nq; h++)
+                            for (int i = 0; i < hd; i++) {
+                                double tol;
+                                const double want = softmax_attention(q + h * hd, kc, vc, nk, hd, scale, i, flash, &tol);
+                                if (fabs(o[h * hd + i] - want) <= tol) continue;
+                                if (bad++ < 5)
+                                    fprintf(stderr, "  %s attn split %s hd=%d keys=%d heads=%d runs=%d [%d][%d]: %.7g want %.7g\n",
+                                            kt->name, flash ? "flash" : "exact", hd, nk, nq, nr, h, i, o[h * hd + i], want);
+                            }
+                        if (nr == 1) /* the whole as the kernel's own attention */
+                            kt->attn_f16(o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE, nk, hd, scale, flash);
+                        else {
+                            for (int h = 0; h < nq; h++)
+                                for (int r = nr - 1; r >= 0; r--)
+                                    plm_attn_split_stage(&sp, 1, r, h, 1, q + h * hd, kc, vc, AT_STRIDE,
+                                                         AT_STRIDE, NULL);
+                            for (int h = nq - 1; h >= 0; h--) plm_attn_split_merge(&sp, h, &merged[h]);
+                            for (int r = 0; !flash && r < nr; r++)
+                                for (int h = nq - 1; h >= 0; h--)
+                                    plm_attn_split_stage(&sp, 2, (r * 5) % nr, h, 1, q + h * hd, kc, vc, AT_STRIDE,
+                                                         AT_STRIDE, &merged[h]);
+                            for (int h = 0; h < nq; h++) plm_attn_split_finish(&sp, h, &merged[h], o2 + h * hd);
+                        }
+                        if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0 && unequal++ < 5)
+                            fprintf(stderr, "  %s attn split %s hd=%d keys=%d heads=%d runs=%d: not the same bits\n",
+                                    kt->name, flash ? "flash" : "exact", hd, nk, nq, nr);
+                    }
+    CHECK(bad == 0, "%s attn split: %d outputs off the double-precision softmax", kt->name, bad);
+    CHECK(unequal == 0, "%s attn split: %d cases where the runs' order or the heads' grouping changed the bits", kt->name,
+          unequal);
+}
+
 /* Prefill attention by tiles (attn_f16_tile, tables that have it) against
  * the same double-precision softmax, row by row over each token's own key
  * range, and in the exact mode where the ranges all begin at key 0 bit for
@@ -842,6 +910,7 @@ int main(void) {
     for (int i = 0; i < n; i++) {
         test_quantize(list[i]);
         test_attention_f16(list[i]);
+        test_attention_split(list[i]);
         test_attention_quant(list[i]);
         test_swiglu(list[i]);
         test_geglu(list[i]);

@@ -30,6 +30,7 @@ typedef struct setup {
     plm_kv_type kv;
     plm_spec_params sp;  /* used when spec */
     bool spec;
+    uint32_t n_ctx;      /* 0: 256 */
 } setup;
 
 static plm_model *load(const char *path) {
@@ -42,7 +43,7 @@ static plm_model *load(const char *path) {
 
 static plm_context *new_ctx(plm_model *m, const setup *s) {
     plm_context_params cp = plm_context_default_params();
-    cp.n_ctx = 256;
+    cp.n_ctx = s->n_ctx ? s->n_ctx : 256;
     cp.n_batch = s->n_batch;
     cp.n_threads = 2;
     cp.type_k = cp.type_v = s->kv;
@@ -143,7 +144,7 @@ static void check_methods(const char *name, plm_model *target, plm_model *self_d
             for (int adaptive = 0; adaptive < 2; adaptive++) {
                 if (adaptive && bi == 0) continue;  /* the draft length does not meet the batch size */
                 char what[160];
-                setup s = {target, NULL, batches[bi], kv ? PLM_KV_Q8_0 : PLM_KV_F16, plm_spec_default_params(), false};
+                setup s = {target, NULL, batches[bi], kv ? PLM_KV_Q8_0 : PLM_KV_F16, plm_spec_default_params(), false, 0};
                 plm_token plain[N_GEN];
                 const plm_sampler_params gp = greedy();
                 REQUIRE_VOID(generate(&s, STORY_PROMPT, &gp, plain, NULL) == N_GEN, "plain generation");
@@ -178,15 +179,24 @@ static void check_methods(const char *name, plm_model *target, plm_model *self_d
 
 /* A verification batch gives the logits of decoding its tokens one by one,
  * bit for bit (the batched gemm would sum in another order: ~1e-6 apart on
- * Q8_0, enough to flip a near-tie of a random model). */
-static void test_verify_bit_exact(plm_model *m, plm_kv_type kv) {
-    setup s = {m, NULL, 512, kv, plm_spec_default_params(), false};
+ * Q8_0, enough to flip a near-tie of a random model).  After a long prompt
+ * (512 keys and more on an f16 cache: forward.h) decoding splits each token's keys
+ * over the threads (model/forward.c, attend_split) and the verification
+ * splits them the same way in one thread. */
+static void test_verify_bit_exact(plm_model *m, plm_kv_type kv, int n_prompt) {
+    setup s = {m, NULL, 512, kv, plm_spec_default_params(), false, n_prompt > 200 ? 2048 : 0};
     plm_context *a = new_ctx(m, &s), *b = new_ctx(m, &s);
     REQUIRE_VOID(a && b, "contexts");
     plm_error err;
-    const plm_token prompt[6] = {1, 40, 50, 60, 70, 80}, batch[7] = {90, 100, 110, 120, 130, 140, 150};
+    const plm_token batch[7] = {90, 100, 110, 120, 130, 140, 150};
+    plm_token prompt[1200] = {1, 40, 50, 60, 70, 80};
+    REQUIRE_VOID(n_prompt <= 1200, "prompt length");
+    for (int i = 6; i < n_prompt; i++) prompt[i] = 10 + (i * 37) % 200;
     const int V = plm_model_n_vocab(m);
-    REQUIRE_VOID(!plm_decode(a, prompt, 6, &err) && !plm_decode(b, prompt, 6, &err), "prompt");
+    for (int p0 = 0; p0 < n_prompt; p0 += 512) { /* in batches the contexts take */
+        const int n = n_prompt - p0 < 512 ? n_prompt - p0 : 512;
+        REQUIRE_VOID(!plm_decode(a, prompt + p0, n, &err) && !plm_decode(b, prompt + p0, n, &err), "prompt");
+    }
     a->fwd.rowwise_matmul = true;
     REQUIRE_VOID(plm_decode_tail(a, batch, 7, 7, &err) == PLM_OK, "%s", err.message);
     int differ = 0;
@@ -194,20 +204,21 @@ static void test_verify_bit_exact(plm_model *m, plm_kv_type kv) {
         REQUIRE_VOID(plm_decode(b, &batch[i], 1, &err) == PLM_OK, "%s", err.message);
         if (memcmp(plm_get_logits(a, i), plm_get_logits(b, -1), (size_t)V * sizeof(float))) differ++;
     }
-    CHECK(differ == 0, "%d of 7 verified rows differ from single-token decoding (%s cache)", differ,
-          plm_kv_type_name(kv));
+    CHECK(differ == 0, "%d of 7 verified rows differ from single-token decoding (%s cache, %d-token prompt)", differ,
+          plm_kv_type_name(kv), n_prompt);
     /* A server's round: plain tokens of other sequences first (the batched
      * gemm), then a verification (the single-token kernel), in one pass:
      * the verified rows are still single-token decoding's bit for bit, and
      * the plain rows are the batched gemm's, as in a pass of their own. */
-    plm_kv_truncate(a, 6);
-    plm_kv_truncate(b, 6);
+    plm_kv_truncate(a, n_prompt);
+    plm_kv_truncate(b, n_prompt);
     a->fwd.rowwise_from = 3;
     REQUIRE_VOID(plm_decode_tail(a, batch, 7, 7, &err) == PLM_OK, "%s", err.message);
     a->fwd.rowwise_matmul = false;
     a->fwd.rowwise_from = 0;
     plm_context *c = new_ctx(m, &s);
-    REQUIRE_VOID(c && !plm_decode(c, prompt, 6, &err), "prompt");
+    for (int p0 = 0; p0 < n_prompt; p0 += 512)
+        REQUIRE_VOID(c && !plm_decode(c, prompt + p0, n_prompt - p0 < 512 ? n_prompt - p0 : 512, &err), "prompt");
     REQUIRE_VOID(plm_decode_tail(c, batch, 3, 3, &err) == PLM_OK, "%s", err.message);
     differ = 0;
     for (int i = 0; i < 3; i++) differ += memcmp(plm_get_logits(a, i), plm_get_logits(c, i), (size_t)V * sizeof(float)) != 0;
@@ -236,7 +247,7 @@ static long file_size(const char *path) {
 }
 
 static plm_status open_with_cache(plm_model *m, const char *path, plm_error *err) {
-    setup s = {m, NULL, 512, PLM_KV_F16, plm_spec_default_params(), true};
+    setup s = {m, NULL, 512, PLM_KV_F16, plm_spec_default_params(), true, 0};
     s.sp.lookup_cache = path;
     plm_context *ctx = new_ctx(m, &s);
     plm_spec *spec = NULL;
@@ -295,7 +306,7 @@ static void test_cache_learns(plm_model *m, const char *dir) {
     char path[512];
     snprintf(path, sizeof path, "%s/learn.ngram", dir);
     unlink(path);
-    setup s = {m, NULL, 512, PLM_KV_F16, plm_spec_default_params(), true};
+    setup s = {m, NULL, 512, PLM_KV_F16, plm_spec_default_params(), true, 0};
     s.sp.lookup_cache = path;
     s.sp.adaptive = false;
     plm_token out[N_GEN];
@@ -312,7 +323,7 @@ static void test_cache_learns(plm_model *m, const char *dir) {
  * cached start of the conversation): accepted when the decoder followed the
  * ones before, refused when it did not. */
 static void test_begin_tail(plm_model *m) {
-    setup s = {m, NULL, 512, PLM_KV_F16, plm_spec_default_params(), true};
+    setup s = {m, NULL, 512, PLM_KV_F16, plm_spec_default_params(), true, 0};
     s.sp.lookup_ngram = 2;
     plm_context *ctx = new_ctx(m, &s);
     plm_spec *spec = NULL;
@@ -369,9 +380,10 @@ int main(void) {
     plm_model *rnd = load(synth);
     REQUIRE(stories && fx_q8 && fx_q2 && rnd, "models");
 
-    test_verify_bit_exact(fx_q8, PLM_KV_F16);
-    test_verify_bit_exact(fx_q8, PLM_KV_Q8_0);
-    test_verify_bit_exact(stories, PLM_KV_F16);
+    test_verify_bit_exact(fx_q8, PLM_KV_F16, 6);
+    test_verify_bit_exact(fx_q8, PLM_KV_Q8_0, 6);
+    test_verify_bit_exact(stories, PLM_KV_F16, 6);
+    test_verify_bit_exact(fx_q8, PLM_KV_F16, 1100);
     check_methods("stories260K", stories, stories, rnd, cache, false);
     test_cache_file(stories, dir, cache);
     test_cache_learns(stories, dir);

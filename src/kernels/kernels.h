@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/ops.h"
 #include "quant/types.h"
 
 /* *s = dot(weight row w, activation row a), both n elements long. */
@@ -104,6 +105,8 @@ typedef void (*plm_attn_quant_fn)(const struct plm_kernels *kt, float *o, const 
 typedef struct plm_kernels {
     const char *name;                                  /* "ref", "avx2", ... */
     plm_attn_f16_fn attn_f16;
+    plm_attn_pass_fn attn_f16_pass;                    /* attn_f16 is plm_attn_f16_passes of it; what
+                                                          splits one token's keys over threads (ops.h) */
     plm_attn_quant_fn attn_quant;
     plm_swiglu_fn swiglu;
     plm_swiglu_fn geglu;                               /* bit for bit plm_geglu */

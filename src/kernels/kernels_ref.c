@@ -482,6 +482,7 @@ static void ref_gemm_repacked_iq4_xs(int64_t k, const void *w, size_t ws, int64_
 static const plm_kernels ref_kernels = {
     .name = "ref",
     .attn_f16 = plm_attn_f16,
+    .attn_f16_pass = plm_attn_f16_ref_pass,
     .attn_quant = plm_attn_quant,
     .swiglu = plm_swiglu,
     .geglu = plm_geglu,

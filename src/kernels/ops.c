@@ -147,8 +147,8 @@ static void block_values(float *o, const float *w, const void *v, size_t v_strid
 }
 
 /* The reference pass (plm_attn_pass_fn): each query head over the blocks. */
-static void ref_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,
-                     int n_keys, int hd, float scale, plm_softmax_run *run, int pass) {
+void plm_attn_f16_ref_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,
+                           int n_keys, int hd, float scale, plm_softmax_run *run, int pass) {
     float s[PLM_ATTN_BLOCK];
     for (int i = 0; i < n_q; i++)
         for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
@@ -167,5 +167,65 @@ static void ref_pass(float *o, const uint16_t *q, int n_q, const char *k, const 
 
 void plm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t k_stride,
                   size_t v_stride, int n_keys, int hd, float scale, bool flash) {
-    plm_attn_f16_passes(ref_pass, o, q, n_q, k, v, k_stride, v_stride, n_keys, hd, scale, flash);
+    plm_attn_f16_passes(plm_attn_f16_ref_pass, o, q, n_q, k, v, k_stride, v_stride, n_keys, hd, scale, flash);
+}
+
+/* Run r's first key and key count. */
+static int split_run(const plm_attn_split *sp, int r, int *n) {
+    const int j0 = (int)((int64_t)sp->n_keys * r / sp->n_runs);
+    *n = (int)((int64_t)sp->n_keys * (r + 1) / sp->n_runs) - j0;
+    return j0;
+}
+
+void plm_attn_split_stage(const plm_attn_split *sp, int stage, int r, int h0, int n_q, const uint16_t *q,
+                          const void *k, const void *v, size_t ks, size_t vs, const plm_softmax_run *merged) {
+    int n;
+    const int j0 = split_run(sp, r, &n);
+    const char *kr = (const char *)k + (size_t)j0 * ks, *vr = (const char *)v + (size_t)j0 * vs;
+    float *o = sp->parts + r * sp->part_stride + (size_t)h0 * sp->hd;
+    if (stage == 1) {
+        plm_softmax_run *run = sp->runs + r * sp->run_stride + h0;
+        for (int i = 0; i < n_q; i++) run[i] = (plm_softmax_run){-INFINITY, 0.0};
+        for (int i = 0; sp->flash && i < n_q * sp->hd; i++) o[i] = 0.0f;
+        /* the exact mode's first pass leaves o alone */
+        sp->pass(o, q, n_q, kr, vr, ks, vs, n, sp->hd, sp->scale, run, sp->flash ? 0 : 1);
+        return;
+    }
+    plm_softmax_run run[PLM_ATTN_MAX_Q];
+    for (int i = 0; i < n_q; i++) run[i] = merged[i];
+    for (int i = 0; i < n_q * sp->hd; i++) o[i] = 0.0f;
+    sp->pass(o, q, n_q, kr, vr, ks, vs, n, sp->hd, sp->scale, run, 2);
+}
+
+void plm_attn_split_merge(const plm_attn_split *sp, int h, plm_softmax_run *out) {
+    float max = -INFINITY;
+    for (int r = 0; r < sp->n_runs; r++)
+        if (sp->runs[r * sp->run_stride + h].max > max) max = sp->runs[r * sp->run_stride + h].max;
+    double sum = 0.0;
+    for (int r = 0; r < sp->n_runs; r++) {
+        const plm_softmax_run *x = &sp->runs[r * sp->run_stride + h];
+        sum += x->sum * exp((double)x->max - (double)max);
+    }
+    *out = (plm_softmax_run){max, sum};
+}
+
+void plm_attn_split_finish(const plm_attn_split *sp, int h, const plm_softmax_run *merged, float *o) {
+    const int hd = sp->hd;
+    for (int i = 0; i < hd; i++) o[i] = 0.0f;
+    for (int r = 0; r < sp->n_runs; r++) {
+        const float *p = sp->parts + r * sp->part_stride + (size_t)h * hd;
+        /* flash: each run's output is relative to its own max */
+        const float w = sp->flash ? (float)exp((double)sp->runs[r * sp->run_stride + h].max - (double)merged->max) : 1.0f;
+        for (int i = 0; i < hd; i++) o[i] += w * p[i];
+    }
+    if (sp->flash) plm_scale(o, (float)(1.0 / merged->sum), hd);
+}
+
+void plm_attn_f16_split(const plm_attn_split *sp, float *o, const uint16_t *q, int n_q, const void *k, const void *v,
+                        size_t ks, size_t vs) {
+    plm_softmax_run merged[PLM_ATTN_MAX_Q];
+    for (int r = 0; r < sp->n_runs; r++) plm_attn_split_stage(sp, 1, r, 0, n_q, q, k, v, ks, vs, NULL);
+    for (int i = 0; i < n_q; i++) plm_attn_split_merge(sp, i, &merged[i]);
+    for (int r = 0; !sp->flash && r < sp->n_runs; r++) plm_attn_split_stage(sp, 2, r, 0, n_q, q, k, v, ks, vs, merged);
+    for (int i = 0; i < n_q; i++) plm_attn_split_finish(sp, i, &merged[i], o + (size_t)i * sp->hd);
 }

@@ -90,4 +90,42 @@ typedef void (*plm_attn_pass_fn)(float *o, const uint16_t *q, int n_q, const cha
 void plm_attn_f16_passes(plm_attn_pass_fn pass, float *o, const uint16_t *q, int n_q, const void *k, const void *v,
                          size_t ks, size_t vs, int n_keys, int hd, float scale, bool flash);
 
+/* The same attention over keys cut into runs, for threads to share one
+ * token's keys (model/forward.c): run r is keys [n_keys r / n_runs,
+ * n_keys (r + 1) / n_runs).  Stage 1 of each run (exact: its max and sum;
+ * flash: those and its unnormalized output), then the runs merged in
+ * order, then stage 2 of each run (exact: its values weighted under the
+ * merged max and sum), then the outputs summed in run order: every step
+ * is a function of its own run, so the runs may go to any threads in any
+ * order and the result is the same bits (plm_attn_f16_split does it all
+ * in one thread).  Per head the numbers do not depend on n_q, so a caller
+ * may take the heads in any groups.  runs: [n_runs][run_stride] (head i of
+ * run r at r * run_stride + i), parts: [n_runs][part_stride] floats. */
+typedef struct plm_attn_split {
+    plm_attn_pass_fn pass;
+    int n_keys, n_runs, hd;
+    float scale;
+    bool flash;
+    plm_softmax_run *runs;
+    float *parts;
+    size_t run_stride, part_stride;
+} plm_attn_split;
+
+/* Stage 1 (s = 1) or 2 (s = 2, exact only) of run r for heads h0..h0+n_q-1
+ * (q: their rows, k / v: the first key's rows); stage 2 reads the merged
+ * runs from `merged` ([n_q]). */
+void plm_attn_split_stage(const plm_attn_split *sp, int stage, int r, int h0, int n_q, const uint16_t *q,
+                          const void *k, const void *v, size_t ks, size_t vs, const plm_softmax_run *merged);
+/* Head h's runs merged in order into *out. */
+void plm_attn_split_merge(const plm_attn_split *sp, int h, plm_softmax_run *out);
+/* Head h's output o[0..hd) from the runs' parts and the merged run. */
+void plm_attn_split_finish(const plm_attn_split *sp, int h, const plm_softmax_run *merged, float *o);
+/* All of it in this thread for heads 0..n_q-1 (sp->runs and sp->parts with
+ * room for n_runs x n_q). */
+void plm_attn_f16_split(const plm_attn_split *sp, float *o, const uint16_t *q, int n_q, const void *k, const void *v,
+                        size_t ks, size_t vs);
+/* The reference kernel's pass (plm_attn_f16 is plm_attn_f16_passes of it). */
+void plm_attn_f16_ref_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,
+                           int n_keys, int hd, float scale, plm_softmax_run *run, int pass);
+
 #endif

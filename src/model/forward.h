@@ -34,6 +34,7 @@ typedef struct plm_scratch {
                        slot per activation format a step needs (Q8_0/Q8_1/Q8_K) */
     size_t act_row_cap; /* bytes per row of an act slot */
     void *moe;          /* the MoE step's buffers (model/moe.h), NULL for a dense model */
+    void *attn_split;   /* plm_attn_split_bytes: a decoding token's runs of keys (forward.c) */
     uint32_t moe_batch; /* ... sized for batches of this many tokens */
 } plm_scratch;
 
@@ -50,6 +51,7 @@ typedef struct plm_forward_state {
     plm_kv_cache kv;
     plm_scratch s;
     bool flash_attn;   /* attention in one pass (online softmax with f32 weights) */
+    int split_runs;    /* most runs a token's keys split into (plm_attn_split_max_runs; < 2: never) */
     bool rowwise_matmul; /* each token of a batch with the single-token kernel's arithmetic
                             (plm_matmul_exact), so its logits are bit-identical to decoding it
                             alone (the batched gemm sums in another order): speculative
@@ -62,6 +64,14 @@ typedef struct plm_forward_state {
     plm_matmul_observer observe; /* NULL: none */
     void *observe_user;
 } plm_forward_state;
+
+/* Most runs of keys one token's attention splits into over the threads on
+ * this model and cache (forward.c: over an f16 cache; 0: never), and the
+ * scratch bytes the runs take (the plan's attn_split).  A run holds
+ * PLM_ATTN_SPLIT_KEYS keys at the least: a token splits from twice that. */
+#define PLM_ATTN_SPLIT_KEYS 256
+int plm_attn_split_max_runs(const plm_hparams *hp, plm_kv_type type_k, plm_kv_type type_v);
+uint64_t plm_attn_split_bytes(const plm_hparams *hp, plm_kv_type type_k, plm_kv_type type_v);
 
 /* Fails, naming the choice, when arch selects a step or option this forward
  * pass does not implement yet (so a descriptor cannot silently compute

@@ -33,6 +33,7 @@ static void scratch_free(plm_scratch *s) {
     free(s->up);
     for (int i = 0; i < 3; i++) free(s->act[i]);
     free(s->moe);
+    free(s->attn_split);
 }
 
 /* Every buffer is sized by the memory plan (runtime/plan.c), the same
@@ -41,6 +42,8 @@ static plm_status scratch_alloc(plm_scratch *s, const plm_plan_buffers *b, uint3
     s->act_row_cap = b->act_row;
     s->moe_batch = n_batch;
     if (b->moe && !(s->moe = malloc(b->moe))) return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating MoE buffers");
+    if (b->attn_split && !(s->attn_split = malloc(b->attn_split)))
+        return plm_fail(err, PLM_ERR_NOMEM, "out of memory allocating attention buffers");
     s->x = malloc(b->x);
     s->xn = malloc(b->xn);
     s->q = malloc(b->q);
@@ -112,6 +115,7 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     if (p.n_threads > 256) p.n_threads = 256;
     c->params = p;
     c->fwd.flash_attn = p.flash_attn;
+    c->fwd.split_runs = plm_attn_split_max_runs(&model->hp, p.type_k, p.type_v);
     c->fwd.coarse_prefill = p.coarse_prefill;
     c->fwd.abort = p.abort;
     c->fwd.abort_user = p.abort_user;
@@ -356,7 +360,8 @@ uint64_t plm_context_trim(plm_context *c, plm_trim_level level) {
     /* Scratch: rewritten before it is read by every forward pass. */
     plm_scratch *s = &c->fwd.s;
     uint64_t n = release(s->x, b.x) + release(s->xn, b.xn) + release(s->q, b.q) + release(s->k, b.k) +
-                 release(s->v, b.v) + release(s->gate, b.gate) + release(s->up, b.up) + release(s->moe, b.moe);
+                 release(s->v, b.v) + release(s->gate, b.gate) + release(s->up, b.up) + release(s->moe, b.moe) +
+                 release(s->attn_split, b.attn_split);
     for (int i = 0; i < 3; i++) n += release(s->act[i], b.act);
     /* Idle workers: this context's hold on them (the last holder's release
      * stops the threads); plm_decode takes them again. */

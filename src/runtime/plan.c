@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "model/forward.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "pocketlm_gguf.h"
@@ -142,6 +143,7 @@ bool plm_plan_buffers_for(const plm_kv_spec *spec, bool logits_all, plm_plan_buf
     o->act = B * o->act_row;
     o->logits = (uint64_t)plm_plan_logits_rows(spec->n_batch, spec->n_seq, logits_all) * (uint64_t)d->n_vocab * 4;
     o->moe = plm_moe_scratch_bytes(d, spec->n_batch);
+    o->attn_split = plm_attn_split_bytes(d, spec->type_k, spec->type_v);
     return true;
 }
 
@@ -224,6 +226,12 @@ static uint64_t buffers_touched(const plm_plan *p, uint64_t rows) {
     return s;
 }
 
+/* The split attention's scratch, resident once a token attends to enough
+ * keys to split them (forward.h). */
+static uint64_t split_touched(const plm_plan *p, uint64_t n_tokens) {
+    return alloc_touched(p->buf.attn_split, n_tokens >= 2 * PLM_ATTN_SPLIT_KEYS ? p->buf.attn_split : 0);
+}
+
 static void finish(plm_plan *p);
 
 /* The verification's logits: draft_max + 1 rows of the target's vocabulary
@@ -262,7 +270,7 @@ static void finish(plm_plan *p) {
     for (int i = 0; i < PLM_PLAN_ACT_SLOTS; i++)
         s += i < p->act_slots ? rows_touched(b->act, pp->n_batch, b->act_row, p->act_used[i])
                                : (b->act < MMAP_THRESHOLD ? alloc_resident(b->act) : 0);
-    s += stack_bytes(p->act_slots, pp->n_batch, pp->n_threads);
+    s += stack_bytes(p->act_slots, pp->n_batch, pp->n_threads) + split_touched(p, pp->n_ctx);
     p->scratch_bytes = s;
 
     /* Weights.  mmap: the header was parsed (touched), every tensor is read
@@ -658,7 +666,7 @@ uint64_t plm_plan_rss_at(const plm_plan *p, uint32_t n_tokens, uint32_t max_batc
     for (int i = 0; i < PLM_PLAN_ACT_SLOTS; i++)
         s += i < p->act_slots ? rows_touched(b->act, rows, b->act_row, p->act_used[i])
                               : (b->act < MMAP_THRESHOLD ? alloc_resident(b->act) : 0);
-    s += stack_bytes(p->act_slots, rows, pp->n_threads);
+    s += stack_bytes(p->act_slots, rows, pp->n_threads) + split_touched(p, n_tokens);
     uint64_t w = p->weights_resident;
     if (pp->use_mmap && !p->tied_output && p->embd_bytes) {
         uint64_t per_row = round_up(p->embd_row_bytes, PLM_PLAN_PAGE) +

@@ -28,7 +28,10 @@
 // window still applies), and
 // LongRoPE (test-phi3-longrope-tiny, original context 512) with a 1024-token
 // context, where llama.cpp switches to rope_factors_long (at 64, which it
-// pads to 256, it keeps rope_factors_short).
+// pads to 256, it keeps rope_factors_short).  And a long prompt (1100
+// tokens, `long` runs) decoded one token at a time, so that the global
+// layers' keys (512 and more) go in runs over the threads (forward.c,
+// attend_split): gemma3 (2 KV heads) and llama3.
 //
 // Context shift (`shift` runs: after 40 tokens of a 58-token list, drop 18
 // after the first 4, then the rest, in batches of 4 so that the windowed
@@ -56,10 +59,11 @@ const l = await llama();
 // Shapes: `pocketlm synth --list`; each exercises its family's own steps.
 const families = (process.env.PLM_FAMILIES ?? "test-llama-tiny,test-llama3-tiny,test-qwen2-tiny,test-qwen3-tiny,test-granite-tiny,test-phi3-tiny,test-mistral-tiny,test-phi3-longrope-tiny,test-gemma2-tiny,test-gemma3-tiny,test-gemma3-pattern-tiny,test-qwen3moe-tiny,test-mixtral-tiny").split(",");
 const SHIFT = { ctx: 64, batch: 4, shift: [40, 4, 18], formats: ["F32", "Q8_0"] };
+const LONG = { ctx: 1152, batch: 1, long: true, formats: ["F32", "Q8_0"] };
 const runs = {
-  "test-llama3-tiny": [{ ctx: 64 }, SHIFT],
+  "test-llama3-tiny": [{ ctx: 64 }, SHIFT, LONG],
   "test-gemma2-tiny": [{ ctx: 64 }, { ctx: 64, batch: 3 }, SHIFT],
-  "test-gemma3-tiny": [{ ctx: 64 }, { ctx: 64, batch: 3 }, { ctx: 32 }, SHIFT],  // 32: a window but no ring
+  "test-gemma3-tiny": [{ ctx: 64 }, { ctx: 64, batch: 3 }, { ctx: 32 }, SHIFT, LONG],  // 32: a window but no ring
   "test-gemma3-pattern-tiny": [{ ctx: 64 }, { ctx: 64, batch: 3 }],
   "test-phi3-longrope-tiny": [{ ctx: 64 }, { ctx: 1024 }],
 };
@@ -173,6 +177,9 @@ try {
   const tokens = [m0.tokens.bos ?? 1, ...m0.tokenize(prompt)];
   const body = tokens.slice(1);
   const longTokens = [...tokens, ...body, ...body, ...body].slice(0, 58);  // for the shift runs
+  const longPrompt = [...tokens];  // for the long runs
+  while (longPrompt.length < 1100) longPrompt.push(...body);
+  longPrompt.length = 1100;
   await m0.dispose();
   for (const shape of families) {
     const files = makeFiles(shape);
@@ -183,7 +190,7 @@ try {
       if (!files[format.name] || (run.formats && !run.formats.includes(format.name))) continue;
       const quantized = format.name !== "F32" && format.name !== "F16";
       const f = { ...format, tol: format.tol * (quantized ? quantSlack[shape] ?? 1 : 1) };
-      const toks = run.shift ? longTokens : tokens;
+      const toks = run.shift ? longTokens : run.long ? longPrompt : tokens;
       const want = run.shift ? await theirsShifted(files[f.name], toks, run.ctx, run.shift)
                              : await theirs(files[f.name], toks, run.ctx);
       const nv = want[0].length;

@@ -374,6 +374,7 @@ void plm_arm_fill_neon(plm_kernels *t) {
     t->vec_dot[PLM_TYPE_F16] = vec_dot_f16;
     t->vec_dot[PLM_TYPE_BF16] = vec_dot_bf16;
     t->attn_f16 = plm_arm_attn_f16;
+    t->attn_f16_pass = plm_arm_attn_f16_pass;
     t->attn_quant = plm_arm_attn_quant;
     t->swiglu = plm_arm_swiglu;
     t->gemm[PLM_TYPE_F32] = gemm_f32;

@@ -34,6 +34,7 @@
  * complete table is first asked for. */
 static const plm_kernels X86_FN(simd) = {
     .attn_f16 = X86_FN(attn_f16),
+    .attn_f16_pass = attn_pass,
     .attn_quant = X86_FN(attn_quant),
     .attn_f16_tile = X86_FN(attn_f16_tile),
     .swiglu = X86_FN(swiglu),
