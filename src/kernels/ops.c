@@ -209,23 +209,36 @@ void plm_attn_split_merge(const plm_attn_split *sp, int h, plm_softmax_run *out)
     *out = (plm_softmax_run){max, sum};
 }
 
-void plm_attn_split_finish(const plm_attn_split *sp, int h, const plm_softmax_run *merged, float *o) {
-    const int hd = sp->hd;
-    for (int i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int r = 0; r < sp->n_runs; r++) {
-        const float *p = sp->parts + r * sp->part_stride + (size_t)h * hd;
-        /* flash: each run's output is relative to its own max */
-        const float w = sp->flash ? (float)exp((double)sp->runs[r * sp->run_stride + h].max - (double)merged->max) : 1.0f;
-        for (int i = 0; i < hd; i++) o[i] += w * p[i];
-    }
-    if (sp->flash) plm_scale(o, (float)(1.0 / merged->sum), hd);
+/* Head h's output o += run r's part p, weighted (flash: each run's output
+ * is relative to its own max). */
+static void split_add(const plm_attn_split *sp, int h, int r, const plm_softmax_run *merged, const float *p, float *o) {
+    const float w = sp->flash ? (float)exp((double)sp->runs[r * sp->run_stride + h].max - (double)merged->max) : 1.0f;
+    for (int i = 0; i < sp->hd; i++) o[i] += w * p[i];
 }
 
+void plm_attn_split_finish(const plm_attn_split *sp, int h, const plm_softmax_run *merged, float *o) {
+    for (int i = 0; i < sp->hd; i++) o[i] = 0.0f;
+    for (int r = 0; r < sp->n_runs; r++) split_add(sp, h, r, merged, sp->parts + r * sp->part_stride + (size_t)h * sp->hd, o);
+    if (sp->flash) plm_scale(o, (float)(1.0 / merged->sum), sp->hd);
+}
+
+/* One run's part at a time, so that the parts take n_q * hd floats, not
+ * n_runs times that (a thread's stack: plan.c): the same steps in the same
+ * order as the stages and plm_attn_split_finish, so the same bits.  Flash
+ * computes each run's stage 1 twice (its part is summed only once the
+ * merged max is known). */
 void plm_attn_f16_split(const plm_attn_split *sp, float *o, const uint16_t *q, int n_q, const void *k, const void *v,
                         size_t ks, size_t vs) {
+    plm_attn_split one = *sp;
+    one.part_stride = 0; /* every run's part in the one buffer */
     plm_softmax_run merged[PLM_ATTN_MAX_Q];
-    for (int r = 0; r < sp->n_runs; r++) plm_attn_split_stage(sp, 1, r, 0, n_q, q, k, v, ks, vs, NULL);
-    for (int i = 0; i < n_q; i++) plm_attn_split_merge(sp, i, &merged[i]);
-    for (int r = 0; !sp->flash && r < sp->n_runs; r++) plm_attn_split_stage(sp, 2, r, 0, n_q, q, k, v, ks, vs, merged);
-    for (int i = 0; i < n_q; i++) plm_attn_split_finish(sp, i, &merged[i], o + (size_t)i * sp->hd);
+    for (int r = 0; r < sp->n_runs; r++) plm_attn_split_stage(&one, 1, r, 0, n_q, q, k, v, ks, vs, NULL);
+    for (int i = 0; i < n_q; i++) plm_attn_split_merge(&one, i, &merged[i]);
+    for (int i = 0; i < n_q * sp->hd; i++) o[i] = 0.0f;
+    for (int r = 0; r < sp->n_runs; r++) {
+        if (sp->flash) plm_attn_split_stage(&one, 1, r, 0, n_q, q, k, v, ks, vs, NULL);
+        else plm_attn_split_stage(&one, 2, r, 0, n_q, q, k, v, ks, vs, merged);
+        for (int i = 0; i < n_q; i++) split_add(&one, i, r, &merged[i], one.parts + (size_t)i * sp->hd, o + (size_t)i * sp->hd);
+    }
+    for (int i = 0; sp->flash && i < n_q; i++) plm_scale(o + (size_t)i * sp->hd, (float)(1.0 / merged[i].sum), sp->hd);
 }

@@ -397,17 +397,12 @@ static void attend_capped(const attn_job *a, const float *q, const uint8_t *K, c
  * cache alone, and any other pass over the same token (a batch verified
  * row by row, attend_unit) splits it the same way in one thread, so a
  * token's attention is the same bits however it is computed. */
-enum {
-    ATTN_SPLIT_MAX = 16,      /* runs at most */
-    ATTN_SPLIT_ELEMS = 16384, /* floats of one unit's parts (on its stack in attend_unit) */
-};
+enum { ATTN_SPLIT_MAX = 16 }; /* runs at most */
 
 int plm_attn_split_max_runs(const plm_hparams *hp, plm_kv_type type_k, plm_kv_type type_v) {
-    const int group = hp->n_head / hp->n_head_kv, per_unit = group * hp->head_dim;
-    if (type_k != PLM_KV_F16 || type_v != PLM_KV_F16 || group > PLM_ATTN_MAX_Q || per_unit > ATTN_UNIT_ELEMS)
-        return 0;
-    const int runs = ATTN_SPLIT_ELEMS / per_unit < ATTN_SPLIT_MAX ? ATTN_SPLIT_ELEMS / per_unit : ATTN_SPLIT_MAX;
-    return runs < 2 ? 0 : runs;
+    const int group = hp->n_head / hp->n_head_kv;
+    const bool fits = group <= PLM_ATTN_MAX_Q && group * hp->head_dim <= ATTN_UNIT_ELEMS; /* a unit's heads */
+    return type_k == PLM_KV_F16 && type_v == PLM_KV_F16 && fits ? ATTN_SPLIT_MAX : 0;
 }
 
 uint64_t plm_attn_split_bytes(const plm_hparams *hp, plm_kv_type type_k, plm_kv_type type_v) {
@@ -457,9 +452,9 @@ static void attend_unit(const attn_job *a, int t, int h0, int nh) {
         const int n_runs = attn_split_runs(ctx, n_keys);
         if (n_runs > 1) { /* the decode split's arithmetic (above), here in one thread */
             plm_softmax_run runs[ATTN_SPLIT_MAX * PLM_ATTN_MAX_Q];
-            float parts[ATTN_SPLIT_ELEMS];
+            float part[ATTN_UNIT_ELEMS];
             plm_attn_split sp = attn_split_of(a, n_keys, n_runs);
-            sp.runs = runs, sp.parts = parts, sp.run_stride = (size_t)nh, sp.part_stride = (size_t)nh * hd;
+            sp.runs = runs, sp.parts = part, sp.run_stride = (size_t)nh;
             plm_attn_f16_split(&sp, o, qh, nh, K, V, kv->k_row, kv->v_row);
             return;
         }
