@@ -547,13 +547,44 @@ static double softmax_attention(const uint16_t *q, const uint8_t *kc, const uint
     return o;
 }
 
+/* Random query heads, and nk keys (later ones scoring higher) and values. */
+static void attention_inputs(uint16_t *q, uint8_t *kc, uint8_t *vc, int nq, int nk, int hd) {
+    static float x[AT_MAXQ * AT_MAXD];
+    for (int e = 0; e < nq * hd; e++) x[e] = rng_sym();
+    plm_fp32_to_fp16_row(x, q, nq * hd);
+    for (int j = 0; j < nk; j++) {
+        const float grow = 1.0f + 3.0f * (float)j / (float)nk; /* later keys score higher */
+        for (int e = 0; e < hd; e++) x[e] = rng_sym() * grow;
+        plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(kc + j * AT_STRIDE), hd);
+        for (int e = 0; e < hd; e++) x[e] = rng_sym();
+        plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(vc + j * AT_STRIDE), hd);
+    }
+}
+
+/* Outputs of the nq heads off the double-precision softmax; the first few
+ * of the run's (*bad before) printed under `what`. */
+static void count_off_softmax(const char *what, const float *o, const uint16_t *q, const uint8_t *kc, const uint8_t *vc,
+                              int nq, int nk, int hd, float scale, bool flash, int *bad) {
+    for (int h = 0; h < nq; h++)
+        for (int i = 0; i < hd; i++) {
+            double tol;
+            const double want = softmax_attention(q + h * hd, kc, vc, nk, hd, scale, i, flash, &tol);
+            if (fabs(o[h * hd + i] - want) <= tol) continue;
+            if ((*bad)++ < 5)
+                fprintf(stderr, "  %s %s hd=%d keys=%d heads=%d [%d][%d]: %.7g want %.7g\n", what,
+                        flash ? "flash" : "exact", hd, nk, nq, h, i, o[h * hd + i], want);
+        }
+}
+
 static void test_attention_f16(const plm_kernels *kt) {
     const int dims[] = {1, 7, 8, 16, 31, 64, 128, 200};
     const int keys[] = {1, 3, 5, 33, 64, 65, 130, 300};
     const int nqs[] = {1, 3, 8};
     static uint8_t kc[AT_MAXK * AT_STRIDE], vc[AT_MAXK * AT_STRIDE];
-    static float x[AT_MAXQ * AT_MAXD], o[AT_MAXQ * AT_MAXD];
+    static float o[AT_MAXQ * AT_MAXD];
     static uint16_t q[AT_MAXQ * AT_MAXD];
+    char what[64];
+    snprintf(what, sizeof what, "%s attn_f16", kt->name);
     int bad = 0;
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
         for (size_t kk = 0; kk < sizeof keys / sizeof keys[0]; kk++)
@@ -561,25 +592,9 @@ static void test_attention_f16(const plm_kernels *kt) {
                 for (int flash = 0; flash < 2; flash++) {
                     const int hd = dims[d], nk = keys[kk], nq = nqs[qq];
                     const float scale = 1.0f / sqrtf((float)hd);
-                    for (int e = 0; e < nq * hd; e++) x[e] = rng_sym();
-                    plm_fp32_to_fp16_row(x, q, nq * hd);
-                    for (int j = 0; j < nk; j++) {
-                        const float grow = 1.0f + 3.0f * (float)j / (float)nk;  /* later keys score higher */
-                        for (int e = 0; e < hd; e++) x[e] = rng_sym() * grow;
-                        plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(kc + j * AT_STRIDE), hd);
-                        for (int e = 0; e < hd; e++) x[e] = rng_sym();
-                        plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(vc + j * AT_STRIDE), hd);
-                    }
+                    attention_inputs(q, kc, vc, nq, nk, hd);
                     kt->attn_f16(o, q, nq, kc, vc, AT_STRIDE, AT_STRIDE, nk, hd, scale, flash);
-                    for (int h = 0; h < nq; h++)
-                        for (int i = 0; i < hd; i++) {
-                            double tol;
-                            const double want = softmax_attention(q + h * hd, kc, vc, nk, hd, scale, i, flash, &tol);
-                            if (fabs(o[h * hd + i] - want) <= tol) continue;
-                            if (bad++ < 5)
-                                fprintf(stderr, "  %s attn_f16 %s hd=%d keys=%d heads=%d [%d][%d]: %.7g want %.7g\n",
-                                        kt->name, flash ? "flash" : "exact", hd, nk, nq, h, i, o[h * hd + i], want);
-                        }
+                    count_off_softmax(what, o, q, kc, vc, nq, nk, hd, scale, flash, &bad);
                 }
     CHECK(bad == 0, "%s attn_f16: %d outputs off the double-precision softmax", kt->name, bad);
 }
@@ -595,7 +610,7 @@ static void test_attention_split(const plm_kernels *kt) {
     const int nqs[] = {1, 4};
     const int runs[] = {1, 2, 3, 7};
     static uint8_t kc[AT_MAXK * AT_STRIDE], vc[AT_MAXK * AT_STRIDE];
-    static float x[AT_MAXQ * AT_MAXD], o[AT_MAXQ * AT_MAXD], o2[AT_MAXQ * AT_MAXD];
+    static float o[AT_MAXQ * AT_MAXD], o2[AT_MAXQ * AT_MAXD];
     static float parts[7 * AT_MAXQ * AT_MAXD];
     static uint16_t q[AT_MAXQ * AT_MAXD];
     plm_softmax_run st[7 * AT_MAXQ], merged[AT_MAXQ];
@@ -607,28 +622,14 @@ static void test_attention_split(const plm_kernels *kt) {
                     for (int flash = 0; flash < 2; flash++) {
                         const int hd = dims[d], nk = keys[kk], nq = nqs[qq], nr = runs[rr];
                         const float scale = 1.0f / sqrtf((float)hd);
-                        for (int e = 0; e < nq * hd; e++) x[e] = rng_sym();
-                        plm_fp32_to_fp16_row(x, q, nq * hd);
-                        for (int j = 0; j < nk; j++) {
-                            const float grow = 1.0f + 3.0f * (float)j / (float)nk;
-                            for (int e = 0; e < hd; e++) x[e] = rng_sym() * grow;
-                            plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(kc + j * AT_STRIDE), hd);
-                            for (int e = 0; e < hd; e++) x[e] = rng_sym();
-                            plm_fp32_to_fp16_row(x, (uint16_t *)(void *)(vc + j * AT_STRIDE), hd);
-                        }
+                        attention_inputs(q, kc, vc, nq, nk, hd);
                         const plm_attn_split sp = {.pass = kt->attn_f16_pass, .n_keys = nk, .n_runs = nr, .hd = hd,
                                                    .scale = scale, .flash = flash, .runs = st, .parts = parts,
                                                    .run_stride = (size_t)nq, .part_stride = (size_t)nq * hd};
                         plm_attn_f16_split(&sp, o, q, nq, kc, vc, AT_STRIDE, AT_STRIDE);
-                        for (int h = 0; h < nq; h++)
-                            for (int i = 0; i < hd; i++) {
-                                double tol;
-                                const double want = softmax_attention(q + h * hd, kc, vc, nk, hd, scale, i, flash, &tol);
-                                if (fabs(o[h * hd + i] - want) <= tol) continue;
-                                if (bad++ < 5)
-                                    fprintf(stderr, "  %s attn split %s hd=%d keys=%d heads=%d runs=%d [%d][%d]: %.7g want %.7g\n",
-                                            kt->name, flash ? "flash" : "exact", hd, nk, nq, nr, h, i, o[h * hd + i], want);
-                            }
+                        char what[64];
+                        snprintf(what, sizeof what, "%s attn split in %d runs", kt->name, nr);
+                        count_off_softmax(what, o, q, kc, vc, nq, nk, hd, scale, flash, &bad);
                         if (nr == 1) /* the whole as the kernel's own attention */
                             kt->attn_f16(o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE, nk, hd, scale, flash);
                         else {
