@@ -177,6 +177,13 @@ static void check_methods(const char *name, plm_model *target, plm_model *self_d
             }
 }
 
+/* The n tokens into c's cache in batches it takes (512): false on an error. */
+static bool decode_in_batches(plm_context *c, const plm_token *t, int n, plm_error *err) {
+    for (int p0 = 0; p0 < n; p0 += 512)
+        if (plm_decode(c, t + p0, n - p0 < 512 ? n - p0 : 512, err) != PLM_OK) return false;
+    return true;
+}
+
 /* A verification batch gives the logits of decoding its tokens one by one,
  * bit for bit (the batched gemm would sum in another order: ~1e-6 apart on
  * Q8_0, enough to flip a near-tie of a random model).  After a long prompt
@@ -193,10 +200,8 @@ static void test_verify_bit_exact(plm_model *m, plm_kv_type kv, int n_prompt) {
     REQUIRE_VOID(n_prompt <= 1200, "prompt length");
     for (int i = 6; i < n_prompt; i++) prompt[i] = 10 + (i * 37) % 200;
     const int V = plm_model_n_vocab(m);
-    for (int p0 = 0; p0 < n_prompt; p0 += 512) { /* in batches the contexts take */
-        const int n = n_prompt - p0 < 512 ? n_prompt - p0 : 512;
-        REQUIRE_VOID(!plm_decode(a, prompt + p0, n, &err) && !plm_decode(b, prompt + p0, n, &err), "prompt");
-    }
+    REQUIRE_VOID(decode_in_batches(a, prompt, n_prompt, &err) && decode_in_batches(b, prompt, n_prompt, &err), "prompt: %s",
+                 err.message);
     a->fwd.rowwise_matmul = true;
     REQUIRE_VOID(plm_decode_tail(a, batch, 7, 7, &err) == PLM_OK, "%s", err.message);
     int differ = 0;
@@ -217,8 +222,7 @@ static void test_verify_bit_exact(plm_model *m, plm_kv_type kv, int n_prompt) {
     a->fwd.rowwise_matmul = false;
     a->fwd.rowwise_from = 0;
     plm_context *c = new_ctx(m, &s);
-    for (int p0 = 0; p0 < n_prompt; p0 += 512)
-        REQUIRE_VOID(c && !plm_decode(c, prompt + p0, n_prompt - p0 < 512 ? n_prompt - p0 : 512, &err), "prompt");
+    REQUIRE_VOID(c && decode_in_batches(c, prompt, n_prompt, &err), "prompt: %s", c ? err.message : "no context");
     REQUIRE_VOID(plm_decode_tail(c, batch, 3, 3, &err) == PLM_OK, "%s", err.message);
     differ = 0;
     for (int i = 0; i < 3; i++) differ += memcmp(plm_get_logits(a, i), plm_get_logits(c, i), (size_t)V * sizeof(float)) != 0;
