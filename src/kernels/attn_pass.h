@@ -4,14 +4,22 @@
  * ATTN_TGT (a function attribute, or nothing), ATTN_STAGE (floats of one
  * staged block) and, for rows of hd floats:
  *
- *   stage_rows(dst, src, stride, n, hd)      n f16 cache rows -> floats
+ *   stage_keys(dst, src, stride, n, hd)      n f16 key rows -> floats, in the
+ *                                            layout block_scores reads
+ *   stage_values(dst, src, stride, n, hd)    n f16 value rows -> floats (or
+ *                                            nothing, if heads_values reads
+ *                                            the rows themselves)
  *   block_scores(s, q, k, n, hd, scale)      s[j] = scale * q . k_j
  *   softmax_run_block(run, s, n, o, hd)      as plm_softmax_run_block
  *   block_weights(s, n, max, inv_sum)        the exact mode's f16 weights
- *   block_values(o, w, v, n, hd)             o += sum_j w[j] v_j
+ *   heads_values(o, w, n_q, vst, v, vs, n, hd)
+ *                                            o_i += sum_j w_i[j] v_j for every
+ *                                            head i (w_i: PLM_ATTN_BLOCK apart;
+ *                                            vst: the staged rows, v: the f16
+ *                                            rows vs bytes apart)
  *
- * s has room for PLM_ATTN_BLOCK scores, a multiple of any SIMD width, so
- * the block functions may pad it to whole vectors.
+ * Each head's scores have room for PLM_ATTN_BLOCK, a multiple of any SIMD
+ * width, so the block functions may pad them to whole vectors.
  */
 
 /* n rows' first `bytes` (stride apart) into the cache, a line at a time. */
@@ -22,7 +30,7 @@ static inline void attn_prefetch_rows(const char *p, size_t stride, int n, int b
 
 ATTN_TGT static void attn_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks,
                                size_t vs, int n_keys, int hd, float scale, plm_softmax_run *run, int pass) {
-    float s[PLM_ATTN_BLOCK], kst[ATTN_STAGE], vst[ATTN_STAGE];
+    _Alignas(64) float s[PLM_ATTN_MAX_Q][PLM_ATTN_BLOCK], kst[ATTN_STAGE], vst[ATTN_STAGE];
     const bool values = pass != 1;  /* pass 0: flash; 1, 2: exact (ops.h) */
     const int bk = ATTN_STAGE / hd < PLM_ATTN_BLOCK ? ATTN_STAGE / hd : PLM_ATTN_BLOCK;  /* >= 4: hd <= 1024 */
     for (int j0 = 0; j0 < n_keys; j0 += bk) {
@@ -34,14 +42,15 @@ ATTN_TGT static void attn_pass(float *o, const uint16_t *q, int n_q, const char 
         const int nn = n_keys - j0 - nb < bk ? n_keys - j0 - nb : bk;
         attn_prefetch_rows(k + (size_t)(j0 + nb) * ks, ks, nn, 2 * hd);
         if (values) attn_prefetch_rows(v + (size_t)(j0 + nb) * vs, vs, nn, 2 * hd);
-        stage_rows(kst, k + (size_t)j0 * ks, ks, nb, hd);
-        if (values) stage_rows(vst, v + (size_t)j0 * vs, vs, nb, hd);
+        stage_keys(kst, k + (size_t)j0 * ks, ks, nb, hd);
+        if (values) stage_values(vst, v + (size_t)j0 * vs, vs, nb, hd);
         for (int i = 0; i < n_q; i++) {
-            float *oi = o + (size_t)i * hd;
-            block_scores(s, q + (size_t)i * hd, kst, nb, hd, scale);
-            if (pass == 2) block_weights(s, nb, run[i].max, (float)(1.0 / run[i].sum));
-            else softmax_run_block(&run[i], s, nb, oi, pass == 0 ? hd : 0);
-            if (values) block_values(oi, s, vst, nb, hd);
+            block_scores(s[i], q + (size_t)i * hd, kst, nb, hd, scale);
+            if (pass == 2) block_weights(s[i], nb, run[i].max, (float)(1.0 / run[i].sum));
+            else softmax_run_block(&run[i], s[i], nb, o + (size_t)i * hd, pass == 0 ? hd : 0);
         }
+        /* every head's values together: a value row is read (and on x86
+         * converted) once for all of them */
+        if (values) heads_values(o, s[0], n_q, vst, v + (size_t)j0 * vs, vs, nb, hd);
     }
 }

@@ -41,11 +41,12 @@
 #define PLAN_GEMM_STACK_BYTES (128u * 1024u)
 #define GEMM_STACK_MIN_BATCH 16u
 /* Stack of the attention, per thread: a block of keys and one of values
- * staged in f32 (32 KiB, x86), the query heads of a unit in f16 (8 KiB), a
- * block of scores, and over a split token's keys (forward.c, attend_unit)
- * one run's output in f32 (16 KiB) and the runs' stats (4 KiB), rounded
- * up.  It reuses the pages a gemm's stack touched, so a thread counts the
- * larger of the two. */
+ * staged in f32 (32 KiB; AVX-512 stages only the keys and holds the query
+ * in f32, 20 KiB), the query heads of a unit in f16 (8 KiB), a block of
+ * scores per head (4 KiB), and over a split token's keys (forward.c,
+ * attend_unit) one run's output in f32 (16 KiB) and the runs' stats (4
+ * KiB): 64 KiB at most.  It reuses the pages a gemm's stack touched, so a
+ * thread counts the larger of the two. */
 #define PLAN_ATTN_STACK_BYTES (64u * 1024u)
 /* A worker thread of the pool: touched stack pages, TLS, guard bookkeeping. */
 #define PLAN_THREAD_BYTES (24u * 1024u)

@@ -164,6 +164,20 @@ static void stage_rows(float *dst, const char *src, size_t stride, int n, int hd
     }
 }
 
+static void stage_keys(float *dst, const char *src, size_t stride, int n, int hd) {
+    stage_rows(dst, src, stride, n, hd);
+}
+
+static void stage_values(float *dst, const char *src, size_t stride, int n, int hd) {
+    stage_rows(dst, src, stride, n, hd);
+}
+
+/* Head by head over the staged rows (v, vs: unused). */
+static void heads_values(float *o, const float *w, int n_q, const float *vst, const char *v, size_t vs, int n, int hd) {
+    (void)v, (void)vs;
+    for (int i = 0; i < n_q; i++) block_values(o + (size_t)i * hd, w + (size_t)i * PLM_ATTN_BLOCK, vst, n, hd);
+}
+
 #define ATTN_TGT
 #include "kernels/attn_pass.h"
 #undef ATTN_TGT

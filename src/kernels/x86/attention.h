@@ -6,9 +6,12 @@
  * x86.h).
  *
  * Attention reads the cache a block of keys at a time, converted to f32 on
- * the stack first (stage_rows): each f16 is converted once for all the
+ * the stack first (stage_keys): each f16 is converted once for all the
  * query heads that share it, and exactly, so the sums are the ones the f16
- * rows would give. */
+ * rows would give.  The values are staged the same way on 256-bit tables;
+ * AVX-512 converts each value row once for all the heads in registers
+ * (heads_values), which the perf profile of a decoding token after 3000
+ * keys had put first: staging stores and the loads feeding them. */
 
 
 /* Whole steps of 32 go through SIMD, the rest is summed one by one in
@@ -28,13 +31,14 @@ X86_INL __m128 sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-/* scores[j] = scale * q . k_j over rows of hd floats, eight keys at a time
- * (eight independent FMA chains: fewer and the FMA latency, not its
- * throughput, sets the pace), then one; each key's sum is reduced the same
- * way. */
-X86_INL void block_scores(float *scores, const uint16_t *q, const float *kb, int n_keys, int hd, float scale) {
+/* scores[j] = scale * q . k_j over rows of hd floats (keys j0 on), eight
+ * keys at a time (eight independent FMA chains: fewer and the FMA latency,
+ * not its throughput, sets the pace), then one; each key's sum is reduced
+ * the same way. */
+X86_INL void scores_by_rows(float *scores, const uint16_t *q, const float *kb, int j0, int n_keys, int hd,
+                            float scale) {
     const int h8 = hd & ~31;
-    int j = 0;
+    int j = j0;
     for (; j + 8 <= n_keys; j += 8) {
         const float *k0 = kb + (size_t)j * hd;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
@@ -66,6 +70,69 @@ X86_INL void block_scores(float *scores, const uint16_t *q, const float *kb, int
         scores[j] = (hsum_ps(a0) + dot_tail(q, kj, h8, hd)) * scale;
     }
 }
+
+#if X86_ZMM
+/* On 512-bit registers the keys are staged in pairs (stage_keys): keys j
+ * and j + 1 (j even, within the block's whole groups of 8) interleaved by
+ * 8 floats, so one zmm holds the same 8 elements of both and one FMA does
+ * both keys' steps of the 256-bit kernel.  Each lane does exactly the
+ * 256-bit kernel's arithmetic (same chains, same reduction tree), so every
+ * table computes the same scores bit for bit, and attn_tile.h's tiles still
+ * match: the width changes how many keys an instruction serves, not a
+ * key's sums.  Heads of a multiple of 32 (no tail) take this path. */
+X86_INL bool keys_paired(int hd) { return hd % 32 == 0; }
+
+/* _mm256_hadd_ps on both 256-bit halves: per 128-bit lane
+ * [a0 + a1, a2 + a3, b0 + b1, b2 + b3]. */
+X86_INL __m512 hadd_zmm(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd));
+}
+
+/* Eight keys' scores from their four pair registers ([k0|k1], [k2|k3],
+ * [k4|k5], [k6|k7]), each key's lanes in sum4's order: ((0+1)+(2+3)) +
+ * ((4+5)+(6+7)); stored in key order, times scale. */
+X86_INL void store_scores8(float *s, __m512 z0, __m512 z1, __m512 z2, __m512 z3, float scale) {
+    const __m512 g = hadd_zmm(hadd_zmm(z0, z1), hadd_zmm(z2, z3)); /* lanes: k0246 lo, hi; k1357 lo, hi */
+    const __m256 even = _mm512_castps512_ps256(g), odd = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1));
+    const __m128 a = _mm_add_ps(_mm256_castps256_ps128(even), _mm256_extractf128_ps(even, 1)); /* keys 0 2 4 6 */
+    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(odd), _mm256_extractf128_ps(odd, 1));   /* keys 1 3 5 7 */
+    _mm_storeu_ps(s, _mm_mul_ps(_mm_unpacklo_ps(a, b), _mm_set1_ps(scale)));
+    _mm_storeu_ps(s + 4, _mm_mul_ps(_mm_unpackhi_ps(a, b), _mm_set1_ps(scale)));
+}
+
+/* Eight floats in both halves. */
+X86_INL __m512 bcast8_ps(const float *p) { return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_load_ps(p)))); }
+
+/* The scores of 2C keys (C = 4 or 8 pair registers: 8 chains for two
+ * FMA pipes of latency 4, or the last group of 8) staged in pairs from p,
+ * against the query in floats. */
+X86_INL void pair_scores(float *s, const float *p, const float *qf, int hd, float scale, const int C) {
+    __m512 z[8];
+    for (int c = 0; c < C; c++) z[c] = _mm512_setzero_ps();
+    for (int i = 0; i < hd; i += 8) {
+        const __m512 qv = bcast8_ps(qf + i);
+        for (int c = 0; c < C; c++) z[c] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(p + (size_t)c * 2 * hd + 2 * i), z[c]);
+    }
+    for (int c = 0; c < C; c += 4) store_scores8(s + 2 * c, z[c], z[c + 1], z[c + 2], z[c + 3], scale);
+}
+
+X86_INL void block_scores(float *scores, const uint16_t *q, const float *kb, int n_keys, int hd, float scale) {
+    if (!keys_paired(hd)) {
+        scores_by_rows(scores, q, kb, 0, n_keys, hd, scale);
+        return;
+    }
+    _Alignas(64) float qf[1024]; /* hd <= 1024 (attn_pass) */
+    for (int i = 0; i < hd; i += 16) _mm512_store_ps(qf + i, _mm512_cvtph_ps(loadu256(q + i)));
+    int j = 0;
+    for (; j + 16 <= n_keys; j += 16) pair_scores(scores + j, kb + (size_t)j * hd, qf, hd, scale, 8);
+    if (j + 8 <= n_keys) pair_scores(scores + j, kb + (size_t)j * hd, qf, hd, scale, 4), j += 8;
+    scores_by_rows(scores, q, kb, j, n_keys, hd, scale); /* the last few keys, staged as rows */
+}
+#else
+X86_INL void block_scores(float *scores, const uint16_t *q, const float *kb, int n_keys, int hd, float scale) {
+    scores_by_rows(scores, q, kb, 0, n_keys, hd, scale);
+}
+#endif
 
 /* e^x in 8 lanes: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2
  * is exact), e^r by its Taylor series to r^7 (error < 1e-8 relative), times
@@ -177,6 +244,86 @@ X86_INL void stage_rows(float *dst, const char *src, size_t stride, int n, int h
         for (; i + 8 <= hd; i += 8) _mm256_storeu_ps(dst + i, load_f16x8(r + i));
         for (; i < hd; i++) dst[i] = plm_fp16_to_fp32(r[i]);
     }
+}
+
+/* The keys of a block as block_scores reads them: in pairs (see
+ * keys_paired) on 512-bit tables, the keys past the last whole group of 8
+ * as rows after them. */
+X86_INL void stage_keys(float *dst, const char *src, size_t stride, int n, int hd) {
+#if X86_ZMM
+    if (keys_paired(hd)) {
+        const int n8 = n & ~7;
+        for (int j = 0; j < n8; j += 2, dst += 2 * hd) {
+            const uint16_t *r0 = (const uint16_t *)(src + (size_t)j * stride);
+            const uint16_t *r1 = (const uint16_t *)(src + (size_t)(j + 1) * stride);
+            for (int i = 0; i < hd; i += 8)
+                _mm512_storeu_ps(dst + 2 * i, _mm512_cvtph_ps(_mm256_inserti128_si256(
+                                                  _mm256_castsi128_si256(loadu128(r0 + i)), loadu128(r1 + i), 1)));
+        }
+        stage_rows(dst, src + (size_t)n8 * stride, stride, n - n8, hd);
+        return;
+    }
+#endif
+    stage_rows(dst, src, stride, n, hd);
+}
+
+/* The value rows of a block, staged for block_values; on 512-bit tables
+ * heads_values reads them as f16 instead (heads of a multiple of 16). */
+X86_INL bool values_from_rows(int hd) { return X86_ZMM && hd % 16 == 0; }
+
+X86_INL void stage_values(float *dst, const char *src, size_t stride, int n, int hd) {
+    if (!values_from_rows(hd)) stage_rows(dst, src, stride, n, hd);
+}
+
+#if X86_ZMM
+/* o_h[16 c0, 16 (c0 + DT)) += sum_j w_h[j] v_j for heads h0..h0+HG-1:
+ * each key's DT vectors of its f16 row converted once for the HG heads,
+ * HG x DT accumulators (at most 16) in registers.  Every element is the
+ * same chain of FMAs in key order as block_values', so the sums are its
+ * bits. */
+X86_INL void values_tile(float *o, const float *w, int h0, const int HG, int c0, const int DT, const char *v,
+                         size_t vs, int n, int hd) {
+    __m512 acc[16];
+    for (int h = 0; h < HG; h++)
+        for (int c = 0; c < DT; c++) acc[h * DT + c] = _mm512_loadu_ps(o + (size_t)(h0 + h) * hd + 16 * (c0 + c));
+    for (int j = 0; j < n; j++) {
+        const uint16_t *r = (const uint16_t *)(v + (size_t)j * vs) + 16 * c0;
+        __m512 x[8];
+        for (int c = 0; c < DT; c++) x[c] = _mm512_cvtph_ps(loadu256(r + 16 * c));
+        for (int h = 0; h < HG; h++) {
+            const __m512 wj = _mm512_set1_ps(w[(size_t)(h0 + h) * PLM_ATTN_BLOCK + j]);
+            for (int c = 0; c < DT; c++) acc[h * DT + c] = _mm512_fmadd_ps(wj, x[c], acc[h * DT + c]);
+        }
+    }
+    for (int h = 0; h < HG; h++)
+        for (int c = 0; c < DT; c++) _mm512_storeu_ps(o + (size_t)(h0 + h) * hd + 16 * (c0 + c), acc[h * DT + c]);
+}
+
+/* A group of HG heads over the whole row, in tiles of as many vectors as
+ * the registers hold (eight, four with four heads), then fewer. */
+X86_INL void values_group(float *o, const float *w, int h0, const int HG, const char *v, size_t vs, int n, int hd) {
+    const int chunks = hd / 16;
+    int c = 0;
+    if (HG < 4)
+        for (; c + 8 <= chunks; c += 8) values_tile(o, w, h0, HG, c, 8, v, vs, n, hd);
+    for (; c + 4 <= chunks; c += 4) values_tile(o, w, h0, HG, c, 4, v, vs, n, hd);
+    for (; c + 2 <= chunks; c += 2) values_tile(o, w, h0, HG, c, 2, v, vs, n, hd);
+    for (; c < chunks; c++) values_tile(o, w, h0, HG, c, 1, v, vs, n, hd);
+}
+#endif
+
+X86_INL void heads_values(float *o, const float *w, int n_q, const float *vst, const char *v, size_t vs, int n, int hd) {
+#if X86_ZMM
+    if (values_from_rows(hd)) {
+        int h = 0;
+        for (; h + 4 <= n_q; h += 4) values_group(o, w, h, 4, v, vs, n, hd);
+        for (; h + 2 <= n_q; h += 2) values_group(o, w, h, 2, v, vs, n, hd);
+        for (; h < n_q; h++) values_group(o, w, h, 1, v, vs, n, hd);
+        return;
+    }
+#endif
+    (void)v, (void)vs;
+    for (int i = 0; i < n_q; i++) block_values(o + (size_t)i * hd, w + (size_t)i * PLM_ATTN_BLOCK, vst, n, hd);
 }
 
 #define ATTN_TGT X86_TARGET
