@@ -577,7 +577,7 @@ static void count_off_softmax(const char *what, const float *o, const uint16_t *
 }
 
 static void test_attention_f16(const plm_kernels *kt) {
-    const int dims[] = {1, 7, 8, 16, 31, 64, 128, 200};
+    const int dims[] = {1, 7, 8, 16, 31, 48, 64, 96, 128, 200}; /* 48, 96: AVX-512's values in tiles of 2 + 1, 4 + 2 vectors */
     const int keys[] = {1, 3, 5, 33, 64, 65, 130, 300};
     const int nqs[] = {1, 3, 8};
     static uint8_t kc[AT_MAXK * AT_STRIDE], vc[AT_MAXK * AT_STRIDE];
@@ -603,7 +603,9 @@ static void test_attention_f16(const plm_kernels *kt) {
  * over threads) with each table's pass: against the double-precision
  * softmax; in one run bit for bit the table's attn_f16; and the runs'
  * stages taken in another order and the heads one at a time (as the
- * threads may) bit for bit plm_attn_f16_split's result. */
+ * threads may), with the exact mode's scores kept from stage 1 for stage 2
+ * (as decode keeps them), bit for bit plm_attn_f16_split's result without
+ * them; so is plm_attn_f16_split's with them. */
 static void test_attention_split(const plm_kernels *kt) {
     const int dims[] = {8, 64, 200};
     const int keys[] = {37, 300};
@@ -611,10 +613,10 @@ static void test_attention_split(const plm_kernels *kt) {
     const int runs[] = {1, 2, 3, 7};
     static uint8_t kc[AT_MAXK * AT_STRIDE], vc[AT_MAXK * AT_STRIDE];
     static float o[AT_MAXQ * AT_MAXD], o2[AT_MAXQ * AT_MAXD];
-    static float parts[7 * AT_MAXQ * AT_MAXD];
+    static float parts[7 * AT_MAXQ * AT_MAXD], scores[AT_MAXK * AT_MAXQ];
     static uint16_t q[AT_MAXQ * AT_MAXD];
     plm_softmax_run st[7 * AT_MAXQ], merged[AT_MAXQ];
-    int bad = 0, unequal = 0;
+    int bad = 0, unequal = 0, kept_unequal = 0;
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
         for (size_t kk = 0; kk < sizeof keys / sizeof keys[0]; kk++)
             for (size_t qq = 0; qq < sizeof nqs / sizeof nqs[0]; qq++)
@@ -630,19 +632,27 @@ static void test_attention_split(const plm_kernels *kt) {
                         char what[64];
                         snprintf(what, sizeof what, "%s attn split in %d runs", kt->name, nr);
                         count_off_softmax(what, o, q, kc, vc, nq, nk, hd, scale, flash, &bad);
+                        plm_attn_split kept = sp;
+                        kept.scores = scores;
+                        for (size_t e = 0; e < sizeof scores / sizeof scores[0]; e++) scores[e] = NAN;
+                        plm_attn_f16_split(&kept, o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE);
+                        if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0 && kept_unequal++ < 5)
+                            fprintf(stderr, "  %s attn split %s hd=%d keys=%d heads=%d runs=%d: kept scores changed the bits\n",
+                                    kt->name, flash ? "flash" : "exact", hd, nk, nq, nr);
                         if (nr == 1) /* the whole as the kernel's own attention */
                             kt->attn_f16(o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE, nk, hd, scale, flash);
                         else {
+                            for (size_t e = 0; e < sizeof scores / sizeof scores[0]; e++) scores[e] = NAN;
                             for (int h = 0; h < nq; h++)
                                 for (int r = nr - 1; r >= 0; r--)
-                                    plm_attn_split_stage(&sp, 1, r, h, 1, q + h * hd, kc, vc, AT_STRIDE,
+                                    plm_attn_split_stage(&kept, 1, r, h, 1, q + h * hd, kc, vc, AT_STRIDE,
                                                          AT_STRIDE, NULL);
-                            for (int h = nq - 1; h >= 0; h--) plm_attn_split_merge(&sp, h, &merged[h]);
+                            for (int h = nq - 1; h >= 0; h--) plm_attn_split_merge(&kept, h, &merged[h]);
                             for (int r = 0; !flash && r < nr; r++)
                                 for (int h = nq - 1; h >= 0; h--)
-                                    plm_attn_split_stage(&sp, 2, (r * 5) % nr, h, 1, q + h * hd, kc, vc, AT_STRIDE,
+                                    plm_attn_split_stage(&kept, 2, (r * 5) % nr, h, 1, q + h * hd, kc, vc, AT_STRIDE,
                                                          AT_STRIDE, &merged[h]);
-                            for (int h = 0; h < nq; h++) plm_attn_split_finish(&sp, h, &merged[h], o2 + h * hd);
+                            for (int h = 0; h < nq; h++) plm_attn_split_finish(&kept, h, &merged[h], o2 + h * hd);
                         }
                         if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0 && unequal++ < 5)
                             fprintf(stderr, "  %s attn split %s hd=%d keys=%d heads=%d runs=%d: not the same bits\n",
@@ -651,6 +661,42 @@ static void test_attention_split(const plm_kernels *kt) {
     CHECK(bad == 0, "%s attn split: %d outputs off the double-precision softmax", kt->name, bad);
     CHECK(unequal == 0, "%s attn split: %d cases where the runs' order or the heads' grouping changed the bits", kt->name,
           unequal);
+    CHECK(kept_unequal == 0, "%s attn split: %d cases where keeping the scores changed the bits", kt->name, kept_unequal);
+}
+
+/* The x86 tables' attention over an f16 cache, bit for bit: AVX-512 pairs
+ * the keys in zmm lanes and converts each value row once for a group of
+ * heads, but each lane does the 256-bit kernel's arithmetic (x86/attention.h),
+ * so a model decodes the same tokens on either (and the tiles, written to
+ * the 256-bit kernel's sums, stay its bits).  Head sizes reach every tile
+ * shape of the values (1 to 16 vectors) and both kinds of key staging. */
+static void test_attention_x86_agree(const plm_kernels **list, int n) {
+    const plm_kernels *narrow = NULL, *wide = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(list[i]->name, "avx2")) narrow = list[i];
+        if (!strcmp(list[i]->name, "avx512")) wide = list[i];
+    }
+    if (!narrow || !wide) return;
+    const int dims[] = {16, 32, 48, 64, 96, 128, 160, 200};
+    const int keys[] = {5, 37, 300};
+    const int nqs[] = {1, 3, 8};
+    static uint8_t kc[AT_MAXK * AT_STRIDE], vc[AT_MAXK * AT_STRIDE];
+    static float o1[AT_MAXQ * AT_MAXD], o2[AT_MAXQ * AT_MAXD];
+    static uint16_t q[AT_MAXQ * AT_MAXD];
+    int unequal = 0, cases = 0;
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (size_t kk = 0; kk < sizeof keys / sizeof keys[0]; kk++)
+            for (size_t qq = 0; qq < sizeof nqs / sizeof nqs[0]; qq++)
+                for (int flash = 0; flash < 2; flash++, cases++) {
+                    const int hd = dims[d], nk = keys[kk], nq = nqs[qq];
+                    attention_inputs(q, kc, vc, nq, nk, hd);
+                    narrow->attn_f16(o1, q, nq, kc, vc, AT_STRIDE, AT_STRIDE, nk, hd, 0.125f, flash);
+                    wide->attn_f16(o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE, nk, hd, 0.125f, flash);
+                    if (memcmp(o1, o2, sizeof(float) * (size_t)nq * hd) != 0 && unequal++ < 5)
+                        fprintf(stderr, "  avx2 vs avx512 attn_f16 %s hd=%d keys=%d heads=%d: not the same bits\n",
+                                flash ? "flash" : "exact", hd, nk, nq);
+                }
+    CHECK(unequal == 0, "avx2 and avx512 attn_f16 differ in %d of %d cases", unequal, cases);
 }
 
 /* Prefill attention by tiles (attn_f16_tile, tables that have it) against
@@ -935,5 +981,6 @@ int main(void) {
         test_repacked(list[i], PLM_TYPE_Q5_0);
         test_attention_tile(list[i]);
     }
+    if (!only || !*only) test_attention_x86_agree(list, n);
     return test_summary();
 }

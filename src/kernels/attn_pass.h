@@ -29,9 +29,11 @@ static inline void attn_prefetch_rows(const char *p, size_t stride, int n, int b
 }
 
 ATTN_TGT static void attn_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks,
-                               size_t vs, int n_keys, int hd, float scale, plm_softmax_run *run, int pass) {
+                               size_t vs, int n_keys, int hd, float scale, plm_softmax_run *run, int pass,
+                               float *kept) {
     _Alignas(64) float s[PLM_ATTN_MAX_Q][PLM_ATTN_BLOCK], kst[ATTN_STAGE], vst[ATTN_STAGE];
     const bool values = pass != 1;  /* pass 0: flash; 1, 2: exact (ops.h) */
+    const bool keys = !(kept && pass == 2); /* the second pass of kept scores reads no keys */
     const int bk = ATTN_STAGE / hd < PLM_ATTN_BLOCK ? ATTN_STAGE / hd : PLM_ATTN_BLOCK;  /* >= 4: hd <= 1024 */
     for (int j0 = 0; j0 < n_keys; j0 += bk) {
         const int nb = n_keys - j0 < bk ? n_keys - j0 : bk;
@@ -40,12 +42,15 @@ ATTN_TGT static void attn_pass(float *o, const uint16_t *q, int n_q, const char 
          * hardware prefetcher stops, and a decoding token over 3000 keys
          * spent most of its attention waiting in stage_rows (perf). */
         const int nn = n_keys - j0 - nb < bk ? n_keys - j0 - nb : bk;
-        attn_prefetch_rows(k + (size_t)(j0 + nb) * ks, ks, nn, 2 * hd);
+        if (keys) attn_prefetch_rows(k + (size_t)(j0 + nb) * ks, ks, nn, 2 * hd);
         if (values) attn_prefetch_rows(v + (size_t)(j0 + nb) * vs, vs, nn, 2 * hd);
-        stage_keys(kst, k + (size_t)j0 * ks, ks, nb, hd);
+        if (keys) stage_keys(kst, k + (size_t)j0 * ks, ks, nb, hd);
         if (values) stage_values(vst, v + (size_t)j0 * vs, vs, nb, hd);
         for (int i = 0; i < n_q; i++) {
-            block_scores(s[i], q + (size_t)i * hd, kst, nb, hd, scale);
+            float *ki = kept ? kept + (size_t)i * n_keys + j0 : NULL;
+            if (keys) block_scores(s[i], q + (size_t)i * hd, kst, nb, hd, scale);
+            else memcpy(s[i], ki, sizeof(float) * (size_t)nb);
+            if (ki && pass == 1) memcpy(ki, s[i], sizeof(float) * (size_t)nb);
             if (pass == 2) block_weights(s[i], nb, run[i].max, (float)(1.0 / run[i].sum));
             else softmax_run_block(&run[i], s[i], nb, o + (size_t)i * hd, pass == 0 ? hd : 0);
         }

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "quant/fp16.h"
 
@@ -121,12 +122,12 @@ void plm_attn_f16_passes(plm_attn_pass_fn pass, float *o, const uint16_t *q, int
     for (int i = 0; i < n_q; i++) run[i] = (plm_softmax_run){-INFINITY, 0.0};
     for (int i = 0; i < n_q * hd; i++) o[i] = 0.0f;
     if (flash) {
-        pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 0);
+        pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 0, NULL);
         for (int i = 0; i < n_q; i++) plm_scale(o + (size_t)i * hd, (float)(1.0 / run[i].sum), hd);
         return;
     }
-    pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 1);
-    pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 2);
+    pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 1, NULL);
+    pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, 2, NULL);
 }
 
 float plm_softmax_weight(float s, float max, float inv_sum) {
@@ -148,13 +149,15 @@ static void block_values(float *o, const float *w, const void *v, size_t v_strid
 
 /* The reference pass (plm_attn_pass_fn): each query head over the blocks. */
 void plm_attn_f16_ref_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,
-                           int n_keys, int hd, float scale, plm_softmax_run *run, int pass) {
+                           int n_keys, int hd, float scale, plm_softmax_run *run, int pass, float *kept) {
     float s[PLM_ATTN_BLOCK];
     for (int i = 0; i < n_q; i++)
         for (int j0 = 0; j0 < n_keys; j0 += PLM_ATTN_BLOCK) {
             const int nb = n_keys - j0 < PLM_ATTN_BLOCK ? n_keys - j0 : PLM_ATTN_BLOCK;
-            float *oi = o + (size_t)i * hd;
-            block_scores(s, q + (size_t)i * hd, k, ks, j0, nb, hd, scale);
+            float *oi = o + (size_t)i * hd, *ki = kept ? kept + (size_t)i * n_keys + j0 : NULL;
+            if (ki && pass == 2) memcpy(s, ki, sizeof(float) * (size_t)nb);
+            else block_scores(s, q + (size_t)i * hd, k, ks, j0, nb, hd, scale);
+            if (ki && pass == 1) memcpy(ki, s, sizeof(float) * (size_t)nb);
             if (pass == 2) {
                 const float inv = (float)(1.0 / run[i].sum);
                 for (int j = 0; j < nb; j++) s[j] = plm_softmax_weight(s[j], run[i].max, inv);
@@ -183,18 +186,19 @@ void plm_attn_split_stage(const plm_attn_split *sp, int stage, int r, int h0, in
     const int j0 = split_run(sp, r, &n);
     const char *kr = (const char *)k + (size_t)j0 * ks, *vr = (const char *)v + (size_t)j0 * vs;
     float *o = sp->parts + r * sp->part_stride + (size_t)h0 * sp->hd;
+    float *kept = sp->scores && !sp->flash ? sp->scores + (size_t)j0 * sp->run_stride + (size_t)h0 * n : NULL;
     if (stage == 1) {
         plm_softmax_run *run = sp->runs + r * sp->run_stride + h0;
         for (int i = 0; i < n_q; i++) run[i] = (plm_softmax_run){-INFINITY, 0.0};
         for (int i = 0; sp->flash && i < n_q * sp->hd; i++) o[i] = 0.0f;
         /* the exact mode's first pass leaves o alone */
-        sp->pass(o, q, n_q, kr, vr, ks, vs, n, sp->hd, sp->scale, run, sp->flash ? 0 : 1);
+        sp->pass(o, q, n_q, kr, vr, ks, vs, n, sp->hd, sp->scale, run, sp->flash ? 0 : 1, kept);
         return;
     }
     plm_softmax_run run[PLM_ATTN_MAX_Q];
     for (int i = 0; i < n_q; i++) run[i] = merged[i];
     for (int i = 0; i < n_q * sp->hd; i++) o[i] = 0.0f;
-    sp->pass(o, q, n_q, kr, vr, ks, vs, n, sp->hd, sp->scale, run, 2);
+    sp->pass(o, q, n_q, kr, vr, ks, vs, n, sp->hd, sp->scale, run, 2, kept);
 }
 
 void plm_attn_split_merge(const plm_attn_split *sp, int h, plm_softmax_run *out) {

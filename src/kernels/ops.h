@@ -82,9 +82,13 @@ void plm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const voi
                   size_t v_stride, int n_keys, int hd, float scale, bool flash);
 
 /* A SIMD kernel's pass over every key for every query head: pass 0 is
- * flash's only pass, 1 and 2 the exact mode's (max and sum, then values). */
+ * flash's only pass, 1 and 2 the exact mode's (max and sum, then values).
+ * kept (NULL: none) has room for n_q x n_keys floats: the exact mode's
+ * pass 1 leaves head i's scores at kept + i * n_keys, and pass 2 reads them
+ * there instead of reading the keys again (the same bits either way). */
 typedef void (*plm_attn_pass_fn)(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks,
-                                 size_t vs, int n_keys, int hd, float scale, plm_softmax_run *run, int pass);
+                                 size_t vs, int n_keys, int hd, float scale, plm_softmax_run *run, int pass,
+                                 float *kept);
 /* plm_attn_f16's arithmetic by a kernel's passes: sets up the runs, runs
  * the passes the mode needs and normalizes. */
 void plm_attn_f16_passes(plm_attn_pass_fn pass, float *o, const uint16_t *q, int n_q, const void *k, const void *v,
@@ -109,6 +113,8 @@ typedef struct plm_attn_split {
     plm_softmax_run *runs;
     float *parts;
     size_t run_stride, part_stride;
+    float *scores; /* NULL, or n_keys x run_stride floats: the exact mode's scores kept from stage 1 for stage 2
+                      (run r's, from key j0 on, at scores + j0 * run_stride, head by head) */
 } plm_attn_split;
 
 /* Stage 1 (s = 1) or 2 (s = 2, exact only) of run r for heads h0..h0+n_q-1
@@ -126,6 +132,6 @@ void plm_attn_f16_split(const plm_attn_split *sp, float *o, const uint16_t *q, i
                         size_t ks, size_t vs);
 /* The reference kernel's pass (plm_attn_f16 is plm_attn_f16_passes of it). */
 void plm_attn_f16_ref_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,
-                           int n_keys, int hd, float scale, plm_softmax_run *run, int pass);
+                           int n_keys, int hd, float scale, plm_softmax_run *run, int pass, float *kept);
 
 #endif

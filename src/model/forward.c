@@ -405,12 +405,14 @@ int plm_attn_split_max_runs(const plm_hparams *hp, plm_kv_type type_k, plm_kv_ty
     return type_k == PLM_KV_F16 && type_v == PLM_KV_F16 && fits ? ATTN_SPLIT_MAX : 0;
 }
 
-uint64_t plm_attn_split_bytes(const plm_hparams *hp, plm_kv_type type_k, plm_kv_type type_v) {
+uint64_t plm_attn_split_bytes(const plm_hparams *hp, uint32_t n_keys, plm_kv_type type_k, plm_kv_type type_v) {
     const uint64_t runs = (uint64_t)plm_attn_split_max_runs(hp, type_k, type_v), heads = (uint64_t)hp->n_head;
     if (runs == 0) return 0;
-    /* each run's stats and part of every head, then the merged stats */
+    /* each run's stats and part of every head, the merged stats, then (the
+     * exact mode) every head's score of each key, kept from stage 1 for stage
+     * 2: the keys are not read twice */
     return runs * heads * (sizeof(plm_softmax_run) + (uint64_t)hp->head_dim * sizeof(float)) +
-           heads * sizeof(plm_softmax_run);
+           heads * sizeof(plm_softmax_run) + (uint64_t)n_keys * heads * sizeof(float);
 }
 
 /* Runs of keys for a token with n_keys keys (1: not split).  gemma2's
@@ -606,6 +608,7 @@ static void attend_split(plm_forward_state *ctx, attn_job *a, int n_keys, int n_
     a->split = attn_split_of(a, n_keys, n_runs);
     a->split.runs = runs, a->split.run_stride = (size_t)hp->n_head;
     a->split.parts = (float *)(void *)(merged + hp->n_head), a->split.part_stride = (size_t)hp->n_head * hp->head_dim;
+    a->split.scores = a->split.parts + (size_t)ATTN_SPLIT_MAX * a->split.part_stride;
     a->split_stage = 1;
     atomic_init(&a->next, 0);
     plm_pool_run(ctx->pool, attn_task, a);

@@ -146,7 +146,7 @@ bool plm_plan_buffers_for(const plm_kv_spec *spec, bool logits_all, plm_plan_buf
     o->act = B * o->act_row;
     o->logits = (uint64_t)plm_plan_logits_rows(spec->n_batch, spec->n_seq, logits_all) * (uint64_t)d->n_vocab * 4;
     o->moe = plm_moe_scratch_bytes(d, spec->n_batch);
-    o->attn_split = plm_attn_split_bytes(d, spec->type_k, spec->type_v);
+    o->attn_split = plm_attn_split_bytes(d, spec->n_ctx, spec->type_k, spec->type_v);
     return true;
 }
 
@@ -229,10 +229,14 @@ static uint64_t buffers_touched(const plm_plan *p, uint64_t rows) {
     return s;
 }
 
-/* The split attention's scratch, resident once a token attends to enough
- * keys to split them (forward.h). */
+/* The split attention's scratch once a token attends to enough keys to
+ * split them (forward.h): its runs, and the scores of the keys so far (the
+ * exact mode's; flash leaves them untouched). */
 static uint64_t split_touched(const plm_plan *p, uint64_t n_tokens) {
-    return alloc_touched(p->buf.attn_split, n_tokens >= 2 * PLM_ATTN_SPLIT_KEYS ? p->buf.attn_split : 0);
+    if (n_tokens < 2 * PLM_ATTN_SPLIT_KEYS) return alloc_touched(p->buf.attn_split, 0);
+    const plm_hparams hp = plan_hparams(p);
+    const uint32_t keys = (uint32_t)min_u64(n_tokens, p->params.n_ctx);
+    return alloc_touched(p->buf.attn_split, plm_attn_split_bytes(&hp, keys, p->params.type_k, p->params.type_v));
 }
 
 static void finish(plm_plan *p);

@@ -188,8 +188,8 @@ void plm_arm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const
 }
 
 void plm_arm_attn_f16_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,
-                           int n_keys, int hd, float scale, plm_softmax_run *run, int pass) {
-    attn_pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, pass);
+                           int n_keys, int hd, float scale, plm_softmax_run *run, int pass, float *kept) {
+    attn_pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, pass, kept);
 }
 
 static const plm_attn_blocks arm_attn_blocks = {softmax_run_block, block_weights, block_values};

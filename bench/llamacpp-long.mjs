@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+// llama.cpp's decode after a long prompt, through node-llama-cpp (the prebuilt
+// CPU binary pinned in tests/oracle/package.json): the side-by-side for
+// `pocketlm run -m MODEL -f PROMPT -n N -c CTX -t T --temp 0`'s "generated" rate.
+//
+//   node bench/llamacpp-long.mjs -m MODEL.gguf -f PROMPT.txt [-n 100] [-c 4096] [-t 2]
+//
+// The prompt is tokenized by the model (BOS first where the model has one),
+// evaluated, then N tokens are generated greedily one at a time; the rate is
+// timed after the first (which also evaluates the prompt), flash attention off.
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const o = { n: 100, c: 4096, t: 2 };
+for (let i = 2; i < process.argv.length; i += 2) {
+  const a = process.argv[i], v = process.argv[i + 1];
+  if (a === "-m") o.m = v;
+  else if (a === "-f") o.f = v;
+  else if (["-n", "-c", "-t"].includes(a)) o[a[1]] = Number(v);
+  else throw new Error(`unknown argument ${a}`);
+}
+if (!o.m || !o.f) throw new Error("usage: llamacpp-long.mjs -m MODEL.gguf -f PROMPT.txt [-n 100] [-c 4096] [-t 2]");
+
+const mod = path.join(here, "../tests/oracle/node_modules/node-llama-cpp/dist/index.js");
+const { getLlama } = await import(pathToFileURL(mod).href);
+const llama = await getLlama({ gpu: false, build: "never", logLevel: "error", maxThreads: 0 });
+const model = await llama.loadModel({ modelPath: o.m, gpuLayers: 0 });
+const context = await model.createContext({ contextSize: o.c, batchSize: 512, threads: o.t, sequences: 1,
+                                            flashAttention: false });
+const seq = context.getSequence();
+const text = readFileSync(o.f, "utf8");
+const prompt = [...(model.tokens.bos != null ? [model.tokens.bos] : []), ...model.tokenize(text)];
+const it = seq.evaluate(prompt, { temperature: 0, yieldEogToken: true });
+await it.next(); // the prompt, and the first token
+const t0 = process.hrtime.bigint();
+for (let i = 1; i < o.n; i++) await it.next();
+const s = Number(process.hrtime.bigint() - t0) / 1e9;
+await it.return();
+console.log(JSON.stringify({ model: path.basename(o.m), prompt_tokens: prompt.length, generated: o.n,
+                             tg_ts: (o.n - 1) / s }));
