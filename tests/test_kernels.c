@@ -577,7 +577,8 @@ static void count_off_softmax(const char *what, const float *o, const uint16_t *
 }
 
 static void test_attention_f16(const plm_kernels *kt) {
-    const int dims[] = {1, 7, 8, 16, 31, 48, 64, 96, 128, 200}; /* 48, 96: AVX-512's values in tiles of 2 + 1, 4 + 2 vectors */
+    /* 48, 96: AVX-512's values in tiles of 2 + 1 and 4 + 2 vectors */
+    const int dims[] = {1, 7, 8, 16, 31, 48, 64, 96, 128, 200};
     const int keys[] = {1, 3, 5, 33, 64, 65, 130, 300};
     const int nqs[] = {1, 3, 8};
     static uint8_t kc[AT_MAXK * AT_STRIDE], vc[AT_MAXK * AT_STRIDE];
@@ -637,7 +638,8 @@ static void test_attention_split(const plm_kernels *kt) {
                         for (size_t e = 0; e < sizeof scores / sizeof scores[0]; e++) scores[e] = NAN;
                         plm_attn_f16_split(&kept, o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE);
                         if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0 && kept_unequal++ < 5)
-                            fprintf(stderr, "  %s attn split %s hd=%d keys=%d heads=%d runs=%d: kept scores changed the bits\n",
+                            fprintf(stderr,
+                                    "  %s attn split %s hd=%d keys=%d heads=%d runs=%d: kept scores changed the bits\n",
                                     kt->name, flash ? "flash" : "exact", hd, nk, nq, nr);
                         if (nr == 1) /* the whole as the kernel's own attention */
                             kt->attn_f16(o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE, nk, hd, scale, flash);
@@ -661,7 +663,8 @@ static void test_attention_split(const plm_kernels *kt) {
     CHECK(bad == 0, "%s attn split: %d outputs off the double-precision softmax", kt->name, bad);
     CHECK(unequal == 0, "%s attn split: %d cases where the runs' order or the heads' grouping changed the bits", kt->name,
           unequal);
-    CHECK(kept_unequal == 0, "%s attn split: %d cases where keeping the scores changed the bits", kt->name, kept_unequal);
+    CHECK(kept_unequal == 0, "%s attn split: %d cases where keeping the scores changed the bits", kt->name,
+          kept_unequal);
 }
 
 /* The x86 tables' attention over an f16 cache, bit for bit: AVX-512 pairs

@@ -93,7 +93,8 @@ X86_INL __m512 hadd_zmm(__m512 a, __m512 b) {
  * ((4+5)+(6+7)); stored in key order, times scale. */
 X86_INL void store_scores8(float *s, __m512 z0, __m512 z1, __m512 z2, __m512 z3, float scale) {
     const __m512 g = hadd_zmm(hadd_zmm(z0, z1), hadd_zmm(z2, z3)); /* lanes: k0246 lo, hi; k1357 lo, hi */
-    const __m256 even = _mm512_castps512_ps256(g), odd = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1));
+    const __m256 even = _mm512_castps512_ps256(g);
+    const __m256 odd = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1));
     const __m128 a = _mm_add_ps(_mm256_castps256_ps128(even), _mm256_extractf128_ps(even, 1)); /* keys 0 2 4 6 */
     const __m128 b = _mm_add_ps(_mm256_castps256_ps128(odd), _mm256_extractf128_ps(odd, 1));   /* keys 1 3 5 7 */
     _mm_storeu_ps(s, _mm_mul_ps(_mm_unpacklo_ps(a, b), _mm_set1_ps(scale)));
@@ -101,7 +102,9 @@ X86_INL void store_scores8(float *s, __m512 z0, __m512 z1, __m512 z2, __m512 z3,
 }
 
 /* Eight floats in both halves. */
-X86_INL __m512 bcast8_ps(const float *p) { return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_load_ps(p)))); }
+X86_INL __m512 bcast8_ps(const float *p) {
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_load_ps(p))));
+}
 
 /* The scores of 2C keys (C = 4 or 8 pair registers: 8 chains for two
  * FMA pipes of latency 4, or the last group of 8) staged in pairs from p,
@@ -312,7 +315,8 @@ X86_INL void values_group(float *o, const float *w, int h0, const int HG, const 
 }
 #endif
 
-X86_INL void heads_values(float *o, const float *w, int n_q, const float *vst, const char *v, size_t vs, int n, int hd) {
+X86_INL void heads_values(float *o, const float *w, int n_q, const float *vst, const char *v, size_t vs, int n,
+                          int hd) {
 #if X86_ZMM
     if (values_from_rows(hd)) {
         int h = 0;
