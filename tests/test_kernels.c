@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels/attn_quant.h"
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
@@ -605,8 +606,8 @@ static void test_attention_f16(const plm_kernels *kt) {
  * softmax; in one run bit for bit the table's attn_f16; and the runs'
  * stages taken in another order and the heads one at a time (as the
  * threads may), with the exact mode's scores kept from stage 1 for stage 2
- * (as decode keeps them), bit for bit plm_attn_f16_split's result without
- * them; so is plm_attn_f16_split's with them. */
+ * (as decode keeps them), bit for bit plm_attn_split_all's result without
+ * them; so is plm_attn_split_all's with them. */
 static void test_attention_split(const plm_kernels *kt) {
     const int dims[] = {8, 64, 200};
     const int keys[] = {37, 300};
@@ -629,14 +630,14 @@ static void test_attention_split(const plm_kernels *kt) {
                         const plm_attn_split sp = {.pass = kt->attn_f16_pass, .n_keys = nk, .n_runs = nr, .hd = hd,
                                                    .scale = scale, .flash = flash, .runs = st, .parts = parts,
                                                    .run_stride = (size_t)nq, .part_stride = (size_t)nq * hd};
-                        plm_attn_f16_split(&sp, o, q, nq, kc, vc, AT_STRIDE, AT_STRIDE);
+                        plm_attn_split_all(&sp, o, q, nq, kc, vc, AT_STRIDE, AT_STRIDE);
                         char what[64];
                         snprintf(what, sizeof what, "%s attn split in %d runs", kt->name, nr);
                         count_off_softmax(what, o, q, kc, vc, nq, nk, hd, scale, flash, &bad);
                         plm_attn_split kept = sp;
                         kept.scores = scores;
                         for (size_t e = 0; e < sizeof scores / sizeof scores[0]; e++) scores[e] = NAN;
-                        plm_attn_f16_split(&kept, o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE);
+                        plm_attn_split_all(&kept, o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE);
                         if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0 && kept_unequal++ < 5)
                             fprintf(stderr,
                                     "  %s attn split %s hd=%d keys=%d heads=%d runs=%d: kept scores changed the bits\n",
@@ -882,6 +883,100 @@ static void test_attention_quant(const plm_kernels *kt) {
     CHECK(off_ref == 0, "%s attn_quant: %d outputs off the reference table's", kt->name, off_ref);
 }
 
+/* One token's keys in runs over a quantized cache (plm_attn_split with the
+ * table's attn_quant_pass, as decode splits them): in one run bit for bit
+ * the table's attn_quant; in several, against the double-precision
+ * softmax; keeping the exact mode's scores from stage 1 for stage 2, and
+ * the runs' stages in another order with the heads one at a time (as the
+ * threads may take them), bit for bit plm_attn_split_all's result without
+ * them. */
+static void test_attention_split_quant(const plm_kernels *kt) {
+    static const plm_type kinds[][2] = {
+        {PLM_TYPE_Q8_0, PLM_TYPE_Q8_0}, {PLM_TYPE_Q4_0, PLM_TYPE_Q4_0}, {PLM_TYPE_F16, PLM_TYPE_Q8_0}};
+    const int dims[] = {64, 128};
+    const int keys[] = {37, 300};
+    const int nqs[] = {1, 4};
+    const int runs[] = {1, 3, 7};
+    static uint8_t kc[AQ_MAXK * AQ_STRIDE], vc[AQ_MAXK * AQ_STRIDE], qbuf[AQ_MAXQ * AQ_MAXD * 2];
+    static float x[AQ_MAXD], kd[AQ_MAXK * AQ_MAXD], vd[AQ_MAXK * AQ_MAXD], qd[AQ_MAXD], q[AQ_MAXQ * AQ_MAXD];
+    static float o[AQ_MAXQ * AQ_MAXD], o2[AQ_MAXQ * AQ_MAXD], parts[7 * AQ_MAXQ * AQ_MAXD];
+    static float scores[AQ_MAXK * AQ_MAXQ];
+    static double want[AQ_MAXD], tol[AQ_MAXD];
+    static uint8_t qq8[AQ_MAXD * 2];
+    plm_softmax_run st[7 * AQ_MAXQ], merged[AQ_MAXQ];
+    int bad = 0, unequal = 0, kept_unequal = 0;
+    for (size_t c = 0; c < sizeof kinds / sizeof kinds[0]; c++)
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (size_t kk = 0; kk < sizeof keys / sizeof keys[0]; kk++)
+                for (size_t qi = 0; qi < sizeof nqs / sizeof nqs[0]; qi++)
+                    for (size_t rr = 0; rr < sizeof runs / sizeof runs[0]; rr++)
+                        for (int flash = 0; flash < 2; flash++) {
+                            const plm_type tk = kinds[c][0], tv = kinds[c][1];
+                            const int hd = dims[d], nk = keys[kk], nq = nqs[qi], nr = runs[rr];
+                            const float scale = 1.0f / sqrtf((float)hd);
+                            for (int e = 0; e < nq * hd; e++) q[e] = rng_sym();
+                            for (int j = 0; j < nk; j++) {
+                                const float grow = 1.0f + 3.0f * (float)j / (float)nk;
+                                for (int e = 0; e < hd; e++) x[e] = rng_sym() * grow;
+                                cache_row(tk, x, kc + j * AQ_STRIDE, kd + (size_t)j * hd, hd);
+                                for (int e = 0; e < hd; e++) x[e] = rng_sym();
+                                cache_row(tv, x, vc + j * AQ_STRIDE, vd + (size_t)j * hd, hd);
+                            }
+                            plm_attn_quant_query(kt, tk, q, nq, hd, qbuf);
+                            const size_t q_row = plm_attn_quant_query_row(tk, hd);
+                            const plm_attn_split sp = {
+                                .quant_pass = kt->attn_quant_pass, .kt = kt, .type_k = tk, .type_v = tv,
+                                .n_keys = nk, .n_runs = nr, .hd = hd, .scale = scale, .flash = flash, .runs = st,
+                                .parts = parts, .run_stride = (size_t)nq, .part_stride = (size_t)nq * hd};
+                            plm_attn_split_all(&sp, o, qbuf, nq, kc, vc, AQ_STRIDE, AQ_STRIDE);
+                            for (int h = 0; h < nq; h++) {
+                                if (tk == PLM_TYPE_F16) {
+                                    memcpy(qd, q + h * hd, sizeof(float) * (size_t)hd);
+                                } else {
+                                    plm_quantize_row_q8_0(q + h * hd, qq8, hd);
+                                    plm_dequantize_row_q8_0(qq8, qd, hd);
+                                }
+                                softmax_attention_deq(qd, kd, vd, nk, hd, scale, flash, want, tol);
+                                for (int i = 0; i < hd; i++)
+                                    if (fabs(o[h * hd + i] - want[i]) > tol[i] && bad++ < 5)
+                                        fprintf(stderr, "  %s attn split %s K %s V %s hd=%d keys=%d runs=%d: %.7g want %.7g\n",
+                                                kt->name, flash ? "flash" : "exact", plm_type_name(tk),
+                                                plm_type_name(tv), hd, nk, nr, o[h * hd + i], want[i]);
+                            }
+                            plm_attn_split kept = sp;
+                            kept.scores = scores;
+                            for (size_t e = 0; e < sizeof scores / sizeof scores[0]; e++) scores[e] = NAN;
+                            plm_attn_split_all(&kept, o2, qbuf, nq, kc, vc, AQ_STRIDE, AQ_STRIDE);
+                            if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0) kept_unequal++;
+                            if (nr == 1) { /* the whole as the kernel's own attention */
+                                kt->attn_quant(kt, o2, q, nq, tk, kc, AQ_STRIDE, tv, vc, AQ_STRIDE, nk, hd, scale,
+                                               flash);
+                            } else {
+                                for (size_t e = 0; e < sizeof scores / sizeof scores[0]; e++) scores[e] = NAN;
+                                for (int h = 0; h < nq; h++)
+                                    for (int r = nr - 1; r >= 0; r--)
+                                        plm_attn_split_stage(&kept, 1, r, h, 1, qbuf + h * q_row, kc, vc, AQ_STRIDE,
+                                                             AQ_STRIDE, NULL);
+                                for (int h = nq - 1; h >= 0; h--) plm_attn_split_merge(&kept, h, &merged[h]);
+                                for (int r = 0; !flash && r < nr; r++)
+                                    for (int h = nq - 1; h >= 0; h--)
+                                        plm_attn_split_stage(&kept, 2, (r * 5) % nr, h, 1, qbuf + h * q_row, kc, vc,
+                                                             AQ_STRIDE, AQ_STRIDE, &merged[h]);
+                                for (int h = 0; h < nq; h++)
+                                    plm_attn_split_finish(&kept, h, &merged[h], o2 + h * hd);
+                            }
+                            if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0 && unequal++ < 5)
+                                fprintf(stderr, "  %s attn split %s K %s V %s hd=%d keys=%d heads=%d runs=%d: not the same bits\n",
+                                        kt->name, flash ? "flash" : "exact", plm_type_name(tk), plm_type_name(tv), hd,
+                                        nk, nq, nr);
+                        }
+    CHECK(bad == 0, "%s attn split, quantized cache: %d outputs off the double-precision softmax", kt->name, bad);
+    CHECK(unequal == 0, "%s attn split, quantized cache: %d cases where one run, the runs' order or the heads' "
+          "grouping changed the bits", kt->name, unequal);
+    CHECK(kept_unequal == 0, "%s attn split, quantized cache: %d cases where keeping the scores changed the bits",
+          kt->name, kept_unequal);
+}
+
 /* silu(g) * u against the formula in double, over lengths around the SIMD
  * width and arguments far into both tails of the exponential (where values
  * under 1e-30 may flush to 0). */
@@ -962,6 +1057,7 @@ int main(void) {
         test_attention_f16(list[i]);
         test_attention_split(list[i]);
         test_attention_quant(list[i]);
+        test_attention_split_quant(list[i]);
         test_swiglu(list[i]);
         test_geglu(list[i]);
         for (int j = 0; j < N_WTYPES; j++) {

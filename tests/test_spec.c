@@ -187,7 +187,7 @@ static bool decode_in_batches(plm_context *c, const plm_token *t, int n, plm_err
 /* A verification batch gives the logits of decoding its tokens one by one,
  * bit for bit (the batched gemm would sum in another order: ~1e-6 apart on
  * Q8_0, enough to flip a near-tie of a random model).  After a long prompt
- * (512 keys and more on an f16 cache: forward.h) decoding splits each token's keys
+ * (512 keys and more, an f16 or a quantized cache: forward.h) decoding splits each token's keys
  * over the threads (model/forward.c, attend_split) and the verification
  * splits them the same way in one thread. */
 static void test_verify_bit_exact(plm_model *m, plm_kv_type kv, int n_prompt) {
@@ -388,6 +388,7 @@ int main(void) {
     test_verify_bit_exact(fx_q8, PLM_KV_Q8_0, 6);
     test_verify_bit_exact(stories, PLM_KV_F16, 6);
     test_verify_bit_exact(fx_q8, PLM_KV_F16, 1100);
+    test_verify_bit_exact(fx_q8, PLM_KV_Q8_0, 1100); /* a quantized cache splits its keys too */
     check_methods("stories260K", stories, stories, rnd, cache, false);
     test_cache_file(stories, dir, cache);
     test_cache_learns(stories, dir);

@@ -6,44 +6,75 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Floats of one staged block of value rows (16 KiB), as the f16 kernels. */
 enum { STAGE = 4096 };
 
-typedef struct attn_quant_args {
-    const plm_attn_blocks *blk;
-    const plm_kernels *kt;
-    const uint8_t *qbuf;  /* the queries in the keys' vec_dot format */
-    size_t q_row;         /* bytes of one query there */
-    plm_type type_k, type_v;
-    const char *k, *v;
-    size_t ks, vs;
-    int n_q, n_keys, hd;
-    float scale;
-} attn_quant_args;
+size_t plm_attn_quant_query_row(plm_type type_k, int hd) {
+    return plm_row_size(plm_type_info_get(type_k)->vec_dot_type, hd);
+}
 
-/* One pass over every key for every query head: pass 0 is flash's only
- * pass, 1 and 2 the exact mode's (max and sum, then values), as in ops.h. */
-static void attn_quant_pass(const attn_quant_args *a, float *o, plm_softmax_run *run, int pass) {
+void plm_attn_quant_query(const plm_kernels *kt, plm_type type_k, const float *q, int n_q, int hd, void *qbuf) {
+    const plm_type qt = plm_type_info_get(type_k)->vec_dot_type;
+    const size_t row = plm_attn_quant_query_row(type_k, hd);
+    for (int i = 0; i < n_q; i++) kt->quantize_row[qt](q + (size_t)i * hd, (char *)qbuf + (size_t)i * row, hd);
+}
+
+/* n rows' first `bytes` (stride apart) into the cache: the next block's,
+ * while this one is computed (see attn_pass.h). */
+static void prefetch_rows(const char *p, size_t stride, int n, size_t bytes) {
+    for (int j = 0; j < n; j++)
+        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + (size_t)j * stride + o);
+}
+
+/* s[j] = scale * q . k_j for nb key rows. */
+static void block_scores(const plm_kernels *kt, plm_type type_k, float *s, const void *q, const char *k, size_t ks,
+                         int nb, int hd, float scale) {
+    if (kt->gemv[type_k]) {
+        kt->gemv[type_k](hd, k, ks, nb, q, s);
+    } else {
+        const plm_vec_dot_fn dot = kt->vec_dot[type_k];
+        for (int j = 0; j < nb; j++) dot(hd, &s[j], k + (size_t)j * ks, q);
+    }
+    for (int j = 0; j < nb; j++) s[j] *= scale;
+}
+
+static void stage_values(const plm_attn_blocks *blk, const plm_kernels *kt, plm_type type_v, float *dst,
+                         const char *v, size_t vs, int n, int hd) {
+    if (blk->stage_values) {
+        blk->stage_values(kt, type_v, dst, v, vs, n, hd);
+        return;
+    }
+    for (int j = 0; j < n; j++) kt->dequantize_row[type_v](v + (size_t)j * vs, dst + (size_t)j * hd, hd);
+}
+
+/* Pass 0 is flash's only pass, 1 and 2 the exact mode's (max and sum, then
+ * values), as in ops.h. */
+void plm_attn_quant_pass(const plm_attn_blocks *blk, const plm_kernels *kt, float *o, const void *q, int n_q,
+                         plm_type type_k, const char *k, size_t ks, plm_type type_v, const char *v, size_t vs,
+                         int n_keys, int hd, float scale, plm_softmax_run *run, int pass, float *kept) {
     float s[PLM_ATTN_BLOCK], vst[STAGE];
     const bool values = pass != 1;
-    const int hd = a->hd;
+    const bool keys = !(kept && pass == 2); /* the second pass of kept scores reads no keys */
     const int bk = STAGE / hd < PLM_ATTN_BLOCK ? STAGE / hd : PLM_ATTN_BLOCK; /* >= 4: hd <= 1024 */
-    const plm_vec_dot_fn dot = a->kt->vec_dot[a->type_k];
-    const plm_dequantize_row_fn dequantize = a->kt->dequantize_row[a->type_v];
-    for (int j0 = 0; j0 < a->n_keys; j0 += bk) {
-        const int nb = a->n_keys - j0 < bk ? a->n_keys - j0 : bk;
-        if (values)
-            for (int j = 0; j < nb; j++) dequantize(a->v + (size_t)(j0 + j) * a->vs, vst + (size_t)j * hd, hd);
-        for (int i = 0; i < a->n_q; i++) {
-            float *oi = o + (size_t)i * hd;
-            for (int j = 0; j < nb; j++) {
-                dot(hd, &s[j], a->k + (size_t)(j0 + j) * a->ks, a->qbuf + (size_t)i * a->q_row);
-                s[j] *= a->scale;
-            }
-            if (pass == 2) a->blk->weights(s, nb, run[i].max, (float)(1.0 / run[i].sum));
-            else a->blk->softmax(&run[i], s, nb, oi, pass == 0 ? hd : 0);
-            if (values) a->blk->values(oi, s, vst, nb, hd);
+    const size_t q_row = plm_attn_quant_query_row(type_k, hd);
+    const size_t k_bytes = plm_row_size(type_k, hd), v_bytes = plm_row_size(type_v, hd);
+    for (int j0 = 0; j0 < n_keys; j0 += bk) {
+        const int nb = n_keys - j0 < bk ? n_keys - j0 : bk;
+        const int nn = n_keys - j0 - nb < bk ? n_keys - j0 - nb : bk;
+        if (keys) prefetch_rows(k + (size_t)(j0 + nb) * ks, ks, nn, k_bytes);
+        if (values) prefetch_rows(v + (size_t)(j0 + nb) * vs, vs, nn, v_bytes);
+        if (values) stage_values(blk, kt, type_v, vst, v + (size_t)j0 * vs, vs, nb, hd);
+        for (int i = 0; i < n_q; i++) {
+            float *oi = o + (size_t)i * hd, *ki = kept ? kept + (size_t)i * n_keys + j0 : NULL;
+            if (keys) block_scores(kt, type_k, s, (const char *)q + (size_t)i * q_row, k + (size_t)j0 * ks, ks, nb,
+                                   hd, scale);
+            else memcpy(s, ki, sizeof(float) * (size_t)nb);
+            if (ki && pass == 1) memcpy(ki, s, sizeof(float) * (size_t)nb);
+            if (pass == 2) blk->weights(s, nb, run[i].max, (float)(1.0 / run[i].sum));
+            else blk->softmax(&run[i], s, nb, oi, pass == 0 ? hd : 0);
+            if (values) blk->values(oi, s, vst, nb, hd);
         }
     }
 }
@@ -53,22 +84,14 @@ void plm_attn_quant_run(const plm_attn_blocks *blk, const plm_kernels *kt, float
                         size_t v_stride, int n_keys, int hd, float scale, bool flash) {
     /* room for PLM_ATTN_QUANT_MAX values in any vec_dot format (F32 the widest) */
     _Alignas(64) uint8_t qbuf[PLM_ATTN_QUANT_MAX * sizeof(float)];
-    const plm_type qt = plm_type_info_get(type_k)->vec_dot_type;
-    const attn_quant_args a = {
-        .blk = blk, .kt = kt, .qbuf = qbuf, .q_row = plm_row_size(qt, hd), .type_k = type_k, .type_v = type_v,
-        .k = k, .v = v, .ks = k_stride, .vs = v_stride, .n_q = n_q, .n_keys = n_keys, .hd = hd, .scale = scale,
-    };
-    for (int i = 0; i < n_q; i++) kt->quantize_row[qt](q + (size_t)i * hd, qbuf + (size_t)i * a.q_row, hd);
+    plm_attn_quant_query(kt, type_k, q, n_q, hd, qbuf);
     plm_softmax_run run[PLM_ATTN_MAX_Q];
     for (int i = 0; i < n_q; i++) run[i] = (plm_softmax_run){-INFINITY, 0.0};
     for (int i = 0; i < n_q * hd; i++) o[i] = 0.0f;
-    if (flash) {
-        attn_quant_pass(&a, o, run, 0);
-        for (int i = 0; i < n_q; i++) plm_scale(o + (size_t)i * hd, (float)(1.0 / run[i].sum), hd);
-        return;
-    }
-    attn_quant_pass(&a, o, run, 1);
-    attn_quant_pass(&a, o, run, 2);
+    for (int pass = flash ? 0 : 1; pass <= (flash ? 0 : 2); pass++)
+        plm_attn_quant_pass(blk, kt, o, qbuf, n_q, type_k, k, k_stride, type_v, v, v_stride, n_keys, hd, scale, run,
+                            pass, NULL);
+    for (int i = 0; flash && i < n_q; i++) plm_scale(o + (size_t)i * hd, (float)(1.0 / run[i].sum), hd);
 }
 
 /* ---- the reference's block functions ------------------------------------- */
@@ -83,7 +106,14 @@ static void ref_values(float *o, const float *w, const float *vb, int n, int hd)
         for (int i = 0; i < hd; i++) o[i] += w[j] * vb[(size_t)j * hd + i];
 }
 
-static const plm_attn_blocks ref_blocks = {plm_softmax_run_block, ref_weights, ref_values};
+static const plm_attn_blocks ref_blocks = {plm_softmax_run_block, ref_weights, ref_values, NULL};
+
+void plm_attn_quant_ref_pass(const plm_kernels *kt, float *o, const void *q, int n_q, plm_type type_k, const char *k,
+                             size_t k_stride, plm_type type_v, const char *v, size_t v_stride, int n_keys, int hd,
+                             float scale, plm_softmax_run *run, int pass, float *kept) {
+    plm_attn_quant_pass(&ref_blocks, kt, o, q, n_q, type_k, k, k_stride, type_v, v, v_stride, n_keys, hd, scale, run,
+                        pass, kept);
+}
 
 void plm_attn_quant(const plm_kernels *kt, float *o, const float *q, int n_q, plm_type type_k, const void *k,
                     size_t k_stride, plm_type type_v, const void *v, size_t v_stride, int n_keys, int hd, float scale,

@@ -8,7 +8,11 @@
  * head's scores come from the table's vec_dot of the key rows with the
  * head's query in the keys' vec_dot format, and the softmax and the
  * weighted sum of the values are a table's block functions (the SIMD
- * tables' are those of their f16 attention).
+ * tables' are those of their f16 attention).  A row of scores comes from
+ * the table's gemv of the keys' type where it has one (bit for bit its
+ * vec_dot, without a call and a horizontal sum per key).  As over the f16
+ * cache, the exact mode's second pass may read the first one's scores
+ * (kept) instead of the keys, and the next block's rows are prefetched.
  */
 #ifndef PLM_KERNELS_ATTN_QUANT_H
 #define PLM_KERNELS_ATTN_QUANT_H
@@ -29,14 +33,37 @@ typedef struct plm_attn_blocks {
     void (*weights)(float *s, int n, float max, float inv_sum);
     /* o[i] += sum_j w[j] * vb[j * hd + i] */
     void (*values)(float *o, const float *w, const float *vb, int n, int hd);
+    /* n value rows of type_v (stride bytes apart) -> n rows of hd floats, bit
+     * for bit kt's dequantize_row of each, without a call a row (optional:
+     * NULL calls it) */
+    void (*stage_values)(const plm_kernels *kt, plm_type type_v, float *dst, const char *v, size_t stride, int n,
+                         int hd);
 } plm_attn_blocks;
+
+/* Bytes of one query row in the vec_dot format of type_k's keys. */
+size_t plm_attn_quant_query_row(plm_type type_k, int hd);
+
+/* The n_q queries (rows of hd floats) in the keys' vec_dot format, into
+ * qbuf (n_q rows of plm_attn_quant_query_row bytes): how every key meets
+ * them. */
+void plm_attn_quant_query(const plm_kernels *kt, plm_type type_k, const float *q, int n_q, int hd, void *qbuf);
+
+/* One pass (plm_attn_quant_pass_fn) with the block functions of blk. */
+void plm_attn_quant_pass(const plm_attn_blocks *blk, const plm_kernels *kt, float *o, const void *q, int n_q,
+                         plm_type type_k, const char *k, size_t k_stride, plm_type type_v, const char *v,
+                         size_t v_stride, int n_keys, int hd, float scale, plm_softmax_run *run, int pass,
+                         float *kept);
 
 /* plm_attn_quant_fn's arithmetic with the block functions of blk. */
 void plm_attn_quant_run(const plm_attn_blocks *blk, const plm_kernels *kt, float *o, const float *q, int n_q,
                         plm_type type_k, const void *k, size_t k_stride, plm_type type_v, const void *v,
                         size_t v_stride, int n_keys, int hd, float scale, bool flash);
 
-/* The reference's plm_attn_quant_fn: plain C block functions. */
+/* The reference's plm_attn_quant_pass_fn and plm_attn_quant_fn: plain C
+ * block functions. */
+void plm_attn_quant_ref_pass(const plm_kernels *kt, float *o, const void *q, int n_q, plm_type type_k, const char *k,
+                             size_t k_stride, plm_type type_v, const char *v, size_t v_stride, int n_keys, int hd,
+                             float scale, plm_softmax_run *run, int pass, float *kept);
 void plm_attn_quant(const plm_kernels *kt, float *o, const float *q, int n_q, plm_type type_k, const void *k,
                     size_t k_stride, plm_type type_v, const void *v, size_t v_stride, int n_keys, int hd, float scale,
                     bool flash);

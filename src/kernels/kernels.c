@@ -27,7 +27,7 @@ enum { N_CANDIDATES = (int)(sizeof candidates / sizeof candidates[0]) };
 
 void plm_kernels_fill_from(plm_kernels *t, const plm_kernels *base) {
     if (!t->attn_f16) t->attn_f16 = base->attn_f16, t->attn_f16_pass = base->attn_f16_pass;
-    if (!t->attn_quant) t->attn_quant = base->attn_quant;
+    if (!t->attn_quant) t->attn_quant = base->attn_quant, t->attn_quant_pass = base->attn_quant_pass;
     if (!t->swiglu) t->swiglu = base->swiglu;
     if (!t->geglu) t->geglu = base->geglu;
     for (int i = 0; i < PLM_TYPE_COUNT; i++) {

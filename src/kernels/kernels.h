@@ -108,6 +108,7 @@ typedef struct plm_kernels {
     plm_attn_pass_fn attn_f16_pass;                    /* attn_f16 is plm_attn_f16_passes of it; what
                                                           splits one token's keys over threads (ops.h) */
     plm_attn_quant_fn attn_quant;
+    plm_attn_quant_pass_fn attn_quant_pass;            /* attn_quant's passes, for the split */
     plm_swiglu_fn swiglu;
     plm_swiglu_fn geglu;                               /* bit for bit plm_geglu */
     plm_vec_dot_fn vec_dot[PLM_TYPE_COUNT];            /* by weight type */

@@ -484,6 +484,7 @@ static const plm_kernels ref_kernels = {
     .attn_f16 = plm_attn_f16,
     .attn_f16_pass = plm_attn_f16_ref_pass,
     .attn_quant = plm_attn_quant,
+    .attn_quant_pass = plm_attn_quant_ref_pass,
     .swiglu = plm_swiglu,
     .geglu = plm_geglu,
     .vec_dot = {

@@ -180,7 +180,16 @@ static int split_run(const plm_attn_split *sp, int r, int *n) {
     return j0;
 }
 
-void plm_attn_split_stage(const plm_attn_split *sp, int stage, int r, int h0, int n_q, const uint16_t *q,
+/* One pass of run r's n keys, over whichever cache the split reads. */
+static void split_pass(const plm_attn_split *sp, float *o, const void *q, int n_q, const char *k, const char *v,
+                       size_t ks, size_t vs, int n, plm_softmax_run *run, int pass, float *kept) {
+    if (sp->quant_pass)
+        sp->quant_pass(sp->kt, o, q, n_q, sp->type_k, k, ks, sp->type_v, v, vs, n, sp->hd, sp->scale, run, pass, kept);
+    else
+        sp->pass(o, q, n_q, k, v, ks, vs, n, sp->hd, sp->scale, run, pass, kept);
+}
+
+void plm_attn_split_stage(const plm_attn_split *sp, int stage, int r, int h0, int n_q, const void *q,
                           const void *k, const void *v, size_t ks, size_t vs, const plm_softmax_run *merged) {
     int n;
     const int j0 = split_run(sp, r, &n);
@@ -192,13 +201,13 @@ void plm_attn_split_stage(const plm_attn_split *sp, int stage, int r, int h0, in
         for (int i = 0; i < n_q; i++) run[i] = (plm_softmax_run){-INFINITY, 0.0};
         for (int i = 0; sp->flash && i < n_q * sp->hd; i++) o[i] = 0.0f;
         /* the exact mode's first pass leaves o alone */
-        sp->pass(o, q, n_q, kr, vr, ks, vs, n, sp->hd, sp->scale, run, sp->flash ? 0 : 1, kept);
+        split_pass(sp, o, q, n_q, kr, vr, ks, vs, n, run, sp->flash ? 0 : 1, kept);
         return;
     }
     plm_softmax_run run[PLM_ATTN_MAX_Q];
     for (int i = 0; i < n_q; i++) run[i] = merged[i];
     for (int i = 0; i < n_q * sp->hd; i++) o[i] = 0.0f;
-    sp->pass(o, q, n_q, kr, vr, ks, vs, n, sp->hd, sp->scale, run, 2, kept);
+    split_pass(sp, o, q, n_q, kr, vr, ks, vs, n, run, 2, kept);
 }
 
 void plm_attn_split_merge(const plm_attn_split *sp, int h, plm_softmax_run *out) {
@@ -231,7 +240,7 @@ void plm_attn_split_finish(const plm_attn_split *sp, int h, const plm_softmax_ru
  * order as the stages and plm_attn_split_finish, so the same bits.  Flash
  * computes each run's stage 1 twice (its part is summed only once the
  * merged max is known). */
-void plm_attn_f16_split(const plm_attn_split *sp, float *o, const uint16_t *q, int n_q, const void *k, const void *v,
+void plm_attn_split_all(const plm_attn_split *sp, float *o, const void *q, int n_q, const void *k, const void *v,
                         size_t ks, size_t vs) {
     plm_attn_split one = *sp;
     one.part_stride = 0; /* every run's part in the one buffer */

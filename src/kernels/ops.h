@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant/types.h"
+
 /* out = x / rms(x) * w  (w may be NULL: no scaling) */
 void plm_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 
@@ -89,6 +91,15 @@ void plm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const voi
 typedef void (*plm_attn_pass_fn)(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks,
                                  size_t vs, int n_keys, int hd, float scale, plm_softmax_run *run, int pass,
                                  float *kept);
+/* The same pass over a quantized cache (a table's attn_quant_pass,
+ * kernels.h): q holds the n_q queries already in the keys' vec_dot format
+ * (plm_attn_quant_query, attn_quant.h), which meets every key through kt's
+ * kernels. */
+struct plm_kernels;
+typedef void (*plm_attn_quant_pass_fn)(const struct plm_kernels *kt, float *o, const void *q, int n_q,
+                                       plm_type type_k, const char *k, size_t k_stride, plm_type type_v,
+                                       const char *v, size_t v_stride, int n_keys, int hd, float scale,
+                                       plm_softmax_run *run, int pass, float *kept);
 /* plm_attn_f16's arithmetic by a kernel's passes: sets up the runs, runs
  * the passes the mode needs and normalizes. */
 void plm_attn_f16_passes(plm_attn_pass_fn pass, float *o, const uint16_t *q, int n_q, const void *k, const void *v,
@@ -101,12 +112,15 @@ void plm_attn_f16_passes(plm_attn_pass_fn pass, float *o, const uint16_t *q, int
  * order, then stage 2 of each run (exact: its values weighted under the
  * merged max and sum), then the outputs summed in run order: every step
  * is a function of its own run, so the runs may go to any threads in any
- * order and the result is the same bits (plm_attn_f16_split does it all
+ * order and the result is the same bits (plm_attn_split_all does it all
  * in one thread).  Per head the numbers do not depend on n_q, so a caller
  * may take the heads in any groups.  runs: [n_runs][run_stride] (head i of
  * run r at r * run_stride + i), parts: [n_runs][part_stride] floats. */
 typedef struct plm_attn_split {
-    plm_attn_pass_fn pass;
+    plm_attn_pass_fn pass;             /* over an f16 cache; NULL: */
+    plm_attn_quant_pass_fn quant_pass; /* over a quantized one, with its table and row types */
+    const struct plm_kernels *kt;
+    plm_type type_k, type_v;
     int n_keys, n_runs, hd;
     float scale;
     bool flash;
@@ -118,9 +132,10 @@ typedef struct plm_attn_split {
 } plm_attn_split;
 
 /* Stage 1 (s = 1) or 2 (s = 2, exact only) of run r for heads h0..h0+n_q-1
- * (q: their rows, k / v: the first key's rows); stage 2 reads the merged
- * runs from `merged` ([n_q]). */
-void plm_attn_split_stage(const plm_attn_split *sp, int stage, int r, int h0, int n_q, const uint16_t *q,
+ * (q: their rows, in f16 or the quantized keys' vec_dot format, as the pass
+ * takes them; k / v: the first key's rows); stage 2 reads the merged runs
+ * from `merged` ([n_q]). */
+void plm_attn_split_stage(const plm_attn_split *sp, int stage, int r, int h0, int n_q, const void *q,
                           const void *k, const void *v, size_t ks, size_t vs, const plm_softmax_run *merged);
 /* Head h's runs merged in order into *out. */
 void plm_attn_split_merge(const plm_attn_split *sp, int h, plm_softmax_run *out);
@@ -128,7 +143,7 @@ void plm_attn_split_merge(const plm_attn_split *sp, int h, plm_softmax_run *out)
 void plm_attn_split_finish(const plm_attn_split *sp, int h, const plm_softmax_run *merged, float *o);
 /* All of it in this thread for heads 0..n_q-1 (sp->runs with room for
  * n_runs x n_q, sp->parts for one run's n_q x hd: part_stride unused). */
-void plm_attn_f16_split(const plm_attn_split *sp, float *o, const uint16_t *q, int n_q, const void *k, const void *v,
+void plm_attn_split_all(const plm_attn_split *sp, float *o, const void *q, int n_q, const void *k, const void *v,
                         size_t ks, size_t vs);
 /* The reference kernel's pass (plm_attn_f16 is plm_attn_f16_passes of it). */
 void plm_attn_f16_ref_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,

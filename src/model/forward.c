@@ -41,6 +41,7 @@
 
 #include "core/chunks.h"
 #include "core/error.h"
+#include "kernels/attn_quant.h"
 #include "kernels/ops.h"
 #include "model/moe.h"
 #include "quant/fp16.h"
@@ -391,22 +392,25 @@ static void attend_capped(const attn_job *a, const float *q, const uint8_t *K, c
  * whole of its KV head's cache: with few KV heads (gemma3 has one, for
  * four query heads) the units were single heads that read the same cache
  * four times, two threads apiece.  gemma-3-1b at 4K positions spent a third
- * of its token there.  Over a long f16 cache the keys go in runs instead
+ * of its token there.  Over a long cache the keys go in runs instead
  * (plm_attn_split in ops.h), a thread's unit being one run of every KV
- * head.  The number of runs follows from the key count, the model and the
- * cache alone, and any other pass over the same token (a batch verified
+ * head, and the exact mode keeps its first pass's scores for the second.
+ * A quantized cache splits as the f16 one does, through the table's
+ * attn_quant_pass (qwen3-1.7b, Q8_0 cache, 3000 keys: 16-17 -> 26-28
+ * tokens/s).  The number of runs follows from the key count and the model
+ * alone, and any other pass over the same token (a batch verified
  * row by row, attend_unit) splits it the same way in one thread, so a
  * token's attention is the same bits however it is computed. */
 enum { ATTN_SPLIT_MAX = 16 }; /* runs at most */
 
-int plm_attn_split_max_runs(const plm_hparams *hp, plm_kv_type type_k, plm_kv_type type_v) {
+int plm_attn_split_max_runs(const plm_hparams *hp) {
     const int group = hp->n_head / hp->n_head_kv;
     const bool fits = group <= PLM_ATTN_MAX_Q && group * hp->head_dim <= ATTN_UNIT_ELEMS; /* a unit's heads */
-    return type_k == PLM_KV_F16 && type_v == PLM_KV_F16 && fits ? ATTN_SPLIT_MAX : 0;
+    return fits ? ATTN_SPLIT_MAX : 0;
 }
 
-uint64_t plm_attn_split_bytes(const plm_hparams *hp, uint32_t n_keys, plm_kv_type type_k, plm_kv_type type_v) {
-    const uint64_t runs = (uint64_t)plm_attn_split_max_runs(hp, type_k, type_v), heads = (uint64_t)hp->n_head;
+uint64_t plm_attn_split_bytes(const plm_hparams *hp, uint32_t n_keys) {
+    const uint64_t runs = (uint64_t)plm_attn_split_max_runs(hp), heads = (uint64_t)hp->n_head;
     if (runs == 0) return 0;
     /* each run's stats and part of every head, the merged stats, then (the
      * exact mode) every head's score of each key, kept from stage 1 for stage
@@ -422,11 +426,31 @@ static int attn_split_runs(const plm_forward_state *ctx, int n_keys) {
     return most < 2 || runs < 2 || ctx->model->hp.attn_softcap != 0.0f ? 1 : runs < most ? runs : most;
 }
 
-/* The split's shape for one token: its keys, runs and mode. */
+/* Whether the layer's cache is f16 through and through (else at least one
+ * of K and V is quantized: attn_quant). */
+static bool kv_is_f16(const plm_kv_cache *kv) { return kv->type_k == PLM_TYPE_F16 && kv->type_v == PLM_TYPE_F16; }
+
+/* The split's shape for one token: its keys, runs, mode and the pass that
+ * reads the cache. */
 static plm_attn_split attn_split_of(const attn_job *a, int n_keys, int n_runs) {
     const plm_forward_state *ctx = a->ctx;
-    return (plm_attn_split){.pass = ctx->kt->attn_f16_pass, .n_keys = n_keys, .n_runs = n_runs,
+    const plm_kv_cache *kv = &ctx->kv;
+    const bool f16 = kv_is_f16(kv);
+    return (plm_attn_split){.pass = f16 ? ctx->kt->attn_f16_pass : NULL,
+                            .quant_pass = f16 ? NULL : ctx->kt->attn_quant_pass, .kt = ctx->kt,
+                            .type_k = kv->type_k, .type_v = kv->type_v, .n_keys = n_keys, .n_runs = n_runs,
                             .hd = ctx->model->hp.head_dim, .scale = a->scale, .flash = ctx->flash_attn};
+}
+
+/* nh query heads from q as the split's pass takes them, into buf: in f16,
+ * or in the quantized keys' vec_dot format (Q8_0 for the cache types,
+ * plm_kv_type: at most 2 bytes a value). */
+static const void *split_query(const plm_forward_state *ctx, const float *q, int nh, void *buf) {
+    const plm_kv_cache *kv = &ctx->kv;
+    const int hd = ctx->model->hp.head_dim;
+    if (kv_is_f16(kv)) ctx->kt->quantize_row[PLM_TYPE_F16](q, buf, (int64_t)nh * hd);
+    else plm_attn_quant_query(ctx->kt, kv->type_k, q, nh, hd, buf);
+    return buf;
 }
 
 /* Query heads [h0, h0 + nh) of token t, all on one KV head, over the
@@ -448,18 +472,19 @@ static void attend_unit(const attn_job *a, int t, int h0, int nh) {
         for (int h = 0; h < nh; h++) attend_capped(a, q + h * hd, K, V, n_keys, o + h * hd);
         return;
     }
-    if (kv->type_k == PLM_TYPE_F16 && kv->type_v == PLM_TYPE_F16) {
+    const int n_runs = attn_split_runs(ctx, n_keys);
+    if (n_runs > 1) { /* the decode split's arithmetic (above), here in one thread */
+        _Alignas(64) uint16_t qbuf[ATTN_UNIT_ELEMS]; /* f16 or Q8_0 (split_query): 2 bytes a value at most */
+        plm_softmax_run runs[ATTN_SPLIT_MAX * PLM_ATTN_MAX_Q];
+        float part[ATTN_UNIT_ELEMS];
+        plm_attn_split sp = attn_split_of(a, n_keys, n_runs);
+        sp.runs = runs, sp.parts = part, sp.run_stride = (size_t)nh;
+        plm_attn_split_all(&sp, o, split_query(ctx, q, nh, qbuf), nh, K, V, kv->k_row, kv->v_row);
+        return;
+    }
+    if (kv_is_f16(kv)) {
         uint16_t qh[ATTN_UNIT_ELEMS];
         ctx->kt->quantize_row[PLM_TYPE_F16](q, qh, (int64_t)nh * hd);
-        const int n_runs = attn_split_runs(ctx, n_keys);
-        if (n_runs > 1) { /* the decode split's arithmetic (above), here in one thread */
-            plm_softmax_run runs[ATTN_SPLIT_MAX * PLM_ATTN_MAX_Q];
-            float part[ATTN_UNIT_ELEMS];
-            plm_attn_split sp = attn_split_of(a, n_keys, n_runs);
-            sp.runs = runs, sp.parts = part, sp.run_stride = (size_t)nh;
-            plm_attn_f16_split(&sp, o, qh, nh, K, V, kv->k_row, kv->v_row);
-            return;
-        }
         ctx->kt->attn_f16(o, qh, nh, K, V, kv->k_row, kv->v_row, n_keys, hd, a->scale, ctx->flash_attn);
         return;
     }
@@ -526,10 +551,9 @@ static void attend_split_unit(const attn_job *a, int r, int g) {
     const plm_kv_seq seq = plm_ubatch_seq(a->b, 0);
     const uint8_t *K = plm_kv_keys(kv, a->il, seq, first) + row_offset(kv->type_k, g * hd);
     const uint8_t *V = plm_kv_values(kv, a->il, seq, first) + row_offset(kv->type_v, g * hd);
-    uint16_t qh[ATTN_UNIT_ELEMS];
-    ctx->kt->quantize_row[PLM_TYPE_F16](ctx->s.q + (int64_t)h0 * hd, qh, (int64_t)group * hd);
-    plm_attn_split_stage(&a->split, a->split_stage, r, h0, group, qh, K, V, kv->k_row, kv->v_row,
-                         a->merged ? a->merged + h0 : NULL);
+    _Alignas(64) uint16_t qbuf[ATTN_UNIT_ELEMS]; /* f16 or Q8_0 (split_query): 2 bytes a value at most */
+    plm_attn_split_stage(&a->split, a->split_stage, r, h0, group, split_query(ctx, ctx->s.q + (int64_t)h0 * hd, group, qbuf),
+                         K, V, kv->k_row, kv->v_row, a->merged ? a->merged + h0 : NULL);
 }
 
 static void attn_task(void *arg, int ith, int nth) {

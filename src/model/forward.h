@@ -66,13 +66,13 @@ typedef struct plm_forward_state {
 } plm_forward_state;
 
 /* Most runs of keys one token's attention splits into over the threads on
- * this model and cache (forward.c: over an f16 cache; 0: never), and the
- * scratch bytes the runs of a token over n_keys keys take (the plan's
+ * this model (forward.c; 0: never), over an f16 or a quantized cache, and
+ * the scratch bytes the runs of a token over n_keys keys take (the plan's
  * attn_split: with the cache's n_ctx, the most).  A run holds
  * PLM_ATTN_SPLIT_KEYS keys at the least: a token splits from twice that. */
 #define PLM_ATTN_SPLIT_KEYS 256
-int plm_attn_split_max_runs(const plm_hparams *hp, plm_kv_type type_k, plm_kv_type type_v);
-uint64_t plm_attn_split_bytes(const plm_hparams *hp, uint32_t n_keys, plm_kv_type type_k, plm_kv_type type_v);
+int plm_attn_split_max_runs(const plm_hparams *hp);
+uint64_t plm_attn_split_bytes(const plm_hparams *hp, uint32_t n_keys);
 
 /* Fails, naming the choice, when arch selects a step or option this forward
  * pass does not implement yet (so a descriptor cannot silently compute

@@ -115,7 +115,7 @@ plm_status plm_context_new(plm_model *model, const plm_context_params *params, p
     if (p.n_threads > 256) p.n_threads = 256;
     c->params = p;
     c->fwd.flash_attn = p.flash_attn;
-    c->fwd.split_runs = plm_attn_split_max_runs(&model->hp, p.type_k, p.type_v);
+    c->fwd.split_runs = plm_attn_split_max_runs(&model->hp);
     c->fwd.coarse_prefill = p.coarse_prefill;
     c->fwd.abort = p.abort;
     c->fwd.abort_user = p.abort_user;

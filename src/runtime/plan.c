@@ -42,7 +42,7 @@
 #define GEMM_STACK_MIN_BATCH 16u
 /* Stack of the attention, per thread: a block of keys and one of values
  * staged in f32 (32 KiB; AVX-512 stages only the keys and holds the query
- * in f32, 20 KiB), the query heads of a unit in f16 (8 KiB), a block of
+ * in f32, 20 KiB), the query heads of a unit in f16 or Q8_0 (8 KiB), a block of
  * scores per head (4 KiB), and over a split token's keys (forward.c,
  * attend_unit) one run's output in f32 (16 KiB) and the runs' stats (4
  * KiB): 64 KiB at most.  It reuses the pages a gemm's stack touched, so a
@@ -146,7 +146,7 @@ bool plm_plan_buffers_for(const plm_kv_spec *spec, bool logits_all, plm_plan_buf
     o->act = B * o->act_row;
     o->logits = (uint64_t)plm_plan_logits_rows(spec->n_batch, spec->n_seq, logits_all) * (uint64_t)d->n_vocab * 4;
     o->moe = plm_moe_scratch_bytes(d, spec->n_batch);
-    o->attn_split = plm_attn_split_bytes(d, spec->n_ctx, spec->type_k, spec->type_v);
+    o->attn_split = plm_attn_split_bytes(d, spec->n_ctx);
     return true;
 }
 
@@ -236,7 +236,7 @@ static uint64_t split_touched(const plm_plan *p, uint64_t n_tokens) {
     if (n_tokens < 2 * PLM_ATTN_SPLIT_KEYS) return alloc_touched(p->buf.attn_split, 0);
     const plm_hparams hp = plan_hparams(p);
     const uint32_t keys = (uint32_t)min_u64(n_tokens, p->params.n_ctx);
-    return alloc_touched(p->buf.attn_split, plm_attn_split_bytes(&hp, keys, p->params.type_k, p->params.type_v));
+    return alloc_touched(p->buf.attn_split, plm_attn_split_bytes(&hp, keys));
 }
 
 static void finish(plm_plan *p);

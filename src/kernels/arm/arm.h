@@ -47,7 +47,7 @@ static inline float plm_arm_h2f(plm_fp16_t h) {
     return (float)f;
 }
 
-/* attention.c: the table's attn_f16, attn_f16_pass, attn_quant and swiglu entries. */
+/* attention.c: the table's attn_f16, attn_f16_pass, attn_quant, attn_quant_pass and swiglu entries. */
 void plm_arm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t ks, size_t vs,
                       int n_keys, int hd, float scale, bool flash);
 void plm_arm_attn_f16_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks, size_t vs,
@@ -56,6 +56,9 @@ void plm_arm_swiglu(float *g, const float *u, int n);
 void plm_arm_attn_quant(const plm_kernels *kt, float *o, const float *q, int n_q, plm_type type_k, const void *k,
                         size_t ks, plm_type type_v, const void *v, size_t vs, int n_keys, int hd, float scale,
                         bool flash);
+void plm_arm_attn_quant_pass(const plm_kernels *kt, float *o, const void *q, int n_q, plm_type type_k, const char *k,
+                             size_t ks, plm_type type_v, const char *v, size_t vs, int n_keys, int hd, float scale,
+                             plm_softmax_run *run, int pass, float *kept);
 
 /* Overwrite the entries that level has code for. */
 void plm_arm_fill_neon(plm_kernels *t);      /* float formats, quantizers, NEON int dots */

@@ -192,12 +192,19 @@ void plm_arm_attn_f16_pass(float *o, const uint16_t *q, int n_q, const char *k, 
     attn_pass(o, q, n_q, k, v, ks, vs, n_keys, hd, scale, run, pass, kept);
 }
 
-static const plm_attn_blocks arm_attn_blocks = {softmax_run_block, block_weights, block_values};
+static const plm_attn_blocks arm_attn_blocks = {softmax_run_block, block_weights, block_values, NULL};
 
 void plm_arm_attn_quant(const plm_kernels *kt, float *o, const float *q, int n_q, plm_type type_k, const void *k,
                         size_t ks, plm_type type_v, const void *v, size_t vs, int n_keys, int hd, float scale,
                         bool flash) {
     plm_attn_quant_run(&arm_attn_blocks, kt, o, q, n_q, type_k, k, ks, type_v, v, vs, n_keys, hd, scale, flash);
+}
+
+void plm_arm_attn_quant_pass(const plm_kernels *kt, float *o, const void *q, int n_q, plm_type type_k, const char *k,
+                             size_t ks, plm_type type_v, const char *v, size_t vs, int n_keys, int hd, float scale,
+                             plm_softmax_run *run, int pass, float *kept) {
+    plm_attn_quant_pass(&arm_attn_blocks, kt, o, q, n_q, type_k, k, ks, type_v, v, vs, n_keys, hd, scale, run, pass,
+                        kept);
 }
 
 /* g = silu(g) * u four at a time: g / (1 + e^-g) * u. */

@@ -376,6 +376,7 @@ void plm_arm_fill_neon(plm_kernels *t) {
     t->attn_f16 = plm_arm_attn_f16;
     t->attn_f16_pass = plm_arm_attn_f16_pass;
     t->attn_quant = plm_arm_attn_quant;
+    t->attn_quant_pass = plm_arm_attn_quant_pass;
     t->swiglu = plm_arm_swiglu;
     t->gemm[PLM_TYPE_F32] = gemm_f32;
     t->gemm[PLM_TYPE_F16] = gemm_f16;

@@ -356,16 +356,36 @@ X86_TARGET static void X86_FN(attn_values_block)(float *o, const float *w, const
     block_values(o, w, vb, n, hd);
 }
 
+/* The value rows of the cache types inlined (dequantize.h: the same
+ * arithmetic as the table's dequantize_row). */
+X86_TARGET static void X86_FN(attn_stage_values)(const plm_kernels *kt, plm_type type_v, float *dst, const char *v,
+                                                 size_t vs, int n, int hd) {
+    for (int j = 0; j < n; j++, dst += hd) {
+        const char *row = v + (size_t)j * vs;
+        if (type_v == PLM_TYPE_Q8_0) dequantize_32(PLM_TYPE_Q8_0, row, dst, hd);
+        else if (type_v == PLM_TYPE_Q4_0) dequantize_32(PLM_TYPE_Q4_0, row, dst, hd);
+        else kt->dequantize_row[type_v](row, dst, hd);
+    }
+}
+
 static const plm_attn_blocks X86_FN(attn_blocks) = {
     X86_FN(attn_softmax_block),
     X86_FN(attn_weights_block),
     X86_FN(attn_values_block),
+    X86_FN(attn_stage_values),
 };
 
 static void X86_FN(attn_quant)(const plm_kernels *kt, float *o, const float *q, int n_q, plm_type type_k,
                                const void *k, size_t ks, plm_type type_v, const void *v, size_t vs, int n_keys, int hd,
                                float scale, bool flash) {
     plm_attn_quant_run(&X86_FN(attn_blocks), kt, o, q, n_q, type_k, k, ks, type_v, v, vs, n_keys, hd, scale, flash);
+}
+
+static void X86_FN(attn_quant_pass)(const plm_kernels *kt, float *o, const void *q, int n_q, plm_type type_k,
+                                    const char *k, size_t ks, plm_type type_v, const char *v, size_t vs, int n_keys,
+                                    int hd, float scale, plm_softmax_run *run, int pass, float *kept) {
+    plm_attn_quant_pass(&X86_FN(attn_blocks), kt, o, q, n_q, type_k, k, ks, type_v, v, vs, n_keys, hd, scale, run,
+                        pass, kept);
 }
 
 /* g = silu(g) * u, eight at a time: g / (1 + e^-g) * u. */

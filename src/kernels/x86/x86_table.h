@@ -36,6 +36,7 @@ static const plm_kernels X86_FN(simd) = {
     .attn_f16 = X86_FN(attn_f16),
     .attn_f16_pass = attn_pass,
     .attn_quant = X86_FN(attn_quant),
+    .attn_quant_pass = X86_FN(attn_quant_pass),
     .attn_f16_tile = X86_FN(attn_f16_tile),
     .swiglu = X86_FN(swiglu),
     .geglu = X86_FN(geglu),
@@ -125,6 +126,7 @@ static const plm_kernels X86_FN(simd) = {
     },
 #if X86_ZMM
     .gemv = {
+        [PLM_TYPE_Q8_0] = X86_FN(gemv_q8_0),
         [PLM_TYPE_Q4_0] = X86_FN(gemv_q4_0),
         [PLM_TYPE_Q5_0] = X86_FN(gemv_q5_0),
         [PLM_TYPE_IQ4_NL] = X86_FN(gemv_iq4_nl),
