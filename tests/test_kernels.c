@@ -359,13 +359,14 @@ static void test_gemm_exact(const plm_kernels *kt, plm_type wt) {
 /* The decode matvec (a table's gemv, through plm_matmul with one token):
  * bit for bit the table's vec_dot on rows long enough for every path of
  * the AVX-512 kernels (the activation prepared on the stack up to 16384
- * columns, the row loop beyond; 0-3 block tails), an odd row range,
- * the outputs outside it untouched. */
+ * columns, the row loop beyond; 0-3 block tails), and as short as the
+ * attention heads whose keys it scores over a quantized cache (64, 96), an
+ * odd row range, the outputs outside it untouched. */
 enum { GEMV_ROWS = 6, GEMV_MAXK = 16384 + 256 };
 
 static void test_gemv(const plm_kernels *kt, plm_type wt) {
     const plm_type_info *ti = plm_type_info_get(wt);
-    const int64_t ks[] = {256, 1152, 1184, 16384, 16384 + 128, 16384 + 160, GEMV_MAXK};
+    const int64_t ks[] = {64, 96, 256, 1152, 1184, 16384, 16384 + 128, 16384 + 160, GEMV_MAXK};
     static uint8_t w[GEMV_ROWS * GEMV_MAXK * 2], a[GEMV_MAXK * 2];
     static float x[GEMV_MAXK];
     if (!kt->gemv[wt]) return;
@@ -603,7 +604,8 @@ static void test_attention_f16(const plm_kernels *kt) {
 
 /* One token's keys in runs (plm_attn_split, ops.h: how decode splits them
  * over threads) with each table's pass: against the double-precision
- * softmax; in one run bit for bit the table's attn_f16; and the runs'
+ * softmax; in one run bit for bit the table's attn_f16; with the parts in
+ * turns in one buffer (part_stride 0) bit for bit with room for all; and the runs'
  * stages taken in another order and the heads one at a time (as the
  * threads may), with the exact mode's scores kept from stage 1 for stage 2
  * (as decode keeps them), bit for bit plm_attn_split_all's result without
@@ -618,7 +620,7 @@ static void test_attention_split(const plm_kernels *kt) {
     static float parts[7 * AT_MAXQ * AT_MAXD], scores[AT_MAXK * AT_MAXQ];
     static uint16_t q[AT_MAXQ * AT_MAXD];
     plm_softmax_run st[7 * AT_MAXQ], merged[AT_MAXQ];
-    int bad = 0, unequal = 0, kept_unequal = 0;
+    int bad = 0, unequal = 0, kept_unequal = 0, turns_unequal = 0;
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
         for (size_t kk = 0; kk < sizeof keys / sizeof keys[0]; kk++)
             for (size_t qq = 0; qq < sizeof nqs / sizeof nqs[0]; qq++)
@@ -631,6 +633,10 @@ static void test_attention_split(const plm_kernels *kt) {
                                                    .scale = scale, .flash = flash, .runs = st, .parts = parts,
                                                    .run_stride = (size_t)nq, .part_stride = (size_t)nq * hd};
                         plm_attn_split_all(&sp, o, q, nq, kc, vc, AT_STRIDE, AT_STRIDE);
+                        plm_attn_split turns = sp; /* the runs' parts in turns in one buffer */
+                        turns.part_stride = 0;
+                        plm_attn_split_all(&turns, o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE);
+                        if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0) turns_unequal++;
                         char what[64];
                         snprintf(what, sizeof what, "%s attn split in %d runs", kt->name, nr);
                         count_off_softmax(what, o, q, kc, vc, nq, nk, hd, scale, flash, &bad);
@@ -666,6 +672,8 @@ static void test_attention_split(const plm_kernels *kt) {
           unequal);
     CHECK(kept_unequal == 0, "%s attn split: %d cases where keeping the scores changed the bits", kt->name,
           kept_unequal);
+    CHECK(turns_unequal == 0, "%s attn split: %d cases where the parts in one buffer changed the bits", kt->name,
+          turns_unequal);
 }
 
 /* The x86 tables' attention over an f16 cache, bit for bit: AVX-512 pairs
@@ -886,7 +894,7 @@ static void test_attention_quant(const plm_kernels *kt) {
 /* One token's keys in runs over a quantized cache (plm_attn_split with the
  * table's attn_quant_pass, as decode splits them): in one run bit for bit
  * the table's attn_quant; in several, against the double-precision
- * softmax; keeping the exact mode's scores from stage 1 for stage 2, and
+ * softmax; the parts in turns in one buffer as with room for all; keeping the exact mode's scores from stage 1 for stage 2, and
  * the runs' stages in another order with the heads one at a time (as the
  * threads may take them), bit for bit plm_attn_split_all's result without
  * them. */
@@ -904,7 +912,7 @@ static void test_attention_split_quant(const plm_kernels *kt) {
     static double want[AQ_MAXD], tol[AQ_MAXD];
     static uint8_t qq8[AQ_MAXD * 2];
     plm_softmax_run st[7 * AQ_MAXQ], merged[AQ_MAXQ];
-    int bad = 0, unequal = 0, kept_unequal = 0;
+    int bad = 0, unequal = 0, kept_unequal = 0, turns_unequal = 0;
     for (size_t c = 0; c < sizeof kinds / sizeof kinds[0]; c++)
         for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
             for (size_t kk = 0; kk < sizeof keys / sizeof keys[0]; kk++)
@@ -929,6 +937,10 @@ static void test_attention_split_quant(const plm_kernels *kt) {
                                 .n_keys = nk, .n_runs = nr, .hd = hd, .scale = scale, .flash = flash, .runs = st,
                                 .parts = parts, .run_stride = (size_t)nq, .part_stride = (size_t)nq * hd};
                             plm_attn_split_all(&sp, o, qbuf, nq, kc, vc, AQ_STRIDE, AQ_STRIDE);
+                            plm_attn_split turns = sp; /* the runs' parts in turns in one buffer */
+                            turns.part_stride = 0;
+                            plm_attn_split_all(&turns, o2, qbuf, nq, kc, vc, AQ_STRIDE, AQ_STRIDE);
+                            if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0) turns_unequal++;
                             for (int h = 0; h < nq; h++) {
                                 if (tk == PLM_TYPE_F16) {
                                     memcpy(qd, q + h * hd, sizeof(float) * (size_t)hd);
@@ -939,7 +951,8 @@ static void test_attention_split_quant(const plm_kernels *kt) {
                                 softmax_attention_deq(qd, kd, vd, nk, hd, scale, flash, want, tol);
                                 for (int i = 0; i < hd; i++)
                                     if (fabs(o[h * hd + i] - want[i]) > tol[i] && bad++ < 5)
-                                        fprintf(stderr, "  %s attn split %s K %s V %s hd=%d keys=%d runs=%d: %.7g want %.7g\n",
+                                        fprintf(stderr,
+                                                "  %s attn split %s K %s V %s hd=%d keys=%d runs=%d: %.7g want %.7g\n",
                                                 kt->name, flash ? "flash" : "exact", plm_type_name(tk),
                                                 plm_type_name(tv), hd, nk, nr, o[h * hd + i], want[i]);
                             }
@@ -966,7 +979,8 @@ static void test_attention_split_quant(const plm_kernels *kt) {
                                     plm_attn_split_finish(&kept, h, &merged[h], o2 + h * hd);
                             }
                             if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0 && unequal++ < 5)
-                                fprintf(stderr, "  %s attn split %s K %s V %s hd=%d keys=%d heads=%d runs=%d: not the same bits\n",
+                                fprintf(stderr,
+                                        "  %s attn split %s K %s V %s hd=%d keys=%d heads=%d runs=%d: other bits\n",
                                         kt->name, flash ? "flash" : "exact", plm_type_name(tk), plm_type_name(tv), hd,
                                         nk, nq, nr);
                         }
@@ -975,6 +989,8 @@ static void test_attention_split_quant(const plm_kernels *kt) {
           "grouping changed the bits", kt->name, unequal);
     CHECK(kept_unequal == 0, "%s attn split, quantized cache: %d cases where keeping the scores changed the bits",
           kt->name, kept_unequal);
+    CHECK(turns_unequal == 0, "%s attn split, quantized cache: %d cases where the parts in one buffer changed the bits",
+          kt->name, turns_unequal);
 }
 
 /* silu(g) * u against the formula in double, over lengths around the SIMD

@@ -235,23 +235,24 @@ void plm_attn_split_finish(const plm_attn_split *sp, int h, const plm_softmax_ru
     if (sp->flash) plm_scale(o, (float)(1.0 / merged->sum), sp->hd);
 }
 
-/* One run's part at a time, so that the parts take n_q * hd floats, not
- * n_runs times that (a thread's stack: plan.c): the same steps in the same
- * order as the stages and plm_attn_split_finish, so the same bits.  Flash
- * computes each run's stage 1 twice (its part is summed only once the
- * merged max is known). */
+/* The same steps in the same order as the stages and
+ * plm_attn_split_finish, so the same bits.  With part_stride 0 the runs'
+ * parts take turns in one buffer of n_q * hd floats, not n_runs times that
+ * (a thread's stack: plan.c), and flash computes each run's stage 1 twice
+ * (its part is summed only once the merged max is known); with room for
+ * every run's part, once. */
 void plm_attn_split_all(const plm_attn_split *sp, float *o, const void *q, int n_q, const void *k, const void *v,
                         size_t ks, size_t vs) {
-    plm_attn_split one = *sp;
-    one.part_stride = 0; /* every run's part in the one buffer */
+    const size_t ps = sp->part_stride;
     plm_softmax_run merged[PLM_ATTN_MAX_Q];
-    for (int r = 0; r < sp->n_runs; r++) plm_attn_split_stage(&one, 1, r, 0, n_q, q, k, v, ks, vs, NULL);
-    for (int i = 0; i < n_q; i++) plm_attn_split_merge(&one, i, &merged[i]);
+    for (int r = 0; r < sp->n_runs; r++) plm_attn_split_stage(sp, 1, r, 0, n_q, q, k, v, ks, vs, NULL);
+    for (int i = 0; i < n_q; i++) plm_attn_split_merge(sp, i, &merged[i]);
     for (int i = 0; i < n_q * sp->hd; i++) o[i] = 0.0f;
     for (int r = 0; r < sp->n_runs; r++) {
-        if (sp->flash) plm_attn_split_stage(&one, 1, r, 0, n_q, q, k, v, ks, vs, NULL);
-        else plm_attn_split_stage(&one, 2, r, 0, n_q, q, k, v, ks, vs, merged);
-        for (int i = 0; i < n_q; i++) split_add(&one, i, r, &merged[i], one.parts + (size_t)i * sp->hd, o + (size_t)i * sp->hd);
+        if (!sp->flash) plm_attn_split_stage(sp, 2, r, 0, n_q, q, k, v, ks, vs, merged);
+        else if (ps == 0) plm_attn_split_stage(sp, 1, r, 0, n_q, q, k, v, ks, vs, NULL);
+        for (int i = 0; i < n_q; i++)
+            split_add(sp, i, r, &merged[i], sp->parts + r * ps + (size_t)i * sp->hd, o + (size_t)i * sp->hd);
     }
     for (int i = 0; sp->flash && i < n_q; i++) plm_scale(o + (size_t)i * sp->hd, (float)(1.0 / merged[i].sum), sp->hd);
 }

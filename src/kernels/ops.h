@@ -142,7 +142,8 @@ void plm_attn_split_merge(const plm_attn_split *sp, int h, plm_softmax_run *out)
 /* Head h's output o[0..hd) from the runs' parts and the merged run. */
 void plm_attn_split_finish(const plm_attn_split *sp, int h, const plm_softmax_run *merged, float *o);
 /* All of it in this thread for heads 0..n_q-1 (sp->runs with room for
- * n_runs x n_q, sp->parts for one run's n_q x hd: part_stride unused). */
+ * n_runs x n_q; sp->parts for every run's n_q x hd, part_stride apart, or
+ * with part_stride 0 for one run's, at the cost of flash's stage 1 twice). */
 void plm_attn_split_all(const plm_attn_split *sp, float *o, const void *q, int n_q, const void *k, const void *v,
                         size_t ks, size_t vs);
 /* The reference kernel's pass (plm_attn_f16 is plm_attn_f16_passes of it). */

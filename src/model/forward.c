@@ -476,9 +476,11 @@ static void attend_unit(const attn_job *a, int t, int h0, int nh) {
     if (n_runs > 1) { /* the decode split's arithmetic (above), here in one thread */
         _Alignas(64) uint16_t qbuf[ATTN_UNIT_ELEMS]; /* f16 or Q8_0 (split_query): 2 bytes a value at most */
         plm_softmax_run runs[ATTN_SPLIT_MAX * PLM_ATTN_MAX_Q];
-        float part[ATTN_UNIT_ELEMS];
+        float part[ATTN_UNIT_ELEMS]; /* every run's part where they fit, else one at a time */
         plm_attn_split sp = attn_split_of(a, n_keys, n_runs);
+        const size_t unit = (size_t)nh * hd;
         sp.runs = runs, sp.parts = part, sp.run_stride = (size_t)nh;
+        sp.part_stride = (size_t)n_runs * unit <= ATTN_UNIT_ELEMS ? unit : 0;
         plm_attn_split_all(&sp, o, split_query(ctx, q, nh, qbuf), nh, K, V, kv->k_row, kv->v_row);
         return;
     }
@@ -552,8 +554,9 @@ static void attend_split_unit(const attn_job *a, int r, int g) {
     const uint8_t *K = plm_kv_keys(kv, a->il, seq, first) + row_offset(kv->type_k, g * hd);
     const uint8_t *V = plm_kv_values(kv, a->il, seq, first) + row_offset(kv->type_v, g * hd);
     _Alignas(64) uint16_t qbuf[ATTN_UNIT_ELEMS]; /* f16 or Q8_0 (split_query): 2 bytes a value at most */
-    plm_attn_split_stage(&a->split, a->split_stage, r, h0, group, split_query(ctx, ctx->s.q + (int64_t)h0 * hd, group, qbuf),
-                         K, V, kv->k_row, kv->v_row, a->merged ? a->merged + h0 : NULL);
+    const void *q = split_query(ctx, ctx->s.q + (int64_t)h0 * hd, group, qbuf);
+    plm_attn_split_stage(&a->split, a->split_stage, r, h0, group, q, K, V, kv->k_row, kv->v_row,
+                         a->merged ? a->merged + h0 : NULL);
 }
 
 static void attn_task(void *arg, int ith, int nth) {

@@ -84,6 +84,17 @@ PLM_FN_ATTR static void FN(vec_dot_iq4_nl)(int64_t n, float *s, const void *vw, 
     *s = FN(dot_row32)(PLM_TYPE_IQ4_NL, n, vw, va);
 }
 
+/* The KV cache types' vec_dot row by row, inlined: a quantized cache's key
+ * scores (attn_quant.c) are rows of a head's few blocks, where a call per
+ * key cost about as much as its dot (x86, blocks32.h: gemv_q8_0). */
+PLM_FN_ATTR static void FN(gemv_q8_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, float *out) {
+    for (int64_t r = 0; r < nr; r++) out[r] = FN(dot_row32)(PLM_TYPE_Q8_0, k, (const char *)w + r * ws, act);
+}
+
+PLM_FN_ATTR static void FN(gemv_q4_0)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act, float *out) {
+    for (int64_t r = 0; r < nr; r++) out[r] = FN(dot_row32)(PLM_TYPE_Q4_0, k, (const char *)w + r * ws, act);
+}
+
 /* Q4_1/Q5_1 add the min term m * (d_a * sum(q_a)), which Q8_1 carries as s. */
 PLM_FN_ATTR static void FN(vec_dot_q4_1)(int64_t n, float *s, const void *vw, const void *va) {
     const block_q4_1 *x = vw;
@@ -438,6 +449,8 @@ static void FN(fill_quants)(plm_kernels *t) {
     t->vec_dot[PLM_TYPE_Q5_1] = FN(vec_dot_q5_1);
     t->vec_dot[PLM_TYPE_Q8_0] = FN(vec_dot_q8_0);
     t->vec_dot[PLM_TYPE_IQ4_NL] = FN(vec_dot_iq4_nl);
+    t->gemv[PLM_TYPE_Q8_0] = FN(gemv_q8_0);
+    t->gemv[PLM_TYPE_Q4_0] = FN(gemv_q4_0);
     t->vec_dot[PLM_TYPE_Q2_K] = FN(vec_dot_q2_K);
     t->vec_dot[PLM_TYPE_Q3_K] = FN(vec_dot_q3_K);
     t->vec_dot[PLM_TYPE_Q4_K] = FN(vec_dot_q4_K);
