@@ -833,6 +833,32 @@ static void softmax_attention_deq(const float *qd, const float *kd, const float 
     for (int i = 0; i < hd; i++) tol[i] = 1e-5 * (tol[i] + 1) * (1 + hd / 16) + (flash ? 0 : wmax * tol[i] / 2048);
 }
 
+/* nk rows of keys (later keys score higher) and values of types tk and tv
+ * into kc and vc (AQ_STRIDE apart), and what they dequantize to into kd and
+ * vd. */
+static void quant_cache(plm_type tk, plm_type tv, int nk, int hd, uint8_t *kc, uint8_t *vc, float *kd, float *vd) {
+    float x[AQ_MAXD];
+    for (int j = 0; j < nk; j++) {
+        const float grow = 1.0f + 3.0f * (float)j / (float)nk;
+        for (int e = 0; e < hd; e++) x[e] = rng_sym() * grow;
+        cache_row(tk, x, kc + j * AQ_STRIDE, kd + (size_t)j * hd, hd);
+        for (int e = 0; e < hd; e++) x[e] = rng_sym();
+        cache_row(tv, x, vc + j * AQ_STRIDE, vd + (size_t)j * hd, hd);
+    }
+}
+
+/* A query as keys of type tk meet it: rounded to Q8_0 for a quantized
+ * cache, as it is for an f16 one. */
+static void query_as_met(plm_type tk, const float *q, float *qd, int hd) {
+    uint8_t q8[AQ_MAXD * 2];
+    if (tk == PLM_TYPE_F16) {
+        memcpy(qd, q, sizeof(float) * (size_t)hd);
+        return;
+    }
+    plm_quantize_row_q8_0(q, q8, hd);
+    plm_dequantize_row_q8_0(q8, qd, hd);
+}
+
 static void test_attention_quant(const plm_kernels *kt) {
     static const plm_type kinds[][2] = {
         {PLM_TYPE_Q8_0, PLM_TYPE_Q8_0}, {PLM_TYPE_Q4_0, PLM_TYPE_Q4_0}, {PLM_TYPE_Q8_0, PLM_TYPE_Q4_0},
@@ -842,10 +868,9 @@ static void test_attention_quant(const plm_kernels *kt) {
     const int keys[] = {1, 3, 33, 64, 65, 130, 300};
     const int nqs[] = {1, 3, 8};
     static uint8_t kc[AQ_MAXK * AQ_STRIDE], vc[AQ_MAXK * AQ_STRIDE];
-    static float x[AQ_MAXQ * AQ_MAXD], kd[AQ_MAXK * AQ_MAXD], vd[AQ_MAXK * AQ_MAXD], qd[AQ_MAXD];
+    static float kd[AQ_MAXK * AQ_MAXD], vd[AQ_MAXK * AQ_MAXD], qd[AQ_MAXD];
     static float o[AQ_MAXQ * AQ_MAXD], oref[AQ_MAXQ * AQ_MAXD];
     static double want[AQ_MAXD], tol[AQ_MAXD];
-    static uint8_t qq8[AQ_MAXD * 2];
     const plm_kernels *ref = plm_kernels_ref();
     int bad = 0, off_ref = 0;
     for (size_t c = 0; c < sizeof kinds / sizeof kinds[0]; c++)
@@ -856,25 +881,13 @@ static void test_attention_quant(const plm_kernels *kt) {
                     /* head counts taken in turn: every one meets every size and key count */
                     const int hd = dims[d], nk = keys[kk], nq = nqs[(c + d + kk) % 3];
                     const float scale = 1.0f / sqrtf((float)hd);
-                    for (int e = 0; e < nq * hd; e++) x[e] = rng_sym();
                     float q[AQ_MAXQ * AQ_MAXD];
-                    memcpy(q, x, sizeof(float) * (size_t)(nq * hd));
-                    for (int j = 0; j < nk; j++) {
-                        const float grow = 1.0f + 3.0f * (float)j / (float)nk; /* later keys score higher */
-                        for (int e = 0; e < hd; e++) x[e] = rng_sym() * grow;
-                        cache_row(tk, x, kc + j * AQ_STRIDE, kd + (size_t)j * hd, hd);
-                        for (int e = 0; e < hd; e++) x[e] = rng_sym();
-                        cache_row(tv, x, vc + j * AQ_STRIDE, vd + (size_t)j * hd, hd);
-                    }
+                    for (int e = 0; e < nq * hd; e++) q[e] = rng_sym();
+                    quant_cache(tk, tv, nk, hd, kc, vc, kd, vd);
                     kt->attn_quant(kt, o, q, nq, tk, kc, AQ_STRIDE, tv, vc, AQ_STRIDE, nk, hd, scale, flash);
                     ref->attn_quant(ref, oref, q, nq, tk, kc, AQ_STRIDE, tv, vc, AQ_STRIDE, nk, hd, scale, flash);
                     for (int h = 0; h < nq; h++) {
-                        if (tk == PLM_TYPE_F16) {
-                            memcpy(qd, q + h * hd, sizeof(float) * (size_t)hd);
-                        } else {
-                            plm_quantize_row_q8_0(q + h * hd, qq8, hd);
-                            plm_dequantize_row_q8_0(qq8, qd, hd);
-                        }
+                        query_as_met(tk, q + h * hd, qd, hd);
                         softmax_attention_deq(qd, kd, vd, nk, hd, scale, flash, want, tol);
                         for (int i = 0; i < hd; i++) {
                             const float got = o[h * hd + i];
@@ -906,11 +919,10 @@ static void test_attention_split_quant(const plm_kernels *kt) {
     const int nqs[] = {1, 4};
     const int runs[] = {1, 3, 7};
     static uint8_t kc[AQ_MAXK * AQ_STRIDE], vc[AQ_MAXK * AQ_STRIDE], qbuf[AQ_MAXQ * AQ_MAXD * 2];
-    static float x[AQ_MAXD], kd[AQ_MAXK * AQ_MAXD], vd[AQ_MAXK * AQ_MAXD], qd[AQ_MAXD], q[AQ_MAXQ * AQ_MAXD];
+    static float kd[AQ_MAXK * AQ_MAXD], vd[AQ_MAXK * AQ_MAXD], qd[AQ_MAXD], q[AQ_MAXQ * AQ_MAXD];
     static float o[AQ_MAXQ * AQ_MAXD], o2[AQ_MAXQ * AQ_MAXD], parts[7 * AQ_MAXQ * AQ_MAXD];
     static float scores[AQ_MAXK * AQ_MAXQ];
     static double want[AQ_MAXD], tol[AQ_MAXD];
-    static uint8_t qq8[AQ_MAXD * 2];
     plm_softmax_run st[7 * AQ_MAXQ], merged[AQ_MAXQ];
     int bad = 0, unequal = 0, kept_unequal = 0, turns_unequal = 0;
     for (size_t c = 0; c < sizeof kinds / sizeof kinds[0]; c++)
@@ -923,13 +935,7 @@ static void test_attention_split_quant(const plm_kernels *kt) {
                             const int hd = dims[d], nk = keys[kk], nq = nqs[qi], nr = runs[rr];
                             const float scale = 1.0f / sqrtf((float)hd);
                             for (int e = 0; e < nq * hd; e++) q[e] = rng_sym();
-                            for (int j = 0; j < nk; j++) {
-                                const float grow = 1.0f + 3.0f * (float)j / (float)nk;
-                                for (int e = 0; e < hd; e++) x[e] = rng_sym() * grow;
-                                cache_row(tk, x, kc + j * AQ_STRIDE, kd + (size_t)j * hd, hd);
-                                for (int e = 0; e < hd; e++) x[e] = rng_sym();
-                                cache_row(tv, x, vc + j * AQ_STRIDE, vd + (size_t)j * hd, hd);
-                            }
+                            quant_cache(tk, tv, nk, hd, kc, vc, kd, vd);
                             plm_attn_quant_query(kt, tk, q, nq, hd, qbuf);
                             const size_t q_row = plm_attn_quant_query_row(tk, hd);
                             const plm_attn_split sp = {
@@ -942,12 +948,7 @@ static void test_attention_split_quant(const plm_kernels *kt) {
                             plm_attn_split_all(&turns, o2, qbuf, nq, kc, vc, AQ_STRIDE, AQ_STRIDE);
                             if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0) turns_unequal++;
                             for (int h = 0; h < nq; h++) {
-                                if (tk == PLM_TYPE_F16) {
-                                    memcpy(qd, q + h * hd, sizeof(float) * (size_t)hd);
-                                } else {
-                                    plm_quantize_row_q8_0(q + h * hd, qq8, hd);
-                                    plm_dequantize_row_q8_0(qq8, qd, hd);
-                                }
+                                query_as_met(tk, q + h * hd, qd, hd);
                                 softmax_attention_deq(qd, kd, vd, nk, hd, scale, flash, want, tol);
                                 for (int i = 0; i < hd; i++)
                                     if (fabs(o[h * hd + i] - want[i]) > tol[i] && bad++ < 5)
