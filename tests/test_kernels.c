@@ -602,6 +602,27 @@ static void test_attention_f16(const plm_kernels *kt) {
     CHECK(bad == 0, "%s attn_f16: %d outputs off the double-precision softmax", kt->name, bad);
 }
 
+/* The split's stages in the order threads may take them: each head on its
+ * own, stage 1 of its runs last first, the merges last head first, stage 2
+ * in a shuffled run order, then the finish into o; the queries q_row bytes
+ * apart, the cache rows `stride`, the kept scores (sp->scores, n_keys x
+ * n_q floats) poisoned first. */
+static void split_shuffled(const plm_attn_split *sp, const void *q, size_t q_row, int nq, const void *kc,
+                           const void *vc, size_t stride, float *o) {
+    plm_softmax_run merged[PLM_ATTN_MAX_Q];
+    const int nr = sp->n_runs, hd = sp->hd;
+    for (size_t e = 0; sp->scores && e < (size_t)sp->n_keys * nq; e++) sp->scores[e] = NAN;
+    for (int h = 0; h < nq; h++)
+        for (int r = nr - 1; r >= 0; r--)
+            plm_attn_split_stage(sp, 1, r, h, 1, (const char *)q + h * q_row, kc, vc, stride, stride, NULL);
+    for (int h = nq - 1; h >= 0; h--) plm_attn_split_merge(sp, h, &merged[h]);
+    for (int r = 0; !sp->flash && r < nr; r++)
+        for (int h = nq - 1; h >= 0; h--)
+            plm_attn_split_stage(sp, 2, (r * 5) % nr, h, 1, (const char *)q + h * q_row, kc, vc, stride, stride,
+                                 &merged[h]);
+    for (int h = 0; h < nq; h++) plm_attn_split_finish(sp, h, &merged[h], o + h * hd);
+}
+
 /* One token's keys in runs (plm_attn_split, ops.h: how decode splits them
  * over threads) with each table's pass: against the double-precision
  * softmax; in one run bit for bit the table's attn_f16; with the parts in
@@ -619,7 +640,7 @@ static void test_attention_split(const plm_kernels *kt) {
     static float o[AT_MAXQ * AT_MAXD], o2[AT_MAXQ * AT_MAXD];
     static float parts[7 * AT_MAXQ * AT_MAXD], scores[AT_MAXK * AT_MAXQ];
     static uint16_t q[AT_MAXQ * AT_MAXD];
-    plm_softmax_run st[7 * AT_MAXQ], merged[AT_MAXQ];
+    plm_softmax_run st[7 * AT_MAXQ];
     int bad = 0, unequal = 0, kept_unequal = 0, turns_unequal = 0;
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
         for (size_t kk = 0; kk < sizeof keys / sizeof keys[0]; kk++)
@@ -650,19 +671,8 @@ static void test_attention_split(const plm_kernels *kt) {
                                     kt->name, flash ? "flash" : "exact", hd, nk, nq, nr);
                         if (nr == 1) /* the whole as the kernel's own attention */
                             kt->attn_f16(o2, q, nq, kc, vc, AT_STRIDE, AT_STRIDE, nk, hd, scale, flash);
-                        else {
-                            for (size_t e = 0; e < sizeof scores / sizeof scores[0]; e++) scores[e] = NAN;
-                            for (int h = 0; h < nq; h++)
-                                for (int r = nr - 1; r >= 0; r--)
-                                    plm_attn_split_stage(&kept, 1, r, h, 1, q + h * hd, kc, vc, AT_STRIDE,
-                                                         AT_STRIDE, NULL);
-                            for (int h = nq - 1; h >= 0; h--) plm_attn_split_merge(&kept, h, &merged[h]);
-                            for (int r = 0; !flash && r < nr; r++)
-                                for (int h = nq - 1; h >= 0; h--)
-                                    plm_attn_split_stage(&kept, 2, (r * 5) % nr, h, 1, q + h * hd, kc, vc, AT_STRIDE,
-                                                         AT_STRIDE, &merged[h]);
-                            for (int h = 0; h < nq; h++) plm_attn_split_finish(&kept, h, &merged[h], o2 + h * hd);
-                        }
+                        else
+                            split_shuffled(&kept, q, (size_t)hd * 2, nq, kc, vc, AT_STRIDE, o2);
                         if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0 && unequal++ < 5)
                             fprintf(stderr, "  %s attn split %s hd=%d keys=%d heads=%d runs=%d: not the same bits\n",
                                     kt->name, flash ? "flash" : "exact", hd, nk, nq, nr);
@@ -923,7 +933,7 @@ static void test_attention_split_quant(const plm_kernels *kt) {
     static float o[AQ_MAXQ * AQ_MAXD], o2[AQ_MAXQ * AQ_MAXD], parts[7 * AQ_MAXQ * AQ_MAXD];
     static float scores[AQ_MAXK * AQ_MAXQ];
     static double want[AQ_MAXD], tol[AQ_MAXD];
-    plm_softmax_run st[7 * AQ_MAXQ], merged[AQ_MAXQ];
+    plm_softmax_run st[7 * AQ_MAXQ];
     int bad = 0, unequal = 0, kept_unequal = 0, turns_unequal = 0;
     for (size_t c = 0; c < sizeof kinds / sizeof kinds[0]; c++)
         for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
@@ -966,18 +976,7 @@ static void test_attention_split_quant(const plm_kernels *kt) {
                                 kt->attn_quant(kt, o2, q, nq, tk, kc, AQ_STRIDE, tv, vc, AQ_STRIDE, nk, hd, scale,
                                                flash);
                             } else {
-                                for (size_t e = 0; e < sizeof scores / sizeof scores[0]; e++) scores[e] = NAN;
-                                for (int h = 0; h < nq; h++)
-                                    for (int r = nr - 1; r >= 0; r--)
-                                        plm_attn_split_stage(&kept, 1, r, h, 1, qbuf + h * q_row, kc, vc, AQ_STRIDE,
-                                                             AQ_STRIDE, NULL);
-                                for (int h = nq - 1; h >= 0; h--) plm_attn_split_merge(&kept, h, &merged[h]);
-                                for (int r = 0; !flash && r < nr; r++)
-                                    for (int h = nq - 1; h >= 0; h--)
-                                        plm_attn_split_stage(&kept, 2, (r * 5) % nr, h, 1, qbuf + h * q_row, kc, vc,
-                                                             AQ_STRIDE, AQ_STRIDE, &merged[h]);
-                                for (int h = 0; h < nq; h++)
-                                    plm_attn_split_finish(&kept, h, &merged[h], o2 + h * hd);
+                                split_shuffled(&kept, qbuf, q_row, nq, kc, vc, AQ_STRIDE, o2);
                             }
                             if (memcmp(o, o2, sizeof(float) * (size_t)nq * hd) != 0 && unequal++ < 5)
                                 fprintf(stderr,
