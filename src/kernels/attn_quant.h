@@ -4,7 +4,8 @@
  *
  * The cache is read a block of keys at a time, as the f16 kernels read it
  * (ops.h, attn_pass.h): the block's value rows are converted to f32 once
- * (the table's dequantize_row) for every query head of the group, each
+ * (the table's dequantize_row, or its bits inlined: the blocks'
+ * stage_values) for every query head of the group, each
  * head's scores come from the table's vec_dot of the key rows with the
  * head's query in the keys' vec_dot format, and the softmax and the
  * weighted sum of the values are a table's block functions (the SIMD
