@@ -22,12 +22,6 @@
  * width, so the block functions may pad them to whole vectors.
  */
 
-/* n rows' first `bytes` (stride apart) into the cache, a line at a time. */
-static inline void attn_prefetch_rows(const char *p, size_t stride, int n, int bytes) {
-    for (int j = 0; j < n; j++)
-        for (int o = 0; o < bytes; o += 64) __builtin_prefetch(p + (size_t)j * stride + o);
-}
-
 ATTN_TGT static void attn_pass(float *o, const uint16_t *q, int n_q, const char *k, const char *v, size_t ks,
                                size_t vs, int n_keys, int hd, float scale, plm_softmax_run *run, int pass,
                                float *kept) {
@@ -42,8 +36,8 @@ ATTN_TGT static void attn_pass(float *o, const uint16_t *q, int n_q, const char 
          * hardware prefetcher stops, and a decoding token over 3000 keys
          * spent most of its attention waiting in stage_rows (perf). */
         const int nn = n_keys - j0 - nb < bk ? n_keys - j0 - nb : bk;
-        if (keys) attn_prefetch_rows(k + (size_t)(j0 + nb) * ks, ks, nn, 2 * hd);
-        if (values) attn_prefetch_rows(v + (size_t)(j0 + nb) * vs, vs, nn, 2 * hd);
+        if (keys) plm_attn_prefetch_rows(k + (size_t)(j0 + nb) * ks, ks, nn, 2 * (size_t)hd);
+        if (values) plm_attn_prefetch_rows(v + (size_t)(j0 + nb) * vs, vs, nn, 2 * (size_t)hd);
         if (keys) stage_keys(kst, k + (size_t)j0 * ks, ks, nb, hd);
         if (values) stage_values(vst, v + (size_t)j0 * vs, vs, nb, hd);
         for (int i = 0; i < n_q; i++) {

@@ -21,13 +21,6 @@ void plm_attn_quant_query(const plm_kernels *kt, plm_type type_k, const float *q
     for (int i = 0; i < n_q; i++) kt->quantize_row[qt](q + (size_t)i * hd, (char *)qbuf + (size_t)i * row, hd);
 }
 
-/* n rows' first `bytes` (stride apart) into the cache: the next block's,
- * while this one is computed (see attn_pass.h). */
-static void prefetch_rows(const char *p, size_t stride, int n, size_t bytes) {
-    for (int j = 0; j < n; j++)
-        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + (size_t)j * stride + o);
-}
-
 /* s[j] = scale * q . k_j for nb key rows. */
 static void block_scores(const plm_kernels *kt, plm_type type_k, float *s, const void *q, const char *k, size_t ks,
                          int nb, int hd, float scale) {
@@ -63,8 +56,8 @@ void plm_attn_quant_pass(const plm_attn_blocks *blk, const plm_kernels *kt, floa
     for (int j0 = 0; j0 < n_keys; j0 += bk) {
         const int nb = n_keys - j0 < bk ? n_keys - j0 : bk;
         const int nn = n_keys - j0 - nb < bk ? n_keys - j0 - nb : bk;
-        if (keys) prefetch_rows(k + (size_t)(j0 + nb) * ks, ks, nn, k_bytes);
-        if (values) prefetch_rows(v + (size_t)(j0 + nb) * vs, vs, nn, v_bytes);
+        if (keys) plm_attn_prefetch_rows(k + (size_t)(j0 + nb) * ks, ks, nn, k_bytes);
+        if (values) plm_attn_prefetch_rows(v + (size_t)(j0 + nb) * vs, vs, nn, v_bytes);
         if (values) stage_values(blk, kt, type_v, vst, v + (size_t)j0 * vs, vs, nb, hd);
         for (int i = 0; i < n_q; i++) {
             float *oi = o + (size_t)i * hd, *ki = kept ? kept + (size_t)i * n_keys + j0 : NULL;

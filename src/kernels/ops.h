@@ -83,6 +83,15 @@ float plm_softmax_weight(float s, float max, float inv_sum);
 void plm_attn_f16(float *o, const uint16_t *q, int n_q, const void *k, const void *v, size_t k_stride,
                   size_t v_stride, int n_keys, int hd, float scale, bool flash);
 
+/* n cache rows' first `bytes` (stride apart) asked for a line at a time:
+ * an attention pass asks for the next block's rows while it computes this
+ * one's (the cache sits in 4 KiB pages, at each of which the hardware
+ * prefetcher stops). */
+static inline void plm_attn_prefetch_rows(const char *p, size_t stride, int n, size_t bytes) {
+    for (int j = 0; j < n; j++)
+        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + (size_t)j * stride + o);
+}
+
 /* A SIMD kernel's pass over every key for every query head: pass 0 is
  * flash's only pass, 1 and 2 the exact mode's (max and sum, then values).
  * kept (NULL: none) has room for n_q x n_keys floats: the exact mode's
