@@ -28,7 +28,7 @@
  *            functions on the same table's dots ("scalar blocks", about
  *            what model code did before attn_quant was a table entry);
  *            reported as microseconds a call.  For f16 also "tile": the
- *            prefill tile (attn_f16_tile) of AT_TILE tokens of that group
+ *            prefill tile (attn_tile) of AT_TILE tokens of that group
  *            over the same keys (the i-th token's last key 2048 - AT_TILE + i),
  *            as microseconds a token, against attn_f16's microseconds a call.
  *
@@ -259,13 +259,13 @@ static double time_attention_tile(const plm_kernels *kt, const float *q, const v
         begin[t] = 0, end[t] = AT_KEYS - AT_TILE + 1 + t;
     }
     const plm_attn_tile tile = {.o = o, .o_stride = AT_NQ * AT_HD, .q = qh, .n_tok = AT_TILE, .n_q = AT_NQ,
-                                .hd = AT_HD, .key_begin = begin, .key_end = end, .k = k, .v = v, .k_stride = row,
-                                .v_stride = row, .scale = 0.125f, .kept = kept,
+                                .hd = AT_HD, .key_begin = begin, .key_end = end, .k = k, .v = v, .type_k = PLM_TYPE_F16,
+                                .type_v = PLM_TYPE_F16, .k_stride = row, .v_stride = row, .scale = 0.125f, .kept = kept,
                                 .kept_floats = sizeof kept / sizeof kept[0]};
     double best = 1e9;
     for (int rep = 0; rep < 5; rep++) {
         const double t0 = now();
-        kt->attn_f16_tile(&tile);
+        kt->attn_tile(&tile);
         const double dt = now() - t0;
         if (dt < best) best = dt;
     }
@@ -290,7 +290,7 @@ static void bench_attention(const plm_kernels *const *list, int nk) {
             char sb[32] = "-";
             char tl[32] = "-";
             if (t != PLM_TYPE_F16) snprintf(sb, sizeof sb, "%.0f", 1e6 * time_attention(list[i], t, true, q, k, v, row, o));
-            else if (list[i]->attn_f16_tile)
+            else if (list[i]->attn_tile)
                 snprintf(tl, sizeof tl, "%.0f", 1e6 * time_attention_tile(list[i], q, k, v, row, o));
             printf("%-7s %-7s %12.0f %15s %12s\n", list[i]->name, plm_type_name(t), us, sb, tl);
         }

@@ -13,7 +13,7 @@
 // The prompt is tokenized by the model (BOS first where the model has one),
 // evaluated, then N tokens are generated greedily one at a time; the rate is
 // timed after the first (which also evaluates the prompt), flash attention off
-// unless -fa.
+// unless -fa.  pp_ts is the prompt's tokens over the time to that first token.
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -43,10 +43,12 @@ const seq = context.getSequence();
 const text = readFileSync(o.f, "utf8");
 const prompt = [...(model.tokens.bos != null ? [model.tokens.bos] : []), ...model.tokenize(text)];
 const it = seq.evaluate(prompt, { temperature: 0, yieldEogToken: true });
+const tp = process.hrtime.bigint();
 await it.next(); // the prompt, and the first token
 const t0 = process.hrtime.bigint();
+const pp = prompt.length / (Number(t0 - tp) / 1e9); // as pocketlm run's "prompt" rate, plus one sampling step
 for (let i = 1; i < o.n; i++) await it.next();
 const s = Number(process.hrtime.bigint() - t0) / 1e9;
 await it.return();
 console.log(JSON.stringify({ model: path.basename(o.m), prompt_tokens: prompt.length, generated: o.n,
-                             cache: `${o.ctk}/${o.ctv}`, flash: o.fa, tg_ts: (o.n - 1) / s }));
+                             cache: `${o.ctk}/${o.ctv}`, flash: o.fa, pp_ts: pp, tg_ts: (o.n - 1) / s }));

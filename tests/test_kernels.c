@@ -721,7 +721,7 @@ static void test_attention_x86_agree(const plm_kernels **list, int n) {
     CHECK(unequal == 0, "avx2 and avx512 attn_f16 differ in %d of %d cases", unequal, cases);
 }
 
-/* Prefill attention by tiles (attn_f16_tile, tables that have it) against
+/* Prefill attention by tiles (attn_tile, tables that have it) against
  * the same double-precision softmax, row by row over each token's own key
  * range, and in the exact mode where the ranges all begin at key 0 bit for
  * bit against the table's own attn_f16 of each token (kernels.h; flash is
@@ -732,7 +732,7 @@ static void test_attention_x86_agree(const plm_kernels **list, int n) {
  * are and are not whole vectors, ranges that cross the key blocks (the
  * running max rises) and end anywhere in a group of 8 keys. */
 static void test_attention_tile(const plm_kernels *kt) {
-    if (!kt->attn_f16_tile) return;
+    if (!kt->attn_tile) return;
     const int dims[] = {8, 64, 128, 200};
     const int nqs[] = {1, 3, 8};
     const int lasts[] = {1, 40, 97, 131, 299};  /* the last token's last key */
@@ -766,16 +766,17 @@ static void test_attention_tile(const plm_kernels *kt) {
                         const size_t o_stride = (size_t)nq * hd + 5;  /* tokens' outputs need not touch */
                         const plm_attn_tile tile = {.o = o, .o_stride = o_stride, .q = q, .n_tok = n_tok, .n_q = nq,
                                                     .hd = hd, .key_begin = begin, .key_end = end, .k = kc, .v = vc,
+                                                    .type_k = PLM_TYPE_F16, .type_v = PLM_TYPE_F16,
                                                     .k_stride = AT_STRIDE, .v_stride = AT_STRIDE, .scale = scale,
                                                     .flash = flash};
-                        kt->attn_f16_tile(&tile);
+                        kt->attn_tile(&tile);
                         tiles++;
                         for (int t = 0; t < n_tok && !window && !flash; t++) {
                             kt->attn_f16(own, q + t * nq * hd, nq, kc, vc, AT_STRIDE, AT_STRIDE, end[t], hd, scale,
                                          flash);
                             if (memcmp(own, o + t * o_stride, sizeof(float) * (size_t)(nq * hd)) != 0 &&
                                 unequal++ < 5)
-                                fprintf(stderr, "  %s attn_f16_tile %s hd=%d heads=%d tokens=%d keys %d: not attn_f16's\n",
+                                fprintf(stderr, "  %s attn_tile %s hd=%d heads=%d tokens=%d keys %d: not attn_f16's\n",
                                         kt->name, flash ? "flash" : "exact", hd, nq, n_tok, end[t]);
                         }
                         for (int t = 0; t < n_tok; t++)
@@ -789,15 +790,15 @@ static void test_attention_tile(const plm_kernels *kt) {
                                     if (fabs(got - want) <= tol) continue;
                                     if (bad++ < 5)
                                         fprintf(stderr,
-                                                "  %s attn_f16_tile %s hd=%d heads=%d tokens=%d keys [%d, %d) [%d][%d]: "
+                                                "  %s attn_tile %s hd=%d heads=%d tokens=%d keys [%d, %d) [%d][%d]: "
                                                 "%.7g want %.7g\n",
                                                 kt->name, flash ? "flash" : "exact", hd, nq, n_tok, begin[t], end[t],
                                                 h, i, got, want);
                                 }
                     }
-    CHECK(tiles > 50, "%s attn_f16_tile: only %d tiles tried", kt->name, tiles);
-    CHECK(bad == 0, "%s attn_f16_tile: %d outputs off the double-precision softmax", kt->name, bad);
-    CHECK(unequal == 0, "%s attn_f16_tile: %d tokens not bit for bit attn_f16's", kt->name, unequal);
+    CHECK(tiles > 50, "%s attn_tile: only %d tiles tried", kt->name, tiles);
+    CHECK(bad == 0, "%s attn_tile: %d outputs off the double-precision softmax", kt->name, bad);
+    CHECK(unequal == 0, "%s attn_tile: %d tokens not bit for bit attn_f16's", kt->name, unequal);
 }
 
 /* Attention over a quantized cache (attn_quant) against a softmax written
@@ -912,6 +913,86 @@ static void test_attention_quant(const plm_kernels *kt) {
                 }
     CHECK(bad == 0, "%s attn_quant: %d outputs off the double-precision softmax", kt->name, bad);
     CHECK(off_ref == 0, "%s attn_quant: %d outputs off the reference table's", kt->name, off_ref);
+}
+
+/* Prefill tiles over a quantized cache (attn_tile with Q8_0 / Q4_0 rows, on
+ * tables that have it) against the double-precision softmax over the
+ * dequantized rows and the query as the tile takes it, in f16 (not rounded
+ * to Q8_0 as attn_quant's: kernels.h): causal runs with and without a
+ * window, as test_attention_tile.  Where the rows' keys all begin at key 0,
+ * each token's rows in the exact mode are also bit for bit a tile of that
+ * token alone: a row's lanes never meet another row's. */
+static void test_attention_tile_quant(const plm_kernels *kt) {
+    if (!kt->attn_tile) return;
+    static const plm_type kinds[][2] = {
+        {PLM_TYPE_Q8_0, PLM_TYPE_Q8_0}, {PLM_TYPE_Q4_0, PLM_TYPE_Q4_0},
+        {PLM_TYPE_F16, PLM_TYPE_Q8_0},  {PLM_TYPE_Q8_0, PLM_TYPE_F16}};
+    const int dims[] = {64, 128, 256};
+    const int nqs[] = {1, 3, 8};
+    const int lasts[] = {1, 40, 131, 299}; /* the last token's last key */
+    enum { O_STRIDE = AQ_MAXQ * AQ_MAXD + 5 }; /* tokens' outputs need not touch */
+    static uint8_t kc[AQ_MAXK * AQ_STRIDE], vc[AQ_MAXK * AQ_STRIDE];
+    static float kd[AQ_MAXK * AQ_MAXD], vd[AQ_MAXK * AQ_MAXD], x[PLM_ATTN_TILE_ELEMS], qd[AQ_MAXD];
+    static float o[16 * O_STRIDE], alone[O_STRIDE];
+    static uint16_t q[PLM_ATTN_TILE_ELEMS];
+    static double want[AQ_MAXD], tol[AQ_MAXD];
+    int bad = 0, tiles = 0, unequal = 0;
+    for (size_t c = 0; c < sizeof kinds / sizeof kinds[0]; c++)
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (size_t l = 0; l < sizeof lasts / sizeof lasts[0]; l++)
+                for (int window = 0; window < 2; window++)
+                    for (int flash = 0; flash < 2; flash++) {
+                        const plm_type tk = kinds[c][0], tv = kinds[c][1];
+                        const int hd = dims[d], nq = nqs[(c + d + l) % 3], max_tok = plm_attn_tile_tokens(nq, hd);
+                        const int n_tok = 1 + (int)(l + d + c + (size_t)flash) % max_tok, nk = lasts[l] + 1;
+                        if (n_tok > nk) continue;
+                        const float scale = 1.0f / sqrtf((float)hd);
+                        int begin[16], end[16];
+                        for (int t = 0; t < n_tok; t++) {
+                            end[t] = nk - (n_tok - 1 - t);
+                            begin[t] = window && end[t] > 37 ? end[t] - 37 : 0;
+                        }
+                        for (int e = 0; e < n_tok * nq * hd; e++) x[e] = rng_sym();
+                        plm_fp32_to_fp16_row(x, q, n_tok * nq * hd);
+                        quant_cache(tk, tv, nk, hd, kc, vc, kd, vd);
+                        plm_attn_tile tile = {.o = o, .o_stride = O_STRIDE, .q = q, .n_tok = n_tok, .n_q = nq,
+                                              .hd = hd, .key_begin = begin, .key_end = end, .k = kc, .v = vc,
+                                              .type_k = tk, .type_v = tv, .k_stride = AQ_STRIDE,
+                                              .v_stride = AQ_STRIDE, .scale = scale, .flash = flash};
+                        kt->attn_tile(&tile);
+                        tiles++;
+                        for (int t = 0; t < n_tok && !window && !flash; t++) {
+                            plm_attn_tile one = tile;
+                            one.o = alone, one.q = q + t * nq * hd, one.n_tok = 1;
+                            one.key_begin = begin + t, one.key_end = end + t;
+                            kt->attn_tile(&one);
+                            if (memcmp(alone, o + t * O_STRIDE, sizeof(float) * (size_t)(nq * hd)) != 0 &&
+                                unequal++ < 5)
+                                fprintf(stderr, "  %s attn_tile K %s V %s hd=%d heads=%d tokens=%d keys %d: "
+                                        "not the token's own tile\n", kt->name, plm_type_name(tk), plm_type_name(tv),
+                                        hd, nq, n_tok, end[t]);
+                        }
+                        for (int t = 0; t < n_tok; t++)
+                            for (int h = 0; h < nq; h++) {
+                                for (int e = 0; e < hd; e++) qd[e] = plm_fp16_to_fp32(q[(t * nq + h) * hd + e]);
+                                softmax_attention_deq(qd, kd + (size_t)begin[t] * hd, vd + (size_t)begin[t] * hd,
+                                                      end[t] - begin[t], hd, scale, flash, want, tol);
+                                for (int i = 0; i < hd; i++) {
+                                    const float got = o[t * O_STRIDE + h * hd + i];
+                                    if (fabs(got - want[i]) <= tol[i]) continue;
+                                    if (bad++ < 5)
+                                        fprintf(stderr,
+                                                "  %s attn_tile %s K %s V %s hd=%d heads=%d tokens=%d keys [%d, %d) "
+                                                "[%d][%d]: %.7g want %.7g\n",
+                                                kt->name, flash ? "flash" : "exact", plm_type_name(tk),
+                                                plm_type_name(tv), hd, nq, n_tok, begin[t], end[t], h, i, got,
+                                                want[i]);
+                                }
+                            }
+                    }
+    CHECK(tiles > 100, "%s attn_tile over a quantized cache: only %d tiles tried", kt->name, tiles);
+    CHECK(bad == 0, "%s attn_tile over a quantized cache: %d outputs off the double-precision softmax", kt->name, bad);
+    CHECK(unequal == 0, "%s attn_tile over a quantized cache: %d tokens not their own tile's bits", kt->name, unequal);
 }
 
 /* One token's keys in runs over a quantized cache (plm_attn_split with the
@@ -1074,6 +1155,7 @@ int main(void) {
         test_attention_split(list[i]);
         test_attention_quant(list[i]);
         test_attention_split_quant(list[i]);
+        test_attention_tile_quant(list[i]);
         test_swiglu(list[i]);
         test_geglu(list[i]);
         for (int j = 0; j < N_WTYPES; j++) {

@@ -44,12 +44,15 @@ typedef void (*plm_gemv_fn)(int64_t k, const void *w, size_t w_stride, int64_t n
 typedef void (*plm_attn_f16_fn)(float *o, const uint16_t *q, int n_q, const void *k, const void *v,
                                 size_t k_stride, size_t v_stride, int n_keys, int hd, float scale, bool flash);
 /* A tile of prefill attention: n_tok tokens' n_q query heads, all on one
- * KV head of an f16 cache, over a run of cached keys and values.  Row
- * (t, h) is query q[(t * n_q + h) * hd ...] and attends to the keys
- * [key_begin[t], key_end[t]) of k / v (k_stride / v_stride bytes apart; a
- * non-empty range); its output goes to o + t * o_stride + h * hd.  When
- * every row's range begins at the same key, each row's output is bit for bit
- * the same table's attn_f16 of that query over its range (x86: the same
+ * KV head, over a run of cached keys and values.  Row (t, h) is query
+ * q[(t * n_q + h) * hd ...] and attends to the keys [key_begin[t],
+ * key_end[t]) of k / v (k_stride / v_stride bytes apart; a non-empty
+ * range); its output goes to o + t * o_stride + h * hd.  The cache rows are
+ * of type_k / type_v: F16, or Q8_0 / Q4_0, whose rows meet the f16 query
+ * dequantized (not attn_quant's query rounded to Q8_0: a prefill's rows
+ * need not be decoding's bits, see forward.c).  Over an f16 cache, when
+ * every row's range begins at the same key, each row's output is bit for
+ * bit the same table's attn_f16 of that query over its range (x86: the same
  * blocks, sums and orders; test_kernels checks the exact mode), otherwise
  * the same online softmax up to float summation order.  Sizes:
  * PLM_ATTN_TILE_ROWS rows at most, rows rounded up to PLM_ATTN_TILE_ROUND
@@ -62,6 +65,7 @@ typedef struct plm_attn_tile {
     int n_tok, n_q, hd;
     const int *key_begin, *key_end; /* [n_tok], key indices from k / v */
     const void *k, *v;
+    plm_type type_k, type_v;
     size_t k_stride, v_stride;
     float scale;
     bool flash;
@@ -72,7 +76,7 @@ typedef struct plm_attn_tile {
     size_t kept_floats;
 } plm_attn_tile;
 enum { PLM_ATTN_TILE_ROWS = 64, PLM_ATTN_TILE_ROUND = 16, PLM_ATTN_TILE_ELEMS = 8192, PLM_ATTN_TILE_MAX_HD = 512 };
-typedef void (*plm_attn_f16_tile_fn)(const plm_attn_tile *t);
+typedef void (*plm_attn_tile_fn)(const plm_attn_tile *t);
 
 /* Tokens a tile of n_q heads of hd values can hold (0: such heads do not fit
  * a tile at all). */
@@ -140,9 +144,10 @@ typedef struct plm_kernels {
     plm_gemv_fn gemv[PLM_TYPE_COUNT];
     /* Optional: prefill attention by tiles of tokens (plm_attn_tile): the
      * table's attn_f16 arithmetic, reading each block of keys and values
-     * once for several tokens.  Never filled from another table (another
-     * table's attn_f16 rounds differently); NULL: token by token. */
-    plm_attn_f16_tile_fn attn_f16_tile;
+     * once for several tokens, over an f16 or a quantized cache.  Never
+     * filled from another table (another table's attn_f16 rounds
+     * differently); NULL: token by token. */
+    plm_attn_tile_fn attn_tile;
 } plm_kernels;
 
 /* Points every entry t has no function for at base's: a SIMD table lists

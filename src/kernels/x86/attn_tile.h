@@ -3,23 +3,27 @@
  * rows (a few tokens x the query heads of one KV head) meets each block of
  * cached keys and values once, like a small gemm, instead of once per
  * token; the online softmax is attention.h's, exact or flash.  Part of an
- * x86 table; after attention.h (stage_rows, exp_ps).
+ * x86 table; after dequantize.h (dequantize_32) and attention.h
+ * (stage_rows, exp_ps).
  *
  * The rows lie across vector lanes: the queries transposed, Qt[d][r], and
  * the output too, Ot[d][r].  A block's scores are St[j][r] = sum_d k_j[d]
  * Qt[d][r], one key element broadcast against row vectors (no horizontal
  * sums); the softmax's max, exp and sum run lane by lane down the key
  * vectors; the values are Ot[d][r] += v_j[d] Pt[j][r] in the same shape.
- * Keys and values are staged in f32 once per block for every row.
+ * Keys and values are staged in f32 once per block for every row: f16
+ * rows widened, Q8_0 / Q4_0 rows dequantized (a quantized cache costs the
+ * tile no more than an f16 one, where token by token it scores the keys
+ * with integer dots against a quantized query instead: attn_quant.c).
  *
- * Bit for bit attention.h's kernel (attn_f16) for each row, when the rows'
- * keys all begin at the same key: the same blocks of keys; each score summed
- * as block_scores sums it (eight lane chains over d mod 8, combined in
- * sum4's order, or hsum_ps's for the keys past a row's last group of 8,
- * then the tail of d past the last 32 and the scale); each block's exps
- * summed in softmax_run_block's lanes (key mod 8) and order, the running
- * max's shrink by expf; the values in key order.  Rows whose keys end
- * inside a block see -inf past their end (weight 0, adding +0).
+ * Over an f16 cache, bit for bit attention.h's kernel (attn_f16) for each
+ * row, when the rows' keys all begin at the same key: the same blocks of
+ * keys; each score summed as block_scores sums it (eight lane chains over d
+ * mod 8, combined in sum4's order, or hsum_ps's for the keys past a row's
+ * last group of 8, then the tail of d past the last 32 and the scale); each
+ * block's exps summed in softmax_run_block's lanes (key mod 8) and order,
+ * the running max's shrink by expf; the values in key order.  Rows whose
+ * keys end inside a block see -inf past their end (weight 0, adding +0).
  *
  * A row vector holds TILE_W rows: 16 in a zmm on AVX-512 tables, 8 in a
  * ymm otherwise.  Every operation on it is lane by lane, so the width
@@ -392,9 +396,17 @@ X86_INL void tile_values(attn_tile_state *s, const float *pt, const float *vb, i
     }
 }
 
-/* n f16 rows -> floats, and zeros up to nbp rows. */
-X86_INL void tile_stage(float *dst, const void *src, size_t stride, int j0, int nb, int nbp, int hd) {
-    stage_rows(dst, (const char *)src + (size_t)j0 * stride, stride, nb, hd);
+/* Rows j0..j0+nb-1 of a cache of type `type` -> floats (dequantize.h's
+ * arithmetic for Q8_0 / Q4_0, the table's dequantize_row bits), and zeros
+ * up to nbp rows. */
+X86_INL void tile_stage(float *dst, plm_type type, const void *src, size_t stride, int j0, int nb, int nbp, int hd) {
+    const char *rows = (const char *)src + (size_t)j0 * stride;
+    if (type == PLM_TYPE_Q8_0)
+        for (int j = 0; j < nb; j++) dequantize_32(PLM_TYPE_Q8_0, rows + (size_t)j * stride, dst + (size_t)j * hd, hd);
+    else if (type == PLM_TYPE_Q4_0)
+        for (int j = 0; j < nb; j++) dequantize_32(PLM_TYPE_Q4_0, rows + (size_t)j * stride, dst + (size_t)j * hd, hd);
+    else
+        stage_rows(dst, rows, stride, nb, hd);
     memset(dst + (size_t)nb * hd, 0, sizeof(float) * (size_t)(nbp - nb) * hd);
 }
 
@@ -411,20 +423,20 @@ X86_INL void tile_pass(attn_tile_state *s, const plm_attn_tile *t, int pass, flo
         const int nb = s->kend - j0 < bk ? s->kend - j0 : bk, nbp = (nb + TILE_SNJ - 1) / TILE_SNJ * TILE_SNJ;
         float *sb = kept ? kept + (size_t)(j0 - s->kbeg) * s->rows : st;
         if (pass != 2 || !kept) {
-            tile_stage(kst, t->k, t->k_stride, j0, nb, nbp, hd);
+            tile_stage(kst, t->type_k, t->k, t->k_stride, j0, nb, nbp, hd);
             tile_scores(sb, single, kst, s, j0, bk, nbp, t->scale);
             if (j0 < s->maxlo || j0 + nbp > s->minhi) tile_mask(sb, s, j0, nbp);
         }
         if (pass == 2) tile_weights(sb, s, nbp);
         else tile_softmax(sb, s, nbp, pass == 0);
         if (values) {
-            tile_stage(vst, t->v, t->v_stride, j0, nb, nbp, hd);
+            tile_stage(vst, t->type_v, t->v, t->v_stride, j0, nb, nbp, hd);
             tile_values(s, sb, vst, nbp);
         }
     }
 }
 
-X86_TARGET static void X86_FN(attn_f16_tile)(const plm_attn_tile *t) {
+X86_TARGET static void X86_FN(attn_tile)(const plm_attn_tile *t) {
     _Alignas(32) float qt[PLM_ATTN_TILE_ELEMS], ot[PLM_ATTN_TILE_ELEMS];
     attn_tile_state s = {.qt = qt, .ot = ot};
     tile_setup(&s, t);
