@@ -27,10 +27,10 @@
  *            and for those also the loop with the reference's scalar block
  *            functions on the same table's dots ("scalar blocks", about
  *            what model code did before attn_quant was a table entry);
- *            reported as microseconds a call.  For f16 also "tile": the
- *            prefill tile (attn_tile) of AT_TILE tokens of that group
- *            over the same keys (the i-th token's last key 2048 - AT_TILE + i),
- *            as microseconds a token, against attn_f16's microseconds a call.
+ *            reported as microseconds a call.  Also "tile": the prefill
+ *            tile (attn_tile) of AT_TILE tokens of that group over the same
+ *            keys (the i-th token's last key 2048 - AT_TILE + i), as
+ *            microseconds a token, against a call's microseconds.
  *
  *   repacked  the same decode (also from L2: rp L2) and prefill on the row-interleaved layout
  *            (quant/repack.h, `--repack`), for the formats the table has
@@ -248,9 +248,9 @@ static double time_attention(const plm_kernels *kt, plm_type type, bool scalar_b
     return best;
 }
 
-/* Best time of a few prefill tiles of AT_TILE tokens (f16 cache), per token. */
-static double time_attention_tile(const plm_kernels *kt, const float *q, const void *k, const void *v, size_t row,
-                                  float *o) {
+/* Best time of a few prefill tiles of AT_TILE tokens, per token. */
+static double time_attention_tile(const plm_kernels *kt, plm_type type, const float *q, const void *k, const void *v,
+                                  size_t row, float *o) {
     static uint16_t qh[AT_TILE * AT_NQ * AT_HD];
     static int begin[AT_TILE], end[AT_TILE];
     static float kept[PLM_ATTN_TILE_ROWS * (AT_KEYS + 16)];
@@ -259,8 +259,8 @@ static double time_attention_tile(const plm_kernels *kt, const float *q, const v
         begin[t] = 0, end[t] = AT_KEYS - AT_TILE + 1 + t;
     }
     const plm_attn_tile tile = {.o = o, .o_stride = AT_NQ * AT_HD, .q = qh, .n_tok = AT_TILE, .n_q = AT_NQ,
-                                .hd = AT_HD, .key_begin = begin, .key_end = end, .k = k, .v = v, .type_k = PLM_TYPE_F16,
-                                .type_v = PLM_TYPE_F16, .k_stride = row, .v_stride = row, .scale = 0.125f, .kept = kept,
+                                .hd = AT_HD, .key_begin = begin, .key_end = end, .k = k, .v = v, .type_k = type,
+                                .type_v = type, .k_stride = row, .v_stride = row, .scale = 0.125f, .kept = kept,
                                 .kept_floats = sizeof kept / sizeof kept[0]};
     double best = 1e9;
     for (int rep = 0; rep < 5; rep++) {
@@ -290,8 +290,8 @@ static void bench_attention(const plm_kernels *const *list, int nk) {
             char sb[32] = "-";
             char tl[32] = "-";
             if (t != PLM_TYPE_F16) snprintf(sb, sizeof sb, "%.0f", 1e6 * time_attention(list[i], t, true, q, k, v, row, o));
-            else if (list[i]->attn_tile)
-                snprintf(tl, sizeof tl, "%.0f", 1e6 * time_attention_tile(list[i], q, k, v, row, o));
+            if (list[i]->attn_tile)
+                snprintf(tl, sizeof tl, "%.0f", 1e6 * time_attention_tile(list[i], t, q, k, v, row, o));
             printf("%-7s %-7s %12.0f %15s %12s\n", list[i]->name, plm_type_name(t), us, sb, tl);
         }
     }
