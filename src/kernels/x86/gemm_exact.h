@@ -316,7 +316,11 @@ X86_TARGET static void X86_FN(gemm_exact_q2_K)(int64_t k, const void *w, size_t 
 
 X86_TARGET static void X86_FN(gemm_exact_q3_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                                size_t as, int nt, float *out, int64_t os) {
+#if X86_ZMM
+    gemm_exact_kz(PLM_TYPE_Q3_K, k / QK_K, w, ws, nr, act, as, nt, out, os);
+#else
     gemm_exact_by_rows(X86_FN(gemm_q3_K), k, w, ws, nr, act, as, nt, out, os);
+#endif
 }
 
 X86_TARGET static void X86_FN(gemm_exact_q4_K)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,

@@ -131,6 +131,7 @@ static const plm_kernels X86_FN(simd) = {
         [PLM_TYPE_Q5_0] = X86_FN(gemv_q5_0),
         [PLM_TYPE_IQ4_NL] = X86_FN(gemv_iq4_nl),
         [PLM_TYPE_Q2_K] = X86_FN(gemv_q2_K),
+        [PLM_TYPE_Q3_K] = X86_FN(gemv_q3_K),
         [PLM_TYPE_Q4_K] = X86_FN(gemv_q4_K),
         [PLM_TYPE_MXFP4] = X86_FN(gemv_mxfp4),
     },
