@@ -15,7 +15,7 @@
  * block's scale work still shares the vector pipes; docs/BENCHMARKS.md).
  *
  * Codes become unsigned: a 32-element block stores u = w + o (o = 8 for
- * Q4_0, 16 for Q5_0, 128 for Q8_0 and IQ4_NL), and the offset comes back
+ * Q4_0, 16 for Q5_0, 128 for Q8_0, IQ4_NL and MXFP4), and the offset comes back
  * exactly, in integers, by starting the block's sum at -o * sum(a).  K-quant
  * sub-blocks do the same with their own code offset (Q6_K 32, Q3_K 4) or
  * carry a per-row min (Q4_K, Q5_K, Q2_K) dotted with the activation sums.
@@ -126,7 +126,7 @@ X86_INL enum panel_mode panel_mode_of(plm_type type) {
     case PLM_TYPE_IQ2_XS:
     case PLM_TYPE_IQ2_S:
     case PLM_TYPE_IQ1_M: return PANEL_K_OFS2;
-    default: return is_codebook(type) ? PANEL_K_OFS1 : PANEL_Q8_0; /* Q4_0, Q5_0, Q8_0, IQ4_NL */
+    default: return is_codebook(type) ? PANEL_K_OFS1 : PANEL_Q8_0; /* Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 */
     }
 }
 
@@ -135,7 +135,8 @@ X86_INL int panel_offset(plm_type type) {
     switch (type) {
     case PLM_TYPE_Q3_K: return 4;
     case PLM_TYPE_Q6_K: return 32;
-    case PLM_TYPE_IQ4_XS: return 128;
+    case PLM_TYPE_IQ4_XS:
+    case PLM_TYPE_MXFP4: return 128;
     default: return is_codebook(type) ? 128 : block32_offset(type);
     }
 }
@@ -224,6 +225,25 @@ X86_INL void panel_pack_32(plm_type type, const char *w, size_t ws, int rn, int6
         panel_transpose(r, &p[b]);
         p[b].d = panel_scales(d);
         p[b].m = panel_scales(m);
+    }
+}
+
+/* MXFP4: its levels + 128 (IQ4_NL's codes with another table), under the
+ * E8M0 scale halved (plm_e8m0_half, as its vec_dot), which an f16 cannot
+ * hold (2^-128 .. 2^127), so the scales go in as floats.  Row tiles alone,
+ * its prefill had run at 0.66x llama.cpp's (docs/BENCHMARKS.md). */
+X86_INL void panel_pack_mxfp4(const char *w, size_t ws, int rn, int64_t b0, int kb, pblk *p) {
+    for (int b = 0; b < kb; b++) {
+        __m256i r[PANEL_R];
+        _Alignas(64) float d[PANEL_R];
+        for (int j = 0; j < PANEL_R; j++) { /* rows past the end: row 0, scale 0 */
+            const block_mxfp4 *x = block_at(PLM_TYPE_MXFP4, w + (size_t)(j < rn ? j : 0) * ws, b0 + b);
+            r[j] = _mm256_xor_si256(mxfp4_weights(x), _mm256_set1_epi8((char)0x80));
+            d[j] = j < rn ? plm_e8m0_half(x->e) : 0.0f;
+        }
+        panel_transpose(r, &p[b]);
+        p[b].d = _mm512_load_ps(d);
+        p[b].m = _mm512_setzero_ps();
     }
 }
 
@@ -359,6 +379,7 @@ X86_INL void panel_pack_cb(plm_type type, const char *w, size_t ws, int rn, int6
 
 X86_INL void panel_pack(plm_type type, const char *w, size_t ws, int rn, int64_t s0, int ks, pblk *p) {
     if (is_codebook(type)) panel_pack_cb(type, w, ws, rn, s0, ks, p);
+    else if (type == PLM_TYPE_MXFP4) panel_pack_mxfp4(w, ws, rn, s0, ks, p);
     else if (is_k_quant(type)) panel_pack_k(type, w, ws, rn, s0, ks, p);
     else panel_pack_32(type, w, ws, rn, s0, ks, p);
 }

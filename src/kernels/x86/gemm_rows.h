@@ -119,9 +119,8 @@ X86_TARGET static void X86_FN(gemm_iq4_xs)(int64_t k, const void *w, size_t ws, 
     gemm_quant(PLM_TYPE_IQ4_XS, k, w, ws, nr, act, as, nt, out, os);
 }
 
-/* The codebook formats: row tiles, or on AVX-512 the panel gemm from
- * PANEL_MIN_TOK tokens (decoded to int8 once per panel and k slice).
- * MXFP4: row tiles only. */
+/* The codebook formats and MXFP4: row tiles, or on AVX-512 the panel gemm
+ * from PANEL_MIN_TOK tokens (decoded to int8 once per panel and k slice). */
 
 X86_TARGET static void X86_FN(gemm_iq2_xxs)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                             size_t as, int nt, float *out, int64_t os) {
@@ -170,5 +169,5 @@ X86_TARGET static void X86_FN(gemm_tq2_0)(int64_t k, const void *w, size_t ws, i
 
 X86_TARGET static void X86_FN(gemm_mxfp4)(int64_t k, const void *w, size_t ws, int64_t nr, const void *act,
                                           size_t as, int nt, float *out, int64_t os) {
-    gemm_rows(PLM_TYPE_MXFP4, k, w, ws, nr, act, as, nt, out, os);
+    gemm_quant(PLM_TYPE_MXFP4, k, w, ws, nr, act, as, nt, out, os);
 }

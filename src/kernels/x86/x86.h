@@ -190,6 +190,7 @@ X86_INL size_t block_bytes(plm_type type) {
     case PLM_TYPE_IQ1_M: return sizeof(block_iq1_m);
     case PLM_TYPE_TQ1_0: return sizeof(block_tq1_0);
     case PLM_TYPE_TQ2_0: return sizeof(block_tq2_0);
+    case PLM_TYPE_MXFP4: return sizeof(block_mxfp4);
     default: return 0;
     }
 }
